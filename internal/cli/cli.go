@@ -1,0 +1,60 @@
+// Package cli wires ironlb's subcommands: flags become a Config, and each role's package runs it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/whoami"
+)
+
+// exitError carries a process exit code through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Main runs ironlb with args and returns the process exit code.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "ironlb",
+		Short:         "LoadBalancer Services for bare-metal Kubernetes (MetalLB's API, kube-proxy's job, one binary)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(labCmd(), whoamiCmd())
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ironlb:", err)
+		return 1
+	}
+	return 0
+}
+
+// whoamiCmd is the traefik/whoami-compatible echo server the lab runs for that image.
+func whoamiCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "whoami [--port N] [--name NAME] [--verbose]",
+		Short:              "An HTTP echo server answering like traefik/whoami (the lab runs it for that image)",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := whoami.ParseArgs(args, os.Getenv)
+			if err != nil {
+				return err
+			}
+			return whoami.Run(cmd.Context(), cfg)
+		},
+	}
+}

@@ -1,0 +1,174 @@
+// Package lab rebuilds seed 000's kind cluster on one machine: network namespaces for a bridge, the nodes and
+// an outside client; a real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+// inside the control-plane node; and a node agent doing the kubelet's job on every node.
+//
+// The topology is computed from Config by a pure function (Plan) so it can be tested without root. The
+// adapters that make it real (namespaces, cgroups, processes) live beside it and are driven by Up and Down.
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Defaults are seed 000's values.
+const (
+	DefaultName        = "myk8s"
+	DefaultWorkers     = 3
+	DefaultStateDir    = "/run/ironlb-lab"
+	DefaultClient      = "mypc"
+	IPFamilyIPv4       = "ipv4"
+	IPFamilyDual       = "dual"
+	ProxyIPTables      = "iptables"
+	ProxyNFTables      = "nftables"
+	apiserverPort      = 6443
+	controlPlaneSuffix = "-control-plane"
+)
+
+// Config is what a user chooses with `ironlb lab up` flags. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	Name        string       `json:"name"`        // cluster name; nodes are <name>-control-plane, <name>-worker, <name>-worker2...
+	Workers     int          `json:"workers"`     // number of worker nodes
+	NodeCIDR    netip.Prefix `json:"nodeCIDR"`    // the bridge's IPv4 subnet (kind's 172.18.0.0/16)
+	NodeCIDR6   netip.Prefix `json:"nodeCIDR6"`   // the bridge's IPv6 subnet in the dual-stack lab
+	PodCIDR     netip.Prefix `json:"podCIDR"`     // cluster pod CIDR; each node gets a /24 from kube-controller-manager
+	PodCIDR6    netip.Prefix `json:"podCIDR6"`    // IPv6 pod CIDR (dual); each node gets a /64
+	ServiceCIDR netip.Prefix `json:"serviceCIDR"` // ClusterIP range
+	// ServiceCIDR6 is the IPv6 ClusterIP range (dual).
+	ServiceCIDR6 netip.Prefix `json:"serviceCIDR6"`
+	ClientName   string       `json:"clientName"` // the outside client's namespace (seed: mypc)
+	ClientAddr   netip.Addr   `json:"clientAddr"` // its address on the bridge (seed: 172.18.0.100)
+	IPFamily     string       `json:"ipFamily"`   // ipv4 or dual
+	ProxyMode    string       `json:"proxyMode"`  // kube-proxy mode: iptables (seed) or nftables
+	StateDir     string       `json:"stateDir"`   // where the lab keeps certificates, logs and its record
+	K8sBin       string       `json:"k8sBin"`     // directory with etcd, kube-apiserver, ... (see hack/k8s-binaries.sh)
+	Self         string       `json:"self"`       // path of the ironlb binary run inside the lab
+}
+
+// DefaultConfig returns seed 000's cluster.
+func DefaultConfig() Config {
+	return Config{
+		Name:         DefaultName,
+		Workers:      DefaultWorkers,
+		NodeCIDR:     netip.MustParsePrefix("172.18.0.0/16"),
+		NodeCIDR6:    netip.MustParsePrefix("fc00:f853:ccd:e793::/64"),
+		PodCIDR:      netip.MustParsePrefix("10.10.0.0/16"),
+		PodCIDR6:     netip.MustParsePrefix("fd00:10:10::/56"),
+		ServiceCIDR:  netip.MustParsePrefix("10.200.1.0/24"),
+		ServiceCIDR6: netip.MustParsePrefix("fd00:10:200:1::/112"),
+		ClientName:   DefaultClient,
+		ClientAddr:   netip.MustParseAddr("172.18.0.100"),
+		IPFamily:     IPFamilyIPv4,
+		ProxyMode:    ProxyIPTables,
+		StateDir:     DefaultStateDir,
+	}
+}
+
+// Dual reports whether the lab is dual-stack.
+func (c Config) Dual() bool { return c.IPFamily == IPFamilyDual }
+
+// Validate reports the first problem with c, naming the flag.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Name == "" || len(c.Name) > 20 || strings.ContainsAny(c.Name, " /_.") {
+		errs = append(errs, fmt.Errorf("--name %q: want 1-20 characters of [a-z0-9-]", c.Name))
+	}
+	if c.Workers < 0 || c.Workers > 50 {
+		errs = append(errs, fmt.Errorf("--workers %d: want 0..50", c.Workers))
+	}
+	for _, p := range []struct {
+		flag string
+		p    netip.Prefix
+		v6   bool
+	}{{"--node-cidr", c.NodeCIDR, false}, {"--pod-cidr", c.PodCIDR, false}, {"--service-cidr", c.ServiceCIDR, false}} {
+		if !p.p.IsValid() || !p.p.Addr().Is4() {
+			errs = append(errs, fmt.Errorf("%s %s: want an IPv4 CIDR", p.flag, p.p))
+		} else if p.p != p.p.Masked() {
+			errs = append(errs, fmt.Errorf("%s %s: host bits set (did you mean %s?)", p.flag, p.p, p.p.Masked()))
+		}
+	}
+	if c.NodeCIDR.IsValid() && c.NodeCIDR.Bits() > 28 {
+		errs = append(errs, fmt.Errorf("--node-cidr %s: too small for the nodes and the client", c.NodeCIDR))
+	}
+	if c.PodCIDR.IsValid() && c.PodCIDR.Bits() > 24-bitsFor(c.Workers+1) {
+		errs = append(errs, fmt.Errorf("--pod-cidr %s: too small for a /24 per node on %d nodes", c.PodCIDR, c.Workers+1))
+	}
+	if c.ServiceCIDR.IsValid() && c.ServiceCIDR.Bits() > 28 {
+		errs = append(errs, fmt.Errorf("--service-cidr %s: too small", c.ServiceCIDR))
+	}
+	if c.NodeCIDR.IsValid() && c.PodCIDR.IsValid() && c.NodeCIDR.Overlaps(c.PodCIDR) ||
+		c.NodeCIDR.IsValid() && c.ServiceCIDR.IsValid() && c.NodeCIDR.Overlaps(c.ServiceCIDR) ||
+		c.PodCIDR.IsValid() && c.ServiceCIDR.IsValid() && c.PodCIDR.Overlaps(c.ServiceCIDR) {
+		errs = append(errs, errors.New("--node-cidr, --pod-cidr and --service-cidr must not overlap"))
+	}
+	if !c.NodeCIDR.Contains(c.ClientAddr) {
+		errs = append(errs, fmt.Errorf("--client-addr %s is not in --node-cidr %s", c.ClientAddr, c.NodeCIDR))
+	} else if off := addrOffset(c.NodeCIDR.Addr(), c.ClientAddr); off >= 2 && off < uint64(2+c.Workers+1) {
+		errs = append(errs, fmt.Errorf("--client-addr %s collides with a node address", c.ClientAddr))
+	}
+	switch c.IPFamily {
+	case IPFamilyIPv4:
+	case IPFamilyDual:
+		for _, p := range []struct {
+			flag string
+			p    netip.Prefix
+		}{{"--node-cidr6", c.NodeCIDR6}, {"--pod-cidr6", c.PodCIDR6}, {"--service-cidr6", c.ServiceCIDR6}} {
+			if !p.p.IsValid() || p.p.Addr().Is4() {
+				errs = append(errs, fmt.Errorf("%s %s: want an IPv6 CIDR", p.flag, p.p))
+			}
+		}
+		if c.PodCIDR6.IsValid() && (c.PodCIDR6.Bits() > 64-bitsFor(c.Workers+1) || 64-c.PodCIDR6.Bits() > 16) {
+			errs = append(errs, fmt.Errorf("--pod-cidr6 %s: want /48../%d so each node gets a /64", c.PodCIDR6, 64-bitsFor(c.Workers+1)))
+		}
+		if c.ServiceCIDR6.IsValid() && c.ServiceCIDR6.Bits() < 108 {
+			errs = append(errs, fmt.Errorf("--service-cidr6 %s: kube-apiserver wants /108 or smaller", c.ServiceCIDR6))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--ip-family %q: want ipv4 or dual", c.IPFamily))
+	}
+	switch c.ProxyMode {
+	case ProxyIPTables, ProxyNFTables:
+	default:
+		errs = append(errs, fmt.Errorf("--proxy %q: want iptables or nftables", c.ProxyMode))
+	}
+	if c.StateDir == "" || !strings.HasPrefix(c.StateDir, "/") {
+		errs = append(errs, fmt.Errorf("--state-dir %q: want an absolute path", c.StateDir))
+	}
+	return errors.Join(errs...)
+}
+
+func bitsFor(n int) int {
+	b := 0
+	for (1 << b) < n {
+		b++
+	}
+	return b
+}
+
+func addrOffset(base, a netip.Addr) uint64 {
+	b4, a4 := base.As16(), a.As16()
+	var off uint64
+	for i := 8; i < 16; i++ {
+		off = off<<8 | uint64(a4[i]-b4[i])
+	}
+	return off
+}
+
+// nthAddr returns the address n after p's base address.
+func nthAddr(p netip.Prefix, n uint64) netip.Addr {
+	b := p.Masked().Addr().As16()
+	carry := n
+	for i := 15; i >= 0 && carry > 0; i-- {
+		s := uint64(b[i]) + carry&0xff
+		b[i] = byte(s)
+		carry = carry>>8 + s>>8
+	}
+	a := netip.AddrFrom16(b)
+	if p.Addr().Is4() {
+		return a.Unmap()
+	}
+	return a
+}

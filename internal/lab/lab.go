@@ -1,0 +1,479 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+//go:embed manifests/kube-proxy.yaml
+var kubeProxyYAML string
+
+// KubeVersion is the pinned Kubernetes release (hack/versions.env); the kube-proxy image tag uses it.
+const KubeVersion = "v1.37.2"
+
+// EtcdVersion is the etcd release Kubernetes KubeVersion pins.
+const EtcdVersion = "v3.7.0"
+
+// DefaultK8sBin is where hack/k8s-binaries.sh puts the binaries for the pinned versions.
+func DefaultK8sBin() string {
+	cache := os.Getenv("IRONLB_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "ironlb")
+	}
+	return filepath.Join(cache, "kubernetes", KubeVersion+"-etcd"+EtcdVersion, "bin")
+}
+
+// Client returns a clientset that works from the root namespace.
+func (l *Lab) Client() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.State.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Kubectl runs the built kubectl against the lab with args, wiring stdio to the given streams.
+func (l *Lab) Kubectl(ctx context.Context, stdin *os.File, stdout, stderr *os.File, args ...string) error {
+	cmd := exec.CommandContext(ctx, l.bin("kubectl"), append([]string{"--kubeconfig", l.State.Kubeconfig()}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	return cmd.Run()
+}
+
+func (l *Lab) kubectlApply(ctx context.Context, manifest string) error {
+	cmd := exec.CommandContext(ctx, l.bin("kubectl"), "--kubeconfig", l.State.Kubeconfig(), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl apply: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// preflight checks what Up needs from the machine.
+func (l *Lab) preflight() error {
+	var errs []error
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl"} {
+		if _, err := os.Stat(l.bin(b)); err != nil {
+			errs = append(errs, fmt.Errorf("missing %s (build the Kubernetes binaries with hack/k8s-binaries.sh, or pass --k8s-bin)", l.bin(b)))
+		}
+	}
+	for _, t := range []string{"ip", "iptables", "nft"} {
+		if _, err := exec.LookPath(t); err != nil {
+			errs = append(errs, fmt.Errorf("missing %s on PATH (apt-get install iproute2 iptables nftables)", t))
+		}
+	}
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("the lab needs root (network namespaces, cgroups)"))
+	}
+	if _, err := cgroupRoot(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Present reports what of this lab exists now: namespaces, live processes, the record on disk.
+func (l *Lab) Present() (netns []string, procs int, recorded bool) {
+	cg, err := l.Cgroup()
+	if err == nil {
+		procs = len(cg.Procs())
+	}
+	_, err = os.Stat(l.State.PlanFile())
+	return l.labNetNS(), procs, err == nil
+}
+
+// Healthy reports whether a lab that is up answers: every host namespace exists and the apiserver
+// answers through the host kubeconfig.
+func (l *Lab) Healthy(ctx context.Context) error {
+	for _, h := range l.Plan.Hosts() {
+		if !NetNSExists(h.Name) {
+			return fmt.Errorf("namespace %s is missing", h.Name)
+		}
+	}
+	cs, err := l.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
+}
+
+// Up brings the lab up, or makes sure an existing healthy one is complete. On failure or cancellation
+// everything made so far is removed (unless keep is set).
+func (l *Lab) Up(ctx context.Context, keep bool) (err error) {
+	if err := l.preflight(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if prev, perr := l.State.ReadPlan(); perr == nil {
+		if prev.Config != l.Plan.Config {
+			return fmt.Errorf("a lab %q is already up with other settings (%s); run `ironlb lab down` first", prev.Config.Name, l.State.PlanFile())
+		}
+		if herr := l.Healthy(ctx); herr == nil {
+			l.Log("lab %s is already up; checking it is complete", l.Plan.Config.Name)
+			return l.finish(ctx, start)
+		} else {
+			l.Log("found a half-present lab (%v); removing it first", herr)
+		}
+		if derr := l.Down(context.WithoutCancel(ctx)); derr != nil {
+			return fmt.Errorf("removing the half-present lab: %w", derr)
+		}
+	} else if ns, procs, _ := l.Present(); len(ns) > 0 || procs > 0 {
+		l.Log("found leftovers of an earlier lab (namespaces %v, %d processes); removing them first", ns, procs)
+		if derr := l.Down(context.WithoutCancel(ctx)); derr != nil {
+			return fmt.Errorf("removing leftovers: %w", derr)
+		}
+	}
+	defer func() {
+		if err == nil || keep {
+			return
+		}
+		if ctx.Err() != nil {
+			l.Log("interrupted; removing the lab")
+		} else {
+			l.Log("lab up failed; removing the lab (use --keep-on-failure to inspect it)")
+			l.tailLogs()
+		}
+		if derr := l.Down(context.WithoutCancel(ctx)); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+	if err := l.State.WritePlan(l.Plan); err != nil {
+		return err
+	}
+	t := time.Now()
+	if err := l.createNetwork(ctx); err != nil {
+		return err
+	}
+	l.Log("✓ network: bridge %s on %s, nodes %s, client %s at %s (%.1fs)", l.Plan.Config.NodeCIDR, l.Plan.BridgeNS,
+		strings.Join(l.nodeNames(), " "), l.Plan.Client.Name, l.Plan.Client.Addr, time.Since(t).Seconds())
+	t = time.Now()
+	if err := l.writePKI(); err != nil {
+		return err
+	}
+	if err := l.writeHosts(); err != nil {
+		return err
+	}
+	l.Log("✓ certificates and kubeconfigs (%.2fs)", time.Since(t).Seconds())
+	t = time.Now()
+	for _, n := range l.Plan.Nodes { // agents wait for the apiserver themselves
+		if err := l.startAgent(n); err != nil {
+			return err
+		}
+	}
+	if err := l.startControlPlane(ctx); err != nil {
+		return err
+	}
+	if err := l.startAPIProxy(ctx); err != nil {
+		return err
+	}
+	l.Log("✓ control plane in %s: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (%.1fs)",
+		l.Plan.ControlPlane().Name, time.Since(t).Seconds())
+	return l.finish(ctx, start)
+}
+
+func (l *Lab) nodeNames() []string {
+	var n []string
+	for _, h := range l.Plan.Nodes {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
+func (l *Lab) writePKI() error {
+	cp := l.Plan.ControlPlane()
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IP(cp.Addr.AsSlice()), net.IP(l.Plan.KubernetesServiceIP().AsSlice())}
+	if cp.Addr6.IsValid() {
+		ips = append(ips, net.IP(cp.Addr6.AsSlice()), net.IP(nthAddr(l.Plan.Config.ServiceCIDR6, 1).AsSlice()))
+	}
+	dns := []string{"localhost", cp.Name, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	pki := l.State.PKI()
+	if err := pki.Generate(dns, ips); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	kc, err := pki.Kubeconfig(l.Plan.Config.Name, l.Plan.APIServerURL())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(l.State.InternalKubeconfig(), kc, 0o600)
+}
+
+// finish installs the add-ons (kube-proxy) and waits until every node is Ready and kube-proxy runs on it.
+func (l *Lab) finish(ctx context.Context, start time.Time) error {
+	t := time.Now()
+	var buf bytes.Buffer
+	clusterCIDR := l.Plan.Config.PodCIDR.String()
+	if l.Plan.Config.Dual() {
+		clusterCIDR += "," + l.Plan.Config.PodCIDR6.String()
+	}
+	err := template.Must(template.New("kube-proxy").Parse(kubeProxyYAML)).Execute(&buf, map[string]string{
+		"ClusterCIDR": clusterCIDR, "Mode": l.Plan.Config.ProxyMode, "Version": KubeVersion,
+		"Server": fmt.Sprintf("https://%s:%d", l.Plan.ControlPlane().Name, apiserverPort),
+	})
+	if err != nil {
+		return err
+	}
+	if err := l.kubectlApply(ctx, buf.String()); err != nil {
+		return err
+	}
+	if err := l.WaitNodesReady(ctx, 90*time.Second); err != nil {
+		return err
+	}
+	l.Log("✓ %d nodes Ready with pod CIDRs from kube-controller-manager (%.1fs)", len(l.Plan.Nodes), time.Since(t).Seconds())
+	t = time.Now()
+	if err := l.WaitDaemonSet(ctx, "kube-system", "kube-proxy", 90*time.Second); err != nil {
+		return err
+	}
+	l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
+	l.Log("lab %s is up in %.1fs", l.Plan.Config.Name, time.Since(start).Seconds())
+	return nil
+}
+
+// WaitNodesReady waits until every planned node is Ready and has a pod CIDR.
+func (l *Lab) WaitNodesReady(ctx context.Context, timeout time.Duration) error {
+	cs, err := l.Client()
+	if err != nil {
+		return err
+	}
+	return poll(ctx, timeout, func() (bool, string, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ready := map[string]bool{}
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && n.Spec.PodCIDR != "" {
+					ready[n.Name] = true
+				}
+			}
+		}
+		var missing []string
+		for _, n := range l.Plan.Nodes {
+			if !ready[n.Name] {
+				missing = append(missing, n.Name)
+			}
+		}
+		return len(missing) == 0, "not Ready: " + strings.Join(missing, ", "), nil
+	})
+}
+
+// WaitDaemonSet waits until a DaemonSet has a ready Pod on every node it wants.
+func (l *Lab) WaitDaemonSet(ctx context.Context, ns, name string, timeout time.Duration) error {
+	cs, err := l.Client()
+	if err != nil {
+		return err
+	}
+	return poll(ctx, timeout, func() (bool, string, error) {
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		s := ds.Status
+		msg := fmt.Sprintf("daemonset %s/%s: %d/%d ready", ns, name, s.NumberReady, s.DesiredNumberScheduled)
+		return s.DesiredNumberScheduled > 0 && s.NumberReady == s.DesiredNumberScheduled && s.ObservedGeneration >= ds.Generation, msg, nil
+	})
+}
+
+// poll calls check every 100 ms until it is done, fails, or timeout passes (the last message is reported).
+func poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, msg, err := check()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s: %s", timeout, msg)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// tailLogs prints the end of every component log, to explain a failed start.
+func (l *Lab) tailLogs() {
+	logs, _ := filepath.Glob(filepath.Join(l.State.Dir, "logs", "*", "*.log"))
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 8 {
+			lines = lines[len(lines)-8:]
+		}
+		l.Log("--- %s (last lines)\n%s", f, strings.Join(lines, "\n"))
+	}
+}
+
+// Down removes everything the lab made: processes (by cgroup), namespaces, host paths made for mount
+// targets, and the state directory. It works from the record on disk or, without one, from the plan.
+func (l *Lab) Down(ctx context.Context) error {
+	var errs []error
+	if cg, err := l.Cgroup(); err == nil {
+		if err := cg.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range l.labNetNS() {
+		if err := DeleteNetNS(ctx, ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if left := l.State.RemoveCreated(); len(left) > 0 {
+		l.Log("left in place (not empty): %s", strings.Join(left, " "))
+	}
+	if err := os.RemoveAll(l.State.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// StopNode cuts a node's power: every process of the node and its Pods is killed, the Pods' namespaces
+// and the node's packet-filter state go (as after a reboot), and its link to the bridge goes down.
+func (l *Lab) StopNode(ctx context.Context, name string) error {
+	h, ok := l.Plan.Host(name)
+	if !ok || h.Role == RoleClient {
+		return fmt.Errorf("no node %q in lab %s (nodes: %s)", name, l.Plan.Config.Name, strings.Join(l.nodeNames(), ", "))
+	}
+	if err := l.setLink(ctx, h, false); err != nil {
+		return err
+	}
+	cg, err := l.Cgroup(h.Name)
+	if err != nil {
+		return err
+	}
+	if err := cg.Remove(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range ListNetNS() {
+		if strings.HasPrefix(ns, PodNetNSPrefix(h.Name)) {
+			errs = append(errs, DeleteNetNS(ctx, ns))
+		}
+	}
+	_ = InNetNS(h.Name, func() error { return exec.Command("nft", "flush", "ruleset").Run() })
+	return errors.Join(errs...)
+}
+
+// StartNode powers a node back on: its link comes up, its control-plane components (on the control-plane
+// node) and its agent start, and the agent recreates its Pods.
+func (l *Lab) StartNode(ctx context.Context, name string) error {
+	h, ok := l.Plan.Host(name)
+	if !ok || h.Role == RoleClient {
+		return fmt.Errorf("no node %q in lab %s (nodes: %s)", name, l.Plan.Config.Name, strings.Join(l.nodeNames(), ", "))
+	}
+	if err := l.setLink(ctx, h, true); err != nil {
+		return err
+	}
+	if h.Role == RoleControlPlane {
+		if err := l.startControlPlane(ctx); err != nil {
+			return err
+		}
+	}
+	return l.startAgent(h)
+}
+
+// Exec runs argv inside a host's namespaces (network and hostname, with its own /sys), wired to the
+// terminal, and returns its exit code.
+func (l *Lab) Exec(ctx context.Context, host string, argv []string) (int, error) {
+	h, ok := l.Plan.Host(host)
+	if !ok && host != l.Plan.BridgeNS {
+		var names []string
+		for _, h := range l.Plan.Hosts() {
+			names = append(names, h.Name)
+		}
+		return 1, fmt.Errorf("no host %q in lab %s (hosts: %s)", host, l.Plan.Config.Name, strings.Join(names, ", "))
+	}
+	if !ok {
+		h = Host{Name: host}
+	}
+	cg, err := l.Cgroup("exec")
+	if err != nil {
+		return 1, err
+	}
+	fd, err := cg.Open()
+	if err != nil {
+		return 1, err
+	}
+	defer fd.Close()
+	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig())
+	cmd, err := Command(l.Plan.Config.Self, ExecSpec{NetNS: h.Name, Hostname: h.Name, MountNS: true, Argv: argv, Env: env}, fd)
+	if err != nil {
+		return 1, err
+	}
+	cmd.SysProcAttr.Setsid = false
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// Status describes the lab for `lab status`.
+func (l *Lab) Status(ctx context.Context) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lab %s (state %s, kubeconfig %s)\n", l.Plan.Config.Name, l.State.Dir, l.State.Kubeconfig())
+	fmt.Fprintf(&b, "%-24s %-14s %-16s %-18s %-6s %s\n", "HOST", "ROLE", "ADDRESS", "MAC", "LINK", "PROCESSES")
+	for _, h := range l.Plan.Hosts() {
+		procs := 0
+		if cg, err := l.Cgroup(h.Name); err == nil {
+			procs = len(cg.Procs())
+		}
+		link := "down"
+		if !NetNSExists(h.Name) {
+			link = "absent"
+		} else if out, err := exec.CommandContext(ctx, "ip", "-n", l.Plan.BridgeNS, "-br", "link", "show", bridgePort(h)).Output(); err == nil && strings.Contains(string(out), " UP ") {
+			link = "up"
+		}
+		fmt.Fprintf(&b, "%-24s %-14s %-16s %-18s %-6s %d\n", h.Name, h.Role, h.Addr, h.MAC, link, procs)
+	}
+	var pods []string
+	for _, ns := range l.labNetNS() {
+		if strings.Contains(ns, "-p-") {
+			pods = append(pods, ns)
+		}
+	}
+	sort.Strings(pods)
+	fmt.Fprintf(&b, "pod namespaces: %d\n", len(pods))
+	if cg, err := l.Cgroup(); err == nil {
+		fmt.Fprintf(&b, "processes: %d, resident memory: %.0f MiB\n", len(cg.Procs()), float64(cg.RSS())/(1<<20))
+	}
+	if err := l.Healthy(ctx); err != nil {
+		fmt.Fprintf(&b, "apiserver: not answering (%v)\n", err)
+	} else {
+		fmt.Fprintf(&b, "apiserver: ready\n")
+	}
+	return b.String()
+}

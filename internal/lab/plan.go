@@ -1,0 +1,122 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+)
+
+// Role of a lab host.
+type Role string
+
+const (
+	RoleControlPlane Role = "control-plane"
+	RoleWorker       Role = "worker"
+	RoleClient       Role = "client"
+)
+
+// Host is one network namespace on the lab bridge: a node or the outside client.
+type Host struct {
+	Name   string            `json:"name"`             // namespace name, also the Node name and hostname
+	Role   Role              `json:"role"`             //
+	Index  int               `json:"index"`            // position on the bridge; the bridge-side veth is "veth<index>"
+	Addr   netip.Addr        `json:"addr"`             // eth0's IPv4 address
+	Addr6  netip.Addr        `json:"addr6,omitzero"`   // eth0's IPv6 address (dual)
+	MAC    string            `json:"mac"`              // eth0's MAC, derived from Addr as Docker does (02:42:ac:12:00:02)
+	Labels map[string]string `json:"labels,omitempty"` // Node labels (nodes only)
+	Taints []Taint           `json:"taints,omitempty"` // Node taints (nodes only)
+}
+
+// Taint mirrors a Node taint without importing the Kubernetes API here.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Plan is the lab's topology, derived from a Config by NewPlan.
+type Plan struct {
+	Config   Config     `json:"config"`
+	BridgeNS string     `json:"bridgeNS"` // the namespace holding the bridge (kind's docker network)
+	Bridge   string     `json:"bridge"`   // the bridge device inside BridgeNS
+	Gateway  netip.Addr `json:"gateway"`  // the bridge's own address (docker's 172.18.0.1), the nodes' default route
+	Gateway6 netip.Addr `json:"gateway6,omitzero"`
+	Nodes    []Host     `json:"nodes"` // control plane first, then workers
+	Client   Host       `json:"client"`
+}
+
+// zones are the seed's topology.kubernetes.io/zone labels: worker1 and the control plane in 2a, worker2 in 2b,
+// worker3 in 2c; more workers continue the cycle.
+var zones = []string{"ap-northeast-2a", "ap-northeast-2b", "ap-northeast-2c"}
+
+// NewPlan computes the topology. It does no I/O.
+func NewPlan(c Config) (Plan, error) {
+	if err := c.Validate(); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{
+		Config:   c,
+		BridgeNS: c.Name + "-net",
+		Bridge:   "br0",
+		Gateway:  nthAddr(c.NodeCIDR, 1),
+	}
+	if c.Dual() {
+		p.Gateway6 = nthAddr(c.NodeCIDR6, 1)
+	}
+	host := func(name string, role Role, index int, addr netip.Addr) Host {
+		h := Host{Name: name, Role: role, Index: index, Addr: addr, MAC: macFor(addr)}
+		if c.Dual() {
+			h.Addr6 = nthAddr(c.NodeCIDR6, addrOffset(c.NodeCIDR.Addr(), addr))
+		}
+		return h
+	}
+	cp := host(c.Name+controlPlaneSuffix, RoleControlPlane, 0, nthAddr(c.NodeCIDR, 2))
+	cp.Labels = map[string]string{"mynode": "control-plane", "topology.kubernetes.io/zone": zones[0],
+		"node-role.kubernetes.io/control-plane": ""}
+	cp.Taints = []Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"}}
+	p.Nodes = append(p.Nodes, cp)
+	for i := 1; i <= c.Workers; i++ {
+		name := c.Name + "-worker"
+		if i > 1 {
+			name += strconv.Itoa(i)
+		}
+		w := host(name, RoleWorker, i, nthAddr(c.NodeCIDR, uint64(2+i)))
+		w.Labels = map[string]string{"mynode": "worker" + strconv.Itoa(i), "topology.kubernetes.io/zone": zones[(i-1)%len(zones)]}
+		p.Nodes = append(p.Nodes, w)
+	}
+	p.Client = host(c.ClientName, RoleClient, len(p.Nodes), c.ClientAddr)
+	return p, nil
+}
+
+// macFor derives a locally administered MAC from an IPv4 address as Docker does: 02:42 + the four bytes.
+func macFor(a netip.Addr) string {
+	b := a.As4()
+	return fmt.Sprintf("02:42:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+}
+
+// ControlPlane returns the control-plane node.
+func (p Plan) ControlPlane() Host { return p.Nodes[0] }
+
+// Hosts returns the nodes and the client.
+func (p Plan) Hosts() []Host { return append(append([]Host(nil), p.Nodes...), p.Client) }
+
+// Host finds a node or the client by name.
+func (p Plan) Host(name string) (Host, bool) {
+	for _, h := range p.Hosts() {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Host{}, false
+}
+
+// APIServerURL is the apiserver's address as seen from inside the lab.
+func (p Plan) APIServerURL() string {
+	return fmt.Sprintf("https://%s", netip.AddrPortFrom(p.ControlPlane().Addr, apiserverPort))
+}
+
+// KubernetesServiceIP is the first address of the service CIDR, the ClusterIP of the `kubernetes` Service.
+func (p Plan) KubernetesServiceIP() netip.Addr { return nthAddr(p.Config.ServiceCIDR, 1) }
+
+// PodNetNSPrefix is the prefix of the namespaces of the Pods of node: "<node>-p-".
+func PodNetNSPrefix(node string) string { return node + "-p-" }
