@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// `lab stop-node` is a power cut: the worker's pods stop answering while the rest keeps working;
+// `lab start-node` brings the node back and its agent recreates its pods.
+func TestStopStartNode(t *testing.T) {
+	kubectlApply(t, "testdata/webpods.yaml")
+	waitReady(t, "pod/webpod1", "pod/webpod2")
+	ip1, ip2 := podIP(t, "webpod1"), podIP(t, "webpod2")
+	run(t, ironlb, "lab", "stop-node", "myk8s-worker")
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			run(t, ironlb, "lab", "start-node", "myk8s-worker")
+		}
+	})
+	if body, err := curl("myk8s-control-plane", "http://"+ip1); err == nil && hostnameOf(body) != "" {
+		t.Errorf("webpod1 on the stopped node still answers: %s", body)
+	}
+	if body, err := curl("myk8s-control-plane", "http://"+ip2); err != nil || hostnameOf(body) != "webpod2" {
+		t.Errorf("webpod2 on a running node stopped answering: %q %v", body, err)
+	}
+	if _, err := labExec("myk8s-control-plane", "ping", "-c1", "-W1", "172.18.0.3"); err == nil {
+		t.Errorf("the stopped node still answers ping")
+	}
+	run(t, ironlb, "lab", "start-node", "myk8s-worker")
+	stopped = false
+	eventually(t, 60*time.Second, "webpod1 answers again after start-node", func() error {
+		ip := podIP(t, "webpod1")
+		body, err := curl("myk8s-control-plane", "http://"+ip)
+		if err != nil || hostnameOf(body) != "webpod1" {
+			return fmt.Errorf("curl %s: %q %v", ip, hostnameOf(body), err)
+		}
+		return nil
+	})
+	waitReady(t, "pod/webpod1")
+	eventually(t, 60*time.Second, "kube-proxy back on the node", func() error {
+		_, err := labExec("myk8s-worker", "sh", "-c", "iptables -t nat -S | grep -q KUBE-SERVICES")
+		return err
+	})
+}
