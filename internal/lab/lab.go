@@ -238,7 +238,8 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	if err := l.WaitNodesReady(ctx, 90*time.Second); err != nil {
 		return err
 	}
-	l.Log("✓ %d nodes Ready with pod CIDRs from kube-controller-manager (%.1fs)", len(l.Plan.Nodes), time.Since(t).Seconds())
+	l.Log("✓ %d nodes Ready with pod CIDRs from kube-controller-manager (%.1fs; %.1fs after start)", len(l.Plan.Nodes),
+		time.Since(t).Seconds(), time.Since(start).Seconds())
 	t = time.Now()
 	if err := l.WaitDaemonSet(ctx, "kube-system", "kube-proxy", 90*time.Second); err != nil {
 		return err

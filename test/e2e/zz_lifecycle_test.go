@@ -68,3 +68,33 @@ func TestKilledUpThenDownCleansUp(t *testing.T) {
 		t.Fatalf("after lab down of a killed lab up: %s", strings.Join(left, "\n"))
 	}
 }
+
+// The dual-stack variant (kind's IPv6 bridge subnet): nodes and pods get an address of each family and
+// pods answer over IPv6 across nodes.
+func TestDualStackLab(t *testing.T) {
+	out := run(t, ironlb, "lab", "up", "--ip-family=dual")
+	t.Cleanup(func() {
+		run(t, ironlb, "lab", "down")
+		if left := leftovers(); len(left) > 0 {
+			t.Errorf("after lab down of the dual-stack lab: %s", strings.Join(left, "\n"))
+		}
+	})
+	t.Log(out)
+	kubectlApply(t, "testdata/webpods.yaml")
+	waitReady(t, "pod/webpod1", "pod/webpod2")
+	ips := strings.Fields(kubectl(t, "get", "pod", "webpod2", "-o", `jsonpath={.status.podIPs[*].ip}`))
+	if len(ips) != 2 || !strings.HasPrefix(ips[0], "10.10.") || !strings.HasPrefix(ips[1], "fd00:10:10:") {
+		t.Fatalf("webpod2 podIPs %v: want one IPv4 from 10.10.0.0/16 and one IPv6 from fd00:10:10::/56", ips)
+	}
+	body, err := curl("myk8s-control-plane", "http://["+ips[1]+"]/")
+	if err != nil || hostnameOf(body) != "webpod2" {
+		t.Fatalf("curl webpod2 over IPv6: %q %v", body, err)
+	}
+	if !strings.Contains(body, "RemoteAddr: [fc00:f853:ccd:e793::2]:") {
+		t.Errorf("want the control plane's IPv6 bridge address as RemoteAddr:\n%s", body)
+	}
+	addrs := kubectl(t, "get", "node", "myk8s-worker", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+	if addrs != "172.18.0.3 fc00:f853:ccd:e793::3" {
+		t.Errorf("myk8s-worker InternalIPs %q, want both families", addrs)
+	}
+}

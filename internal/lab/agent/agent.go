@@ -162,8 +162,19 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 // updateNodeStatus writes addresses, capacity, node info and conditions. Ready follows network readiness
-// (pod CIDR assigned and routes programmed), as a kubelet with a CNI reports it.
+// (pod CIDR assigned and routes programmed), as a kubelet with a CNI reports it. It retries on conflicts
+// (kube-controller-manager writes the Node's spec at the same time).
 func (a *Agent) updateNodeStatus(ctx context.Context) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = a.tryUpdateNodeStatus(ctx); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (a *Agent) tryUpdateNodeStatus(ctx context.Context) error {
 	n, err := a.client.CoreV1().Nodes().Get(ctx, a.host.Name, metav1.GetOptions{})
 	if err != nil {
 		return err

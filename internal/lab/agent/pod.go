@@ -49,7 +49,7 @@ type podWorker struct {
 	netns      string
 	ips        []netip.Addr
 	volumes    map[string]volume
-	tokens     map[string]time.Time // token file -> refresh time
+	tokens     map[string]token // projected token (volume/path) -> last token
 	ctrs       map[string]*ctr
 	order      []string // init containers first, then containers
 	initDone   bool
@@ -61,6 +61,12 @@ type volume struct {
 	path    string
 	isFile  bool
 	refresh func(ctx context.Context) error // rewrites contents (configMap, secret, projected, downwardAPI)
+}
+
+// token is a service-account token written into a projected volume.
+type token struct {
+	value     []byte
+	refreshAt time.Time
 }
 
 type ctr struct {
@@ -86,7 +92,7 @@ type ctrEvent struct {
 
 func newPodWorker(a *Agent, p *corev1.Pod) *podWorker {
 	w := &podWorker{a: a, uid: p.UID, wake: make(chan struct{}, 1), events: make(chan ctrEvent, 64),
-		ctrs: map[string]*ctr{}, tokens: map[string]time.Time{}}
+		ctrs: map[string]*ctr{}, tokens: map[string]token{}}
 	for _, c := range p.Spec.InitContainers {
 		w.ctrs[c.Name] = &ctr{spec: c, init: true, st: ctrState{Name: c.Name, Image: c.Image, Init: true, Waiting: true, WaitReason: "PodInitializing"}}
 		w.order = append(w.order, c.Name)

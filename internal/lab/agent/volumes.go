@@ -102,19 +102,21 @@ func (w *podWorker) prepareVolumes(ctx context.Context, pod *corev1.Pod) (map[st
 					case src.ServiceAccountToken != nil:
 						t := src.ServiceAccountToken
 						key := v.Name + "/" + t.Path
-						if until, ok := w.tokens[key]; ok && time.Now().Before(until) {
-							continue // still fresh: keep the file as written
+						cached, ok := w.tokens[key]
+						if !ok || !time.Now().Before(cached.refreshAt) {
+							secs := int64(3607)
+							if t.ExpirationSeconds != nil {
+								secs = *t.ExpirationSeconds
+							}
+							tok, exp, terr := w.a.tokenRequest(ctx, pod, t.Audience, secs)
+							if terr != nil {
+								return terr
+							}
+							// Refresh at 80% of the lifetime, as the kubelet does.
+							cached = token{value: []byte(tok), refreshAt: time.Now().Add(time.Until(exp) * 8 / 10)}
+							w.tokens[key] = cached
 						}
-						secs := int64(3607)
-						if t.ExpirationSeconds != nil {
-							secs = *t.ExpirationSeconds
-						}
-						tok, exp, terr := w.a.tokenRequest(ctx, pod, t.Audience, secs)
-						if terr != nil {
-							return terr
-						}
-						w.tokens[key] = time.Now().Add(time.Until(exp) * 8 / 10) // refresh at 80% of the lifetime
-						part = map[string][]byte{t.Path: []byte(tok)}
+						part = map[string][]byte{t.Path: cached.value}
 					case src.ConfigMap != nil:
 						part, err = w.configMapFiles(ctx, pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, ptrBool(src.ConfigMap.Optional))
 					case src.Secret != nil:

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Seed 000's first experiment, as the notes run it: two traefik/whoami pods pinned to worker and worker2,
+# then curl each pod IP from the control-plane node and print the Hostname lines.
+set -euo pipefail
+IRONLB=${IRONLB:-bin/ironlb}
+k() { "$IRONLB" lab kubectl "$@"; }
+
+echo
+echo "== seed 000: webpod1 on myk8s-worker, webpod2 on myk8s-worker2 (the seed's YAML, verbatim)"
+cat <<EOT | k apply -f -
+apiVersion: v1
+kind: Pod
+metadata:
+  name: webpod1
+  labels:
+    app: webpod
+spec:
+  nodeName: myk8s-worker
+  containers:
+  - name: container
+    image: traefik/whoami
+  terminationGracePeriodSeconds: 0
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: webpod2
+  labels:
+    app: webpod
+spec:
+  nodeName: myk8s-worker2
+  containers:
+  - name: container
+    image: traefik/whoami
+  terminationGracePeriodSeconds: 0
+EOT
+k wait --for=condition=Ready --timeout=60s pod/webpod1 pod/webpod2 >/dev/null
+echo
+echo "\$ kubectl get nodes -owide"
+k get nodes -owide
+echo
+echo "\$ kubectl get pod -owide"
+k get pod -owide
+WPOD1=$(k get pod webpod1 -o jsonpath="{.status.podIP}")
+WPOD2=$(k get pod webpod2 -o jsonpath="{.status.podIP}")
+echo
+echo "\$ echo \$WPOD1 \$WPOD2"
+echo "$WPOD1 $WPOD2"
+for ip in "$WPOD1" "$WPOD2"; do
+  echo "\$ docker exec -it myk8s-control-plane curl -s --connect-timeout 1 $ip | grep Hostname   # here: ironlb lab exec"
+  "$IRONLB" lab exec myk8s-control-plane -- curl -s --connect-timeout 1 "$ip" | grep Hostname
+done
+cat <<EOT
+
+The lab keeps running. Try:
+  $IRONLB lab kubectl get pods -A -o wide
+  $IRONLB lab exec mypc -- bash            # the outside client at 172.18.0.100
+  $IRONLB lab exec myk8s-worker -- iptables -t nat -S
+  $IRONLB lab stop-node myk8s-worker       # power cut; start-node brings it back
+  $IRONLB lab status
+Take it down with:
+  make lab-down        (or: $IRONLB lab down)
+EOT
