@@ -157,6 +157,14 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// runErr runs a command and returns its combined output and error.
+func runErr(name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	return run(t, ironlb, append([]string{"lab", "kubectl"}, args...)...)

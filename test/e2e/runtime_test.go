@@ -38,6 +38,11 @@ func TestContainerRuntime(t *testing.T) {
 			t.Errorf("whoami output lacks %q:\n%s", want, body)
 		}
 	}
+	// The httpGet liveness probe on the named port "http" passes: no restarts.
+	time.Sleep(5 * time.Second) // two liveness periods
+	if rc := kubectl(t, "get", "pod", "runtime", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); rc != "0" {
+		t.Errorf("runtime pod restarted %s times: its liveness probe failed", rc)
+	}
 	// Capabilities: drop ALL, add NET_BIND_SERVICE -> the bounding set is exactly bit 10.
 	uid := strings.TrimSpace(kubectl(t, "get", "pod", "runtime", "-o", "jsonpath={.metadata.uid}"))
 	procs, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/ironlb-lab-myk8s/%s/pods/%s/whoami-*/cgroup.procs", node, uid))

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,10 +70,11 @@ func TestKilledUpThenDownCleansUp(t *testing.T) {
 	}
 }
 
-// The dual-stack variant (kind's IPv6 bridge subnet): nodes and pods get an address of each family and
-// pods answer over IPv6 across nodes.
-func TestDualStackLab(t *testing.T) {
-	out := run(t, ironlb, "lab", "up", "--ip-family=dual")
+// The dual-stack variant (kind's IPv6 bridge subnet), here with kube-proxy in nftables mode: nodes and
+// pods get an address of each family, pods answer over IPv6 across nodes, and a NodePort works through
+// kube-proxy's nftables rules.
+func TestDualStackNFTablesLab(t *testing.T) {
+	out := run(t, ironlb, "lab", "up", "--ip-family=dual", "--proxy=nftables")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {
@@ -96,5 +98,21 @@ func TestDualStackLab(t *testing.T) {
 	addrs := kubectl(t, "get", "node", "myk8s-worker", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
 	if addrs != "172.18.0.3 fc00:f853:ccd:e793::3" {
 		t.Errorf("myk8s-worker InternalIPs %q, want both families", addrs)
+	}
+	kubectlApply(t, "testdata/services.yaml")
+	nodePort := strings.TrimSpace(kubectl(t, "get", "svc", "svc-nodeport", "-o", "jsonpath={.spec.ports[0].nodePort}"))
+	eventually(t, 30*time.Second, "NodePort through kube-proxy nftables", func() error {
+		seen := map[string]bool{}
+		for i := 0; i < 20; i++ {
+			body, _ := curl("mypc", "http://172.18.0.4:"+nodePort)
+			seen[hostnameOf(body)] = true
+		}
+		if !seen["webpod1"] || !seen["webpod2"] {
+			return fmt.Errorf("20 requests reached %v", seen)
+		}
+		return nil
+	})
+	if tables, err := labExec("myk8s-worker", "nft", "list", "tables"); err != nil || !strings.Contains(tables, "table ip kube-proxy") {
+		t.Errorf("no kube-proxy nftables table on myk8s-worker: %q %v", tables, err)
 	}
 }
