@@ -47,7 +47,7 @@ echo
 echo "\$ echo \$WPOD1 \$WPOD2"
 echo "$WPOD1 $WPOD2"
 for ip in "$WPOD1" "$WPOD2"; do
-  echo "\$ docker exec -it myk8s-control-plane curl -s --connect-timeout 1 $ip | grep Hostname   # here: ironlb lab exec"
+  echo "\$ ironlb lab exec myk8s-control-plane -- curl -s --connect-timeout 1 $ip | grep Hostname   # seed: docker exec -it ..."
   "$IRONLB" lab exec myk8s-control-plane -- curl -s --connect-timeout 1 "$ip" | grep Hostname
 done
 cat <<EOT
