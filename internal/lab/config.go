@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 )
 
@@ -73,7 +74,7 @@ func (c Config) Dual() bool { return c.IPFamily == IPFamilyDual }
 // Validate reports the first problem with c, naming the flag.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Name == "" || len(c.Name) > 20 || strings.ContainsAny(c.Name, " /_.") {
+	if !dnsLabel.MatchString(c.Name) || len(c.Name) > 20 {
 		errs = append(errs, fmt.Errorf("--name %q: want 1-20 characters of [a-z0-9-]", c.Name))
 	}
 	if c.Workers < 0 || c.Workers > 50 {
@@ -104,6 +105,16 @@ func (c Config) Validate() error {
 		c.PodCIDR.IsValid() && c.ServiceCIDR.IsValid() && c.PodCIDR.Overlaps(c.ServiceCIDR) {
 		errs = append(errs, errors.New("--node-cidr, --pod-cidr and --service-cidr must not overlap"))
 	}
+	if !dnsLabel.MatchString(c.ClientName) || len(c.ClientName) > 30 {
+		errs = append(errs, fmt.Errorf("--client %q: want 1-30 characters of [a-z0-9-]", c.ClientName))
+	} else if strings.HasPrefix(c.ClientName, c.Name+"-") {
+		errs = append(errs, fmt.Errorf("--client %q: must not start with the cluster name (node and namespace names do)", c.ClientName))
+	}
+	if c.NodeCIDR.IsValid() && c.ClientAddr.IsValid() && c.NodeCIDR.Contains(c.ClientAddr) &&
+		(c.ClientAddr == c.NodeCIDR.Masked().Addr() || c.ClientAddr == nthAddr(c.NodeCIDR, 1) ||
+			!c.NodeCIDR.Contains(c.ClientAddr.Next())) {
+		errs = append(errs, fmt.Errorf("--client-addr %s is the network, gateway or broadcast address of %s", c.ClientAddr, c.NodeCIDR))
+	}
 	if !c.NodeCIDR.Contains(c.ClientAddr) {
 		errs = append(errs, fmt.Errorf("--client-addr %s is not in --node-cidr %s", c.ClientAddr, c.NodeCIDR))
 	} else if off := addrOffset(c.NodeCIDR.Addr(), c.ClientAddr); off >= 2 && off < uint64(2+c.Workers+1) {
@@ -123,6 +134,11 @@ func (c Config) Validate() error {
 		if c.PodCIDR6.IsValid() && (c.PodCIDR6.Bits() > 64-bitsFor(c.Workers+1) || 64-c.PodCIDR6.Bits() > 16) {
 			errs = append(errs, fmt.Errorf("--pod-cidr6 %s: want /48../%d so each node gets a /64", c.PodCIDR6, 64-bitsFor(c.Workers+1)))
 		}
+		if c.NodeCIDR6.IsValid() && c.PodCIDR6.IsValid() && c.NodeCIDR6.Overlaps(c.PodCIDR6) ||
+			c.NodeCIDR6.IsValid() && c.ServiceCIDR6.IsValid() && c.NodeCIDR6.Overlaps(c.ServiceCIDR6) ||
+			c.PodCIDR6.IsValid() && c.ServiceCIDR6.IsValid() && c.PodCIDR6.Overlaps(c.ServiceCIDR6) {
+			errs = append(errs, errors.New("--node-cidr6, --pod-cidr6 and --service-cidr6 must not overlap"))
+		}
 		if c.ServiceCIDR6.IsValid() && c.ServiceCIDR6.Bits() < 108 {
 			errs = append(errs, fmt.Errorf("--service-cidr6 %s: kube-apiserver wants /108 or smaller", c.ServiceCIDR6))
 		}
@@ -139,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// dnsLabel is what a node or namespace name may be.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 
 func bitsFor(n int) int {
 	b := 0

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -184,34 +185,44 @@ var DefaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD",
 // EffectiveCaps applies a securityContext's add and drop lists to the runtime default, as containerd does
 // ("ALL" in drop empties the set first; "ALL" in add keeps everything).
 func EffectiveCaps(add, drop []string) []string {
+	norm := func(in []string) (all bool, names []string) {
+		for _, c := range in {
+			c = strings.TrimPrefix(strings.ToUpper(c), "CAP_")
+			if c == "ALL" {
+				all = true
+			} else if _, ok := capNames[c]; ok {
+				names = append(names, c)
+			}
+		}
+		return all, names
+	}
+	addAll, addNames := norm(add)
+	dropAll, dropNames := norm(drop)
+	// containerd's order: ALL in add, then ALL in drop, then the named adds, then the named drops, so
+	// add ALL + drop CHOWN is everything but CHOWN, and drop ALL + add NET_BIND_SERVICE is just that one.
 	set := map[string]bool{}
 	for _, c := range DefaultCaps {
 		set[c] = true
 	}
-	for _, d := range drop {
-		d = strings.TrimPrefix(strings.ToUpper(d), "CAP_")
-		if d == "ALL" {
-			set = map[string]bool{}
-			continue
+	if addAll {
+		for n := range capNames {
+			set[n] = true
 		}
-		delete(set, d)
 	}
-	for _, a := range add {
-		a = strings.TrimPrefix(strings.ToUpper(a), "CAP_")
-		if a == "ALL" {
-			for n := range capNames {
-				set[n] = true
-			}
-			continue
-		}
-		if _, ok := capNames[a]; ok {
-			set[a] = true
-		}
+	if dropAll {
+		set = map[string]bool{}
+	}
+	for _, a := range addNames {
+		set[a] = true
+	}
+	for _, d := range dropNames {
+		delete(set, d)
 	}
 	out := make([]string, 0, len(set))
 	for n := range set {
 		out = append(out, n)
 	}
+	sort.Strings(out)
 	return out
 }
 

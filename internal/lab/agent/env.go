@@ -83,6 +83,11 @@ func ServiceLinkEnv(name string, clusterIP netip.Addr, ports []ServicePort) [][2
 		return nil
 	}
 	prefix := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	for i := range ports {
+		if ports[i].Protocol == "" {
+			ports[i].Protocol = "TCP" // the apiserver defaults it; be safe as the kubelet is
+		}
+	}
 	host := clusterIP.String()
 	out := [][2]string{{prefix + "_SERVICE_HOST", host}, {prefix + "_SERVICE_PORT", fmt.Sprint(ports[0].Port)}}
 	for _, p := range ports {

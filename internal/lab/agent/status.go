@@ -56,7 +56,7 @@ func BuildStatus(old corev1.PodStatus, readinessGates []corev1.PodReadinessGate,
 	if len(s.PodIPs) > 0 {
 		st.PodIP = s.PodIPs[0]
 	}
-	allReady, allStarted, anyRunning, allTerminated, anyFailed := true, true, false, true, false
+	allReady, allStarted, anyRunning, anyRestarting, allTerminated, anyFailed := true, true, false, false, true, false
 	regular := 0
 	for _, c := range s.Containers {
 		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image, ContainerID: c.ContainerID,
@@ -85,6 +85,7 @@ func BuildStatus(old corev1.PodStatus, readinessGates []corev1.PodReadinessGate,
 		allReady = allReady && c.Ready && c.Running
 		allStarted = allStarted && (c.Running || c.Terminated)
 		anyRunning = anyRunning || c.Running
+		anyRestarting = anyRestarting || c.Waiting && c.WaitReason == "CrashLoopBackOff"
 		done := c.Terminated && !c.Running && !(c.Waiting && c.WaitReason == "CrashLoopBackOff")
 		allTerminated = allTerminated && done
 		anyFailed = anyFailed || (c.Terminated && c.ExitCode != 0)
@@ -96,7 +97,7 @@ func BuildStatus(old corev1.PodStatus, readinessGates []corev1.PodReadinessGate,
 		} else {
 			st.Phase = corev1.PodSucceeded
 		}
-	case s.InitDone && allStarted && (anyRunning || regular > 0 && allTerminated):
+	case s.InitDone && allStarted && (anyRunning || anyRestarting || regular > 0 && allTerminated):
 		st.Phase = corev1.PodRunning
 	default:
 		st.Phase = corev1.PodPending

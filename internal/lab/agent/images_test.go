@@ -1,0 +1,219 @@
+package agent
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestImageRepo(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"traefik/whoami", "traefik/whoami"},
+		{"traefik/whoami:v1.10", "traefik/whoami"},
+		{"traefik/whoami:latest", "traefik/whoami"},
+		{"traefik/whoami@" + testDigest, "traefik/whoami"},
+		{"traefik/whoami:v1.10@" + testDigest, "traefik/whoami"},
+		{"docker.io/traefik/whoami:v1.10", "traefik/whoami"},
+		{"containous/whoami", "traefik/whoami"},
+		{"containous/whoami:v1.5.0", "traefik/whoami"},
+		{"docker.io/containous/whoami:latest", "traefik/whoami"},
+		{"nginx", "nginx"},
+		{"nginx:1.27", "nginx"},
+		{"nginx@" + testDigest, "nginx"},
+		{"docker.io/library/nginx:1.27", "nginx"},
+		{"docker.io/library/busybox", "busybox"},
+		{"registry.k8s.io/kube-proxy:v1.30.0", "registry.k8s.io/kube-proxy"},
+		{"registry.k8s.io/kube-proxy", "registry.k8s.io/kube-proxy"},
+		{"k8s.gcr.io/kube-proxy:v1.30.0", "registry.k8s.io/kube-proxy"},
+		{"k8s.gcr.io/kube-proxy@" + testDigest, "registry.k8s.io/kube-proxy"},
+		{"ironlb/ironlb:dev", "ironlb/ironlb"},
+		{"ironlb", "ironlb/ironlb"},
+		{"ironlb:dev", "ironlb/ironlb"},
+		{"docker.io/library/ironlb:dev", "ironlb/ironlb"},
+		{"docker.io/ironlb/ironlb:v0.1.0", "ironlb/ironlb"},
+		{"ghcr.io/ironlb/ironlb:main", "ironlb/ironlb"},
+		{"quay.io/ironlb/ironlb", "ironlb/ironlb"},
+		{"registry.local/ironlb:dev", "ironlb/ironlb"},
+		{"localhost:5000/foo:bar", "localhost:5000/foo"},
+		{"localhost:5000/foo", "localhost:5000/foo"},
+		{"localhost:5000/foo@" + testDigest, "localhost:5000/foo"},
+		{"localhost:5000/team/foo:1.0", "localhost:5000/team/foo"},
+		{"registry.example.com:443/a/b/c:tag", "registry.example.com:443/a/b/c"},
+		{"localhost:5000", "localhost"}, // a name and a tag, as docker reads it
+		{"quay.io/other/whoami:v1", "quay.io/other/whoami"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := ImageRepo(tt.in); got != tt.want {
+				t.Errorf("ImageRepo(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKnownImages(t *testing.T) {
+	want := []string{"ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}
+	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
+		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
+	}
+	for alias, target := range aliases {
+		if _, ok := images[target]; !ok {
+			t.Errorf("alias %q points at %q, which is not a known image", alias, target)
+		}
+		if ImageRepo(alias) != target {
+			t.Errorf("ImageRepo(%q) = %q, want %q", alias, ImageRepo(alias), target)
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin"}
+	tests := []struct {
+		name          string
+		image         string
+		command, args []string
+		want          []string
+		wantErr       error
+		wantInErr     []string
+	}{
+		{name: "whoami entrypoint", image: "traefik/whoami:v1.10", want: []string{"/usr/local/bin/ironlb", "whoami"}},
+		{name: "whoami with args", image: "traefik/whoami:v1.10", args: []string{"--port", "8080", "--name", "web"},
+			want: []string{"/usr/local/bin/ironlb", "whoami", "--port", "8080", "--name", "web"}},
+		{name: "whoami alias with args", image: "docker.io/containous/whoami", args: []string{"--verbose"},
+			want: []string{"/usr/local/bin/ironlb", "whoami", "--verbose"}},
+		{name: "whoami image command", image: "traefik/whoami", command: []string{"/whoami"}, args: []string{"--port=80"},
+			want: []string{"/usr/local/bin/ironlb", "whoami", "--port=80"}},
+		{name: "kube-proxy", image: "registry.k8s.io/kube-proxy:v1.30.0",
+			command: []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=myk8s-worker"},
+			want:    []string{"/opt/k8s/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=myk8s-worker"}},
+		{name: "kube-proxy command and args", image: "k8s.gcr.io/kube-proxy:v1.30.0",
+			command: []string{"kube-proxy"}, args: []string{"--v=2"},
+			want: []string{"/opt/k8s/bin/kube-proxy", "--v=2"}},
+		{name: "kube-proxy entrypoint", image: "registry.k8s.io/kube-proxy", want: []string{"/opt/k8s/bin/kube-proxy"}},
+		{name: "ironlb command", image: "ghcr.io/ironlb/ironlb:dev", command: []string{"/ironlb"}, args: []string{"controller", "--v=1"},
+			want: []string{"/usr/local/bin/ironlb", "controller", "--v=1"}},
+		{name: "ironlb entrypoint", image: "ironlb:dev", args: []string{"speaker"}, want: []string{"/usr/local/bin/ironlb", "speaker"}},
+		{name: "unknown image", image: "nginx:1.27", wantErr: ErrImageUnknown,
+			wantInErr: []string{`"nginx:1.27"`, "ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}},
+		{name: "unknown image with command", image: "busybox", command: []string{"sh"}, wantErr: ErrImageUnknown,
+			wantInErr: []string{`"busybox"`}},
+		{name: "known image, unknown command", image: "traefik/whoami", command: []string{"sh", "-c", "sleep 1"}, wantErr: ErrNoCommand,
+			wantInErr: []string{`"sh"`, "traefik/whoami"}},
+		{name: "kube-proxy image, iptables command", image: "registry.k8s.io/kube-proxy:v1.30.0", command: []string{"/usr/sbin/iptables"},
+			wantErr: ErrNoCommand, wantInErr: []string{`"/usr/sbin/iptables"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Argv(progs, tt.image, tt.command, tt.args)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Argv() error = %v, want %v", err, tt.wantErr)
+				}
+				for _, s := range tt.wantInErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("Argv() error %q does not mention %s", err, s)
+					}
+				}
+				if got != nil {
+					t.Errorf("Argv() = %q with an error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Argv() error: %v", err)
+			}
+			if d := cmp.Diff(tt.want, got, cmpOpts); d != "" {
+				t.Errorf("Argv() mismatch (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestArgvDoesNotAlias checks that results do not share backing arrays with the inputs or each other.
+func TestArgvDoesNotAlias(t *testing.T) {
+	progs := Programs{Self: "/ironlb", K8sBin: "/k8s"}
+	cmd := []string{"kube-proxy", "--a"}
+	args := make([]string, 1, 10)
+	args[0] = "--b"
+	a1, err := Argv(progs, "registry.k8s.io/kube-proxy", cmd, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := Argv(progs, "registry.k8s.io/kube-proxy", cmd, args)
+	a1[0], a1[1] = "changed", "changed"
+	if d := cmp.Diff([]string{"/k8s/kube-proxy", "--a", "--b"}, a2, cmpOpts); d != "" {
+		t.Errorf("second Argv() changed by the first's caller (-want +got):\n%s", d)
+	}
+	if cmd[0] != "kube-proxy" || cmd[1] != "--a" || args[0] != "--b" {
+		t.Errorf("Argv changed its inputs: %q %q", cmd, args)
+	}
+}
+
+// referenceRE is distribution/reference's grammar (without IPv6 hosts): [domain[:port]/]path[:tag][@digest].
+var referenceRE = func() *regexp.Regexp {
+	alnum := `[a-z0-9]+`
+	sep := `(?:[._]|__|[-]+)`
+	pathComp := alnum + `(?:` + sep + alnum + `)*`
+	domainComp := `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+	domain := domainComp + `(?:\.` + domainComp + `)*(?::[0-9]+)?`
+	name := `(?:` + domain + `/)?` + pathComp + `(?:/` + pathComp + `)*`
+	tag := `[\w][\w.-]{0,127}`
+	digest := `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	return regexp.MustCompile(`^` + name + `(?::` + tag + `)?(?:@` + digest + `)?$`)
+}()
+
+// hasTag reports whether ref has a ':' after its last '/', where a tag would be.
+func hasTag(ref string) bool { return strings.LastIndex(ref, ":") > strings.LastIndex(ref, "/") }
+
+// ImageRepo is not idempotent on every string. Two ways it can differ on a second pass, both found by
+// FuzzImageRepo and both outside what a caller passes it:
+//   - "a:b:c" (not a valid reference): one pass strips only the last ":c";
+//   - "docker.io/library/docker.io/library/x" (a valid but absurd reference): one pass strips one prefix.
+func TestImageRepoNotIdempotentCorners(t *testing.T) {
+	for _, in := range []string{"a:b:c", "docker.io/library/docker.io/library/x"} {
+		once := ImageRepo(in)
+		if twice := ImageRepo(once); twice == once {
+			t.Errorf("ImageRepo is idempotent on %q now; FuzzImageRepo's exclusions can be narrowed", in)
+		}
+	}
+}
+
+func FuzzImageRepo(f *testing.F) {
+	for _, s := range []string{
+		"traefik/whoami:v1.10", "docker.io/library/nginx", "k8s.gcr.io/kube-proxy:v1.30.0", "localhost:5000/foo:bar",
+		"localhost:5000", "ironlb", "a@b:c", "a:b:c", "docker.io/library/docker.io/library/x", "nginx@" + testDigest, "", ":", "@", "/:",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got := ImageRepo(in)
+		if strings.Contains(got, "@") {
+			t.Errorf("ImageRepo(%q) = %q still has a digest", in, got)
+		}
+		valid := referenceRE.MatchString(in)
+		if valid && hasTag(got) {
+			t.Errorf("ImageRepo(%q) = %q still has a tag", in, got)
+		}
+		// Idempotent unless what is left still looks tagged (only for invalid references) or still has a
+		// docker.io/library/ prefix (only for references that repeat it).
+		if !hasTag(got) && !strings.HasPrefix(got, "docker.io/library/") {
+			if again := ImageRepo(got); again != got {
+				t.Errorf("ImageRepo not idempotent: %q -> %q -> %q", in, got, again)
+			}
+		}
+		if valid && !strings.HasPrefix(got, "docker.io/library/") {
+			if again := ImageRepo(got); again != got {
+				t.Errorf("ImageRepo not idempotent on a valid reference: %q -> %q -> %q", in, got, again)
+			}
+		}
+		if _, known := images[got]; !known && len(got) > len(in) {
+			t.Errorf("ImageRepo(%q) = %q grew an unknown name", in, got)
+		}
+	})
+}
