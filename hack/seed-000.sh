@@ -50,6 +50,64 @@ for ip in "$WPOD1" "$WPOD2"; do
   echo "\$ ironlb lab exec myk8s-control-plane -- curl -s --connect-timeout 1 $ip | grep Hostname   # seed: docker exec -it ..."
   "$IRONLB" lab exec myk8s-control-plane -- curl -s --connect-timeout 1 "$ip" | grep Hostname
 done
+
+echo
+echo "== seed 000: MetalLB's configuration (IPAddressPool my-ippool, L2Advertisement), served by ironlb's controller"
+cat <<EOT | k apply -f -
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: my-ippool
+  namespace: metallb-system
+spec:
+  addresses:
+  - 172.18.255.200-172.18.255.250
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: my-l2-advertise
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+  - my-ippool
+EOT
+echo "\$ kubectl get ipaddresspools -n metallb-system"
+k get ipaddresspools -n metallb-system
+echo
+echo "== seed 000: LoadBalancer Services svc1, svc2, svc3"
+for i in 1 2 3; do cat <<EOT
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: svc$i
+spec:
+  ports:
+  - name: svc$i-webport
+    port: 80
+    targetPort: 80
+  selector:
+    app: webpod
+  type: LoadBalancer
+EOT
+done | k apply -f -
+for i in 1 2 3; do
+  for _ in $(seq 100); do
+    [ -n "$(k get svc svc$i -o jsonpath='{.status.loadBalancer.ingress[0].ip}')" ] && break
+    sleep 0.1
+  done
+done
+echo "\$ kubectl get svc"
+k get svc
+echo
+echo "\$ kubectl get endpoints"
+k get endpointslices
+echo
+sleep 1.5  # the controller writes pool counters once a second
+echo "\$ kubectl get ipaddresspool my-ippool -n metallb-system -o jsonpath='{.status}'"
+k get ipaddresspool my-ippool -n metallb-system -o jsonpath='{.status}'; echo
+echo "(The external IPs are assigned by ironlb's controller; announcing them to mypc is the speaker's job, issue 5.)"
 cat <<EOT
 
 The lab keeps running. Try:

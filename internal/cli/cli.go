@@ -29,7 +29,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(labCmd(), whoamiCmd())
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	manifests "github.com/ironlb/ironlb/config"
 )
 
 //go:embed manifests/kube-proxy.yaml
@@ -57,8 +59,16 @@ func (l *Lab) Kubectl(ctx context.Context, stdin *os.File, stdout, stderr *os.Fi
 	return cmd.Run()
 }
 
-func (l *Lab) kubectlApply(ctx context.Context, manifest string) error {
-	cmd := exec.CommandContext(ctx, l.bin("kubectl"), "--kubeconfig", l.State.Kubeconfig(), "apply", "-f", "-")
+func (l *Lab) kubectlRun(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, l.bin("kubectl"), append([]string{"--kubeconfig", l.State.Kubeconfig()}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (l *Lab) kubectlApply(ctx context.Context, manifest string, flags ...string) error {
+	cmd := exec.CommandContext(ctx, l.bin("kubectl"), append([]string{"--kubeconfig", l.State.Kubeconfig(), "apply", "-f", "-"}, flags...)...)
 	cmd.Stdin = strings.NewReader(manifest)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -245,8 +255,56 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		return err
 	}
 	l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
+	t = time.Now()
+	if err := l.installIronLB(ctx); err != nil {
+		return err
+	}
+	l.Log("✓ ironlb controller (metallb.io CRDs, RBAC, Deployment, admission webhook) ready (%.1fs)", time.Since(t).Seconds())
 	l.Log("lab %s is up in %.1fs", l.Plan.Config.Name, time.Since(start).Seconds())
 	return nil
+}
+
+// installIronLB applies ironlb's own manifests (config/) and waits for the controller and its webhook.
+func (l *Lab) installIronLB(ctx context.Context) error {
+	crds, err := manifests.Bundle("crd/bases")
+	if err != nil {
+		return err
+	}
+	if err := l.kubectlApply(ctx, crds, "--server-side", "--force-conflicts"); err != nil {
+		return err
+	}
+	if err := l.kubectlRun(ctx, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"); err != nil {
+		return err
+	}
+	ctrl, err := manifests.Bundle("controller")
+	if err != nil {
+		return err
+	}
+	if err := l.kubectlApply(ctx, ctrl); err != nil {
+		return err
+	}
+	return l.WaitDeployment(ctx, "metallb-system", "ironlb-controller", 90*time.Second)
+}
+
+// WaitDeployment waits until a Deployment has all its replicas updated and available.
+func (l *Lab) WaitDeployment(ctx context.Context, ns, name string, timeout time.Duration) error {
+	cs, err := l.Client()
+	if err != nil {
+		return err
+	}
+	return poll(ctx, timeout, func() (bool, string, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		msg := fmt.Sprintf("deployment %s/%s: %d/%d available", ns, name, s.AvailableReplicas, want)
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want, msg, nil
+	})
 }
 
 // WaitNodesReady waits until every planned node is Ready and has a pod CIDR.

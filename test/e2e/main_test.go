@@ -72,6 +72,10 @@ func setup() (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	// The controller runs as nobody (runAsUser 65534 in its Deployment): it must reach the binary.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return 1, err
+	}
 	ironlb = filepath.Join(dir, "ironlb")
 	build := exec.Command("go", "build", "-o", ironlb, "github.com/ironlb/ironlb/cmd/ironlb")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
@@ -162,6 +166,16 @@ func runErr(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// runStdin runs a command with stdin and returns its combined output and error.
+func runStdin(stdin, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -1,0 +1,39 @@
+// Package manifests embeds ironlb's install manifests so `ironlb lab up` installs ironlb with the very
+// files users apply: the metallb.io CRDs and the controller (namespace, RBAC, Deployment, webhook).
+package manifests
+
+import (
+	"embed"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+//go:embed crd/bases/*.yaml controller/*.yaml
+var files embed.FS
+
+// Bundle returns the YAML documents of a directory ("crd/bases", "controller") joined in file-name order.
+func Bundle(dir string) (string, error) {
+	ents, err := fs.ReadDir(files, dir)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".yaml") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		data, err := fs.ReadFile(files, dir+"/"+n)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerates what is derived from the metallb.io API types in api/:
+#   api/*/zz_generated.deepcopy.go   DeepCopy methods
+#   config/crd/bases/*.yaml          the CRDs (schemas, defaults, CEL rules, printer columns)
+# Commit the result. api/v1beta1/crd_test.go checks the CRDs against MetalLB's API and
+# MetalLB's examples.
+#
+#   hack/generate.sh           regenerate in place
+#   hack/generate.sh --check   regenerate, then fail if that changed any committed file
+#                              (for CI: the generated files are stale)
+set -euo pipefail
+
+# controller-gen is pinned; `go run pkg@version` builds it in its own module graph, outside go.mod.
+CONTROLLER_GEN_VERSION=v0.20.0
+controller_gen() { go run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_GEN_VERSION}" "$@"; }
+
+cd "$(dirname "$0")/.."
+
+controller_gen object paths=./api/...
+# Remove the CRDs first so a kind dropped from the types leaves no stale file behind.
+rm -f config/crd/bases/metallb.io_*.yaml
+controller_gen crd paths=./api/... output:crd:dir=./config/crd/bases
+
+if [[ "${1:-}" == "--check" ]]; then
+  changed=$(git status --porcelain -- api config/crd/bases)
+  if [[ -n "$changed" ]]; then
+    echo "generated files are stale; run hack/generate.sh and commit:" >&2
+    echo "$changed" >&2
+    exit 1
+  fi
+fi

@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/controller"
+)
+
+func controllerCmd() *cobra.Command {
+	var cfg controller.Config
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "IP address management for Services of type LoadBalancer, serving MetalLB's metallb.io API",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if cfg.Identity == "" {
+				cfg.Identity = os.Getenv("POD_NAME")
+			}
+			return controller.Run(c.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Namespace, "namespace", envOr("METALLB_NAMESPACE", "metallb-system"), "namespace of the configuration objects (IPAddressPools, ...)")
+	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass (those without a class are always served)")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
+	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
+	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
+	f.StringVar(&cfg.WebhookConfig, "webhook-config", "ironlb-validating-webhook", "ValidatingWebhookConfiguration whose caBundle the controller keeps")
+	f.BoolVar(&cfg.LeaderElect, "leader-elect", true, "run the allocator only on the replica holding the Lease")
+	f.StringVar(&cfg.Identity, "identity", "", "leader-election identity (default: $POD_NAME or the hostname)")
+	return cmd
+}

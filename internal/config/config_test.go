@@ -1,0 +1,195 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/allocator"
+)
+
+func pool(name string, addrs ...string) v1beta1.IPAddressPool {
+	return v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs}}
+}
+
+func TestParsePools(t *testing.T) {
+	f := false
+	withAuto := pool("manual", "10.0.1.0/24")
+	withAuto.Spec.AutoAssign = &f
+	pinned := pool("team-a", "10.0.2.0/24")
+	pinned.Spec.AllocateTo = &v1beta1.ServiceAllocation{Priority: 10, Namespaces: []string{"a"},
+		NamespaceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"team": "a"}}}}
+	dupNS := pool("dup", "10.0.3.0/24")
+	dupNS.Spec.AllocateTo = &v1beta1.ServiceAllocation{Namespaces: []string{"x", "x"}}
+	tests := []struct {
+		name    string
+		pools   []v1beta1.IPAddressPool
+		want    []string // valid pool names
+		wantErr []string // substrings of the error
+	}{
+		{"seed 000", []v1beta1.IPAddressPool{pool("my-ippool", "172.18.255.200-172.18.255.250")}, []string{"my-ippool"}, nil},
+		{"ipv4 and ipv6", []v1beta1.IPAddressPool{pool("dual", "10.0.0.0/24", "fc00::/120")}, []string{"dual"}, nil},
+		{"reversed range", []v1beta1.IPAddressPool{pool("rev", "10.0.0.9-10.0.0.1")}, nil, []string{"ipaddresspool rev"}},
+		{"malformed", []v1beta1.IPAddressPool{pool("bad", "10.0.0.0/33")}, nil, []string{"ipaddresspool bad"}},
+		{"empty", []v1beta1.IPAddressPool{pool("empty")}, nil, []string{"ipaddresspool empty", "at least one"}},
+		{"overlap between pools keeps the first by name", []v1beta1.IPAddressPool{pool("b", "10.0.0.0/24"), pool("a", "10.0.0.128-10.0.0.130")},
+			[]string{"a"}, []string{"ipaddresspool b", "overlaps", "ipaddresspool a"}},
+		{"cidr inside a range of another pool", []v1beta1.IPAddressPool{pool("a", "10.0.0.1-10.0.0.200"), pool("b", "10.0.0.64/26")},
+			[]string{"a"}, []string{"ipaddresspool b", "overlaps"}},
+		{"overlap inside one pool", []v1beta1.IPAddressPool{pool("self", "10.0.0.0/24", "10.0.0.5/32")}, nil, []string{"same pool"}},
+		{"one bad pool does not hide the good ones", []v1beta1.IPAddressPool{pool("good", "10.0.0.0/24"), pool("bad", "nonsense")},
+			[]string{"good"}, []string{"ipaddresspool bad"}},
+		{"duplicate namespace", []v1beta1.IPAddressPool{dupNS}, nil, []string{"listed twice"}},
+		{"autoAssign false and pinned pools are valid", []v1beta1.IPAddressPool{withAuto, pinned}, []string{"manual", "team-a"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps, err := ParsePools(tt.pools, map[string]map[string]string{"a": nil, "b": {"team": "a"}})
+			if diff := cmp.Diff(tt.want, ps.Names); diff != "" {
+				t.Errorf("valid pools (-want +got):\n%s", diff)
+			}
+			if len(tt.wantErr) == 0 && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			for _, w := range tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v should contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCandidatesOrder(t *testing.T) {
+	a := pool("a-default", "10.0.0.0/24")
+	b := pool("b-prio5", "10.0.1.0/24")
+	b.Spec.AllocateTo = &v1beta1.ServiceAllocation{Priority: 5}
+	c := pool("c-team", "10.0.2.0/24")
+	c.Spec.AllocateTo = &v1beta1.ServiceAllocation{Priority: 20, NamespaceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"team": "x"}}}}
+	d := pool("d-svcsel", "10.0.3.0/24")
+	d.Spec.AllocateTo = &v1beta1.ServiceAllocation{Priority: 1, ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "db"}}}}
+	f := false
+	e := pool("e-manual", "10.0.4.0/24")
+	e.Spec.AutoAssign = &f
+	ps, err := ParsePools([]v1beta1.IPAddressPool{a, b, c, d, e}, map[string]map[string]string{"teamx": {"team": "x"}, "other": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		ns     string
+		labels map[string]string
+		want   []string
+	}{
+		{"other", nil, []string{"b-prio5", "a-default"}},
+		{"teamx", nil, []string{"c-team", "b-prio5", "a-default"}},
+		{"teamx", map[string]string{"tier": "db"}, []string{"d-svcsel", "c-team", "b-prio5", "a-default"}},
+	} {
+		if diff := cmp.Diff(tt.want, ps.Candidates(tt.ns, tt.labels)); diff != "" {
+			t.Errorf("candidates for %s %v (-want +got):\n%s", tt.ns, tt.labels, diff)
+		}
+	}
+}
+
+func TestValidatePool(t *testing.T) {
+	existing := []v1beta1.IPAddressPool{pool("my-ippool", "172.18.255.200-172.18.255.250")}
+	for _, tt := range []struct {
+		p       v1beta1.IPAddressPool
+		wantErr string
+	}{
+		{pool("ok", "172.18.254.0/24"), ""},
+		{pool("my-ippool", "172.18.255.200-172.18.255.251"), ""}, // an update of itself
+		{pool("clash", "172.18.255.240/28"), "overlaps 172.18.255.200-172.18.255.250 of ipaddresspool my-ippool"},
+		{pool("rev", "172.18.1.9-172.18.1.1"), "addresses"},
+		{pool("v4inv6", "::ffff:10.0.0.1/128"), ""},
+	} {
+		err := ValidatePool(&tt.p, existing)
+		if tt.wantErr == "" && err != nil && tt.p.Name != "v4inv6" {
+			t.Errorf("%s: unexpected %v", tt.p.Name, err)
+		}
+		if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.p.Name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestRequest(t *testing.T) {
+	svc := func(mut func(*corev1.Service)) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: map[string]string{}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "x"},
+				IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+				Ports:      []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}, {Port: 53, Protocol: corev1.ProtocolUDP}}}}
+		mut(s)
+		return s
+	}
+	for _, tt := range []struct {
+		name       string
+		svc        *corev1.Service
+		want       allocator.Request
+		deprecated []string
+		bad        string
+	}{
+		{"plain", svc(func(*corev1.Service) {}), allocator.Request{Key: allocator.Key{Namespace: "ns", Name: "s"}, Families: []allocator.Family{allocator.IPv4},
+			Ports: []allocator.Port{{Protocol: "TCP", Port: 80}, {Protocol: "UDP", Port: 53}}}, nil, ""},
+		{"annotations (current wins over deprecated)", svc(func(s *corev1.Service) {
+			s.Annotations["metallb.io/address-pool"] = "p1"
+			s.Annotations["metallb.universe.tf/address-pool"] = "old"
+			s.Annotations["metallb.universe.tf/allow-shared-ip"] = "k"
+			s.Annotations["metallb.io/loadBalancerIPs"] = "10.0.0.5"
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}), allocator.Request{Key: allocator.Key{Namespace: "ns", Name: "s"}, Families: []allocator.Family{allocator.IPv4},
+			Pool: "p1", SharingKey: "k", BackendKey: "app=x", Requested: []netip.Addr{netip.MustParseAddr("10.0.0.5")},
+			Ports: []allocator.Port{{Protocol: "TCP", Port: 80}, {Protocol: "UDP", Port: 53}}}, []string{"metallb.universe.tf/allow-shared-ip"}, ""},
+		{"loadBalancerIP and annotation", svc(func(s *corev1.Service) {
+			s.Spec.LoadBalancerIP = "10.0.0.1"
+			s.Annotations["metallb.io/loadBalancerIPs"] = "10.0.0.2"
+		}), allocator.Request{}, nil, "both set"},
+		{"garbage address", svc(func(s *corev1.Service) { s.Annotations["metallb.io/loadBalancerIPs"] = "10.0.0.x" }), allocator.Request{}, nil, "not an IP"},
+		{"two of one family", svc(func(s *corev1.Service) { s.Annotations["metallb.io/loadBalancerIPs"] = "10.0.0.1,10.0.0.2" }), allocator.Request{}, nil, "same family"},
+		{"wrong family", svc(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "fc00::1" }), allocator.Request{}, nil, "IP family"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, dep, err := Request(tt.svc, nil)
+			if tt.bad != "" {
+				if !errors.Is(err, ErrBadService) || !strings.Contains(err.Error(), tt.bad) {
+					t.Fatalf("error %v, want ErrBadService containing %q", err, tt.bad)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+				t.Errorf("request (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.deprecated, dep); diff != "" {
+				t.Errorf("deprecated (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOurs(t *testing.T) {
+	mine, other := "ironlb", "other"
+	for _, tt := range []struct {
+		typ   corev1.ServiceType
+		class *string
+		want  bool
+	}{
+		{corev1.ServiceTypeLoadBalancer, nil, true},
+		{corev1.ServiceTypeLoadBalancer, &mine, true},
+		{corev1.ServiceTypeLoadBalancer, &other, false},
+		{corev1.ServiceTypeNodePort, nil, false},
+	} {
+		s := &corev1.Service{Spec: corev1.ServiceSpec{Type: tt.typ, LoadBalancerClass: tt.class}}
+		if got := Ours(s, "ironlb"); got != tt.want {
+			t.Errorf("Ours(%s, %v) = %v", tt.typ, tt.class, got)
+		}
+	}
+}

@@ -1,0 +1,259 @@
+// Package config turns MetalLB's custom resources into ironlb's plain model once, validating them on the
+// way: the allocator and the speakers never see a Kubernetes object. Everything here is pure (no client,
+// no I/O) and deterministic, so it is table-tested and its errors name the object at fault.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/allocator"
+)
+
+// Pool is an IPAddressPool in model form.
+type Pool struct {
+	allocator.Pool
+	// Priority from serviceAllocation; 0 means none (ranks after every set priority, as in MetalLB).
+	Priority int
+	// Pinned is true when serviceAllocation restricts the pool to some namespaces or Services.
+	Pinned bool
+	// Namespaces the pool serves (explicit names and those whose labels match a namespaceSelector); nil
+	// means any namespace.
+	Namespaces map[string]bool
+	// ServiceSelectors restrict the pool to Services whose labels match one of them; empty means any.
+	ServiceSelectors []labels.Selector
+}
+
+// Pools is the validated pool set.
+type Pools struct {
+	ByName map[string]*Pool
+	Names  []string // sorted
+}
+
+// ParsePools converts and validates pools. nsLabels maps every namespace to its labels (for
+// namespaceSelectors). Invalid pools are left out and reported together in the error; the valid ones
+// are still returned, so one bad object does not take addresses away from every Service.
+func ParsePools(crs []v1beta1.IPAddressPool, nsLabels map[string]map[string]string) (*Pools, error) {
+	out := &Pools{ByName: map[string]*Pool{}}
+	var errs []error
+	sorted := append([]v1beta1.IPAddressPool(nil), crs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for i := range sorted {
+		p, err := parsePool(&sorted[i], nsLabels)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ipaddresspool %s: %w", sorted[i].Name, err))
+			continue
+		}
+		if other, r1, r2, ok := overlapsAny(out, p); ok {
+			errs = append(errs, fmt.Errorf("ipaddresspool %s: range %s overlaps %s of ipaddresspool %s", p.Name, fmtRange(r1), fmtRange(r2), other))
+			continue
+		}
+		out.ByName[p.Name] = p
+		out.Names = append(out.Names, p.Name)
+	}
+	return out, errors.Join(errs...)
+}
+
+// ValidatePool checks one pool against the others (as the admission webhook does for a create or update):
+// its own syntax, and no overlap with any other pool.
+func ValidatePool(cr *v1beta1.IPAddressPool, others []v1beta1.IPAddressPool) error {
+	p, err := parsePool(cr, nil)
+	if err != nil {
+		return err
+	}
+	existing := &Pools{ByName: map[string]*Pool{}}
+	for i := range others {
+		if others[i].Name == cr.Name {
+			continue
+		}
+		o, err := parsePool(&others[i], nil)
+		if err != nil {
+			continue // an invalid stored pool is reported on its own
+		}
+		existing.ByName[o.Name] = o
+		existing.Names = append(existing.Names, o.Name)
+	}
+	if other, r1, r2, ok := overlapsAny(existing, p); ok {
+		return fmt.Errorf("range %s overlaps %s of ipaddresspool %s", fmtRange(r1), fmtRange(r2), other)
+	}
+	return nil
+}
+
+func parsePool(cr *v1beta1.IPAddressPool, nsLabels map[string]map[string]string) (*Pool, error) {
+	p := &Pool{Pool: allocator.Pool{Name: cr.Name, AvoidBuggyIPs: cr.Spec.AvoidBuggyIPs, AutoAssign: true}}
+	if cr.Spec.AutoAssign != nil {
+		p.AutoAssign = *cr.Spec.AutoAssign
+	}
+	if len(cr.Spec.Addresses) == 0 {
+		return nil, errors.New("addresses: at least one CIDR or range is required")
+	}
+	for _, a := range cr.Spec.Addresses {
+		rs, err := allocator.ParseRange(a)
+		if err != nil {
+			return nil, fmt.Errorf("addresses: %w", err)
+		}
+		p.Ranges = append(p.Ranges, rs...)
+	}
+	// Overlap inside the pool itself.
+	for i := range p.Ranges {
+		for j := i + 1; j < len(p.Ranges); j++ {
+			if rangesOverlap(p.Ranges[i], p.Ranges[j]) {
+				return nil, fmt.Errorf("addresses: %s overlaps %s in the same pool", fmtRange(p.Ranges[i]), fmtRange(p.Ranges[j]))
+			}
+		}
+	}
+	if sa := cr.Spec.AllocateTo; sa != nil {
+		p.Priority = sa.Priority
+		if sa.Priority < 0 {
+			return nil, fmt.Errorf("serviceAllocation.priority %d: must not be negative", sa.Priority)
+		}
+		if len(sa.Namespaces) > 0 || len(sa.NamespaceSelectors) > 0 {
+			p.Namespaces = map[string]bool{}
+			for _, ns := range sa.Namespaces {
+				if p.Namespaces[ns] {
+					return nil, fmt.Errorf("serviceAllocation.namespaces: %q is listed twice", ns)
+				}
+				p.Namespaces[ns] = true
+			}
+			for i, s := range sa.NamespaceSelectors {
+				sel, err := metav1.LabelSelectorAsSelector(&s)
+				if err != nil {
+					return nil, fmt.Errorf("serviceAllocation.namespaceSelectors[%d]: %w", i, err)
+				}
+				for ns, l := range nsLabels {
+					if sel.Matches(labels.Set(l)) {
+						p.Namespaces[ns] = true
+					}
+				}
+			}
+		}
+		for i, s := range sa.ServiceSelectors {
+			sel, err := metav1.LabelSelectorAsSelector(&s)
+			if err != nil {
+				return nil, fmt.Errorf("serviceAllocation.serviceSelectors[%d]: %w", i, err)
+			}
+			p.ServiceSelectors = append(p.ServiceSelectors, sel)
+		}
+		p.Pinned = p.Namespaces != nil || len(p.ServiceSelectors) > 0
+	}
+	return p, nil
+}
+
+// Serves reports whether the pool may serve a Service in namespace ns with labels lbls (MetalLB's
+// isPoolCompatibleWithService: namespace and service conditions ANDed).
+func (p *Pool) Serves(ns string, lbls map[string]string) bool {
+	if p.Namespaces != nil && !p.Namespaces[ns] {
+		return false
+	}
+	if len(p.ServiceSelectors) == 0 {
+		return true
+	}
+	for _, s := range p.ServiceSelectors {
+		if s.Matches(labels.Set(lbls)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Candidates returns the pools a Service may be auto-assigned from, best first: pools pinned to it by
+// serviceAllocation (by priority, 0 last, then name), then the auto-assign pools without
+// serviceAllocation that are not pinned elsewhere (by priority, then name — MetalLB leaves this order to
+// map iteration; ironlb makes it deterministic).
+func (ps *Pools) Candidates(ns string, lbls map[string]string) []string {
+	type cand struct {
+		name   string
+		prio   int
+		pinned bool
+	}
+	var cs []cand
+	for _, n := range ps.Names {
+		p := ps.ByName[n]
+		if !p.AutoAssign || !p.Serves(ns, lbls) {
+			continue
+		}
+		cs = append(cs, cand{n, p.Priority, p.Pinned})
+	}
+	rank := func(p int) int {
+		if p == 0 {
+			return int(^uint(0) >> 1)
+		}
+		return p
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].pinned != cs[j].pinned {
+			return cs[i].pinned
+		}
+		if rank(cs[i].prio) != rank(cs[j].prio) {
+			return rank(cs[i].prio) < rank(cs[j].prio)
+		}
+		return cs[i].name < cs[j].name
+	})
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Allocator returns the pools in the allocator's form.
+func (ps *Pools) Allocator() []allocator.Pool {
+	out := make([]allocator.Pool, 0, len(ps.Names))
+	for _, n := range ps.Names {
+		out = append(out, ps.ByName[n].Pool)
+	}
+	return out
+}
+
+func overlapsAny(ps *Pools, p *Pool) (string, allocator.Range, allocator.Range, bool) {
+	for _, n := range ps.Names {
+		for _, r1 := range p.Ranges {
+			for _, r2 := range ps.ByName[n].Ranges {
+				if rangesOverlap(r1, r2) {
+					return n, r1, r2, true
+				}
+			}
+		}
+	}
+	return "", allocator.Range{}, allocator.Range{}, false
+}
+
+func rangesOverlap(a, b allocator.Range) bool {
+	if a.First.Is4() != b.First.Is4() {
+		return false
+	}
+	return a.First.Compare(b.Last) <= 0 && b.First.Compare(a.Last) <= 0
+}
+
+func fmtRange(r allocator.Range) string {
+	if r.First == r.Last {
+		return r.First.String()
+	}
+	// Print as a CIDR when it is exactly one.
+	for bits := 0; bits <= r.First.BitLen(); bits++ {
+		p := netip.PrefixFrom(r.First, bits)
+		if p.Masked().Addr() == r.First && lastOf(p) == r.Last {
+			return p.String()
+		}
+	}
+	return r.First.String() + "-" + r.Last.String()
+}
+
+func lastOf(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// joinNames is used in messages.
+func joinNames(n []string) string { return strings.Join(n, ", ") }

@@ -1,0 +1,591 @@
+// Package controller is `ironlb controller`: it gives each Service of type LoadBalancer its external
+// address(es) from MetalLB's IPAddressPools. Informer handlers only enqueue keys; one worker goroutine owns
+// the allocator and turns each key into Service status, events, pool status and metrics. Pools are
+// converted to the model once per change (internal/config); the allocator (internal/allocator) never sees
+// a Kubernetes object.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/config"
+)
+
+// Config is what `ironlb controller` flags set.
+type Config struct {
+	Namespace      string        // where the configuration objects live (metallb-system)
+	LBClass        string        // serve Services with this loadBalancerClass (and those with none)
+	Kubeconfig     string        // "" = in-cluster
+	MetricsAddr    string        // Prometheus endpoint, "" disables
+	WebhookAddr    string        // admission webhook (HTTPS), "" disables
+	WebhookService string        // the Service in Namespace that fronts the webhook
+	WebhookConfig  string        // the ValidatingWebhookConfiguration whose caBundle we keep
+	LeaderElect    bool          // run the allocator only while holding the Lease
+	Identity       string        // leader-election identity (pod name)
+	FlushInterval  time.Duration // how often pool status is written (default 1 s)
+	// Leader election timings (defaults 15 s, 10 s, 2 s as client-go's examples); tests shorten them.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ReleaseOnCancel gives the Lease up when ctx ends (a graceful stop); false behaves like a crash.
+	KeepLeaseOnCancel bool
+}
+
+var (
+	poolGVR  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	stateGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "configurationstates"}
+)
+
+const (
+	keyConfig = "~config"
+	keyFlush  = "~flush"
+	component = "ironlb-controller"
+)
+
+// Run runs the controller until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.QPS, rc.Burst = 200, 400
+	rc.UserAgent = component
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = time.Second
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { <-ctx.Done(); srv.Close() }()
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+	}
+	if cfg.WebhookAddr != "" {
+		wh, err := newWebhook(ctx, cs, dyn, cfg, log)
+		if err != nil {
+			return fmt.Errorf("admission webhook: %w", err)
+		}
+		go func() {
+			if err := wh.serve(ctx); err != nil {
+				log.Error("admission webhook", "err", err)
+			}
+		}()
+	}
+	if !cfg.LeaderElect {
+		return newReconciler(cs, dyn, cfg, m, log).run(ctx)
+	}
+	id := cfg.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: "ironlb-controller", Namespace: cfg.Namespace},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	errc := make(chan error, 1)
+	leCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+	}
+	leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: !cfg.KeepLeaseOnCancel,
+		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("became leader", "identity", id)
+				errc <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
+				cancel()
+			},
+			OnStoppedLeading: func() {
+				log.Info("lost leadership", "identity", id)
+				cancel()
+			},
+		},
+	})
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	// Leadership lost while the process lives: exit so a restart re-reads everything from the API
+	// (the allocator state of a former leader must not be trusted).
+	return errors.New("leadership lost")
+}
+
+// reconciler owns the allocator. Every field below is touched only by the worker goroutine (run), except
+// the informers and the queue, which are safe for concurrent use.
+type reconciler struct {
+	cs    kubernetes.Interface
+	dyn   dynamic.Interface
+	cfg   Config
+	m     *metrics
+	log   *slog.Logger
+	rec   record.EventRecorder
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	svcs  corelisters.ServiceLister
+	nss   corelisters.NamespaceLister
+	pools cache.SharedIndexInformer
+
+	alloc      *allocator.Allocator
+	config     *config.Pools
+	configErr  error
+	dirtyPools map[string]bool
+	poolUIDs   map[string]types.UID
+	exhausted  map[string]bool
+}
+
+func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger) *reconciler {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return &reconciler{
+		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log,
+		rec:        b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		alloc:      allocator.New(),
+		dirtyPools: map[string]bool{},
+		poolUIDs:   map[string]types.UID{},
+		exhausted:  map[string]bool{},
+	}
+}
+
+func (r *reconciler) run(ctx context.Context) error {
+	defer r.queue.ShutDown()
+	inf := informers.NewSharedInformerFactory(r.cs, 0)
+	r.svcs = inf.Core().V1().Services().Lister()
+	r.nss = inf.Core().V1().Namespaces().Lister()
+	svcInf := inf.Core().V1().Services().Informer()
+	nsInf := inf.Core().V1().Namespaces().Informer()
+	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.dyn, 0, r.cfg.Namespace, nil)
+	r.pools = dinf.ForResource(poolGVR).Informer()
+	enqueueSvc := func(o any) {
+		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
+			r.queue.Add(k)
+		}
+	}
+	svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueueSvc, UpdateFunc: func(_, o any) { enqueueSvc(o) }, DeleteFunc: enqueueSvc})
+	cfgChanged := func(any) { r.queue.Add(keyConfig) }
+	r.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: cfgChanged, UpdateFunc: func(o, n any) {
+		if specChanged(o, n) {
+			cfgChanged(n)
+		}
+	}, DeleteFunc: cfgChanged})
+	nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: cfgChanged, UpdateFunc: func(o, n any) {
+		if !equalLabels(o.(*corev1.Namespace).Labels, n.(*corev1.Namespace).Labels) {
+			cfgChanged(n)
+		}
+	}, DeleteFunc: cfgChanged})
+	inf.Start(ctx.Done())
+	dinf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced) {
+		return ctx.Err()
+	}
+	// Initial load: pools first, then every Service that already holds addresses is re-registered before
+	// anything new is handed out (MetalLB #1774, #2443 came from getting this order wrong).
+	t0 := time.Now()
+	r.syncConfig(ctx, false)
+	n := r.reprocessAll(ctx)
+	r.log.Info("initial load done", "services", n, "pools", len(r.config.Names), "took", time.Since(t0).Round(time.Millisecond))
+	go func() {
+		t := time.NewTicker(r.cfg.FlushInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				r.queue.ShutDown()
+				return
+			case <-t.C:
+				r.queue.Add(keyFlush)
+			}
+		}
+	}()
+	for r.processNext(ctx) {
+	}
+	return nil
+}
+
+func (r *reconciler) processNext(ctx context.Context) bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	var err error
+	switch key {
+	case keyConfig:
+		r.syncConfig(ctx, true)
+	case keyFlush:
+		err = r.flushPools(ctx)
+	default:
+		t := time.Now()
+		err = r.syncService(ctx, key)
+		r.m.syncSeconds.Observe(time.Since(t).Seconds())
+	}
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("sync failed; retrying", "key", key, "err", err)
+		r.queue.AddRateLimited(key)
+		return true
+	}
+	r.queue.Forget(key)
+	return true
+}
+
+// syncConfig reloads pools; with requeue it re-examines every Service (addresses that left the pools,
+// Services that were waiting for an address).
+func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
+	var crs []v1beta1.IPAddressPool
+	for _, o := range r.pools.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		var p v1beta1.IPAddressPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+			r.log.Error("decoding ipaddresspool", "pool", u.GetName(), "err", err)
+			continue
+		}
+		crs = append(crs, p)
+		r.poolUIDs[p.Name] = p.UID
+	}
+	nsLabels := map[string]map[string]string{}
+	if nss, err := r.nss.List(everything()); err == nil {
+		for _, ns := range nss {
+			nsLabels[ns.Name] = ns.Labels
+		}
+	}
+	pools, err := config.ParsePools(crs, nsLabels)
+	r.config, r.configErr = pools, err
+	if err != nil {
+		r.log.Error("invalid configuration; invalid pools are ignored", "err", err)
+		r.m.configValid.Set(0)
+	} else {
+		r.m.configValid.Set(1)
+	}
+	for _, k := range r.alloc.SetPools(pools.Allocator()) {
+		r.log.Warn("address left its pool; allocating a new one", "service", k.Namespace+"/"+k.Name)
+		if svc, err := r.svcs.Services(k.Namespace).Get(k.Name); err == nil {
+			r.rec.Event(svc, corev1.EventTypeWarning, "AddressRevoked", "the Service's address is no longer in any IPAddressPool that may serve it; allocating a new one")
+		}
+		r.queue.Add(k.Namespace + "/" + k.Name)
+	}
+	for _, n := range pools.Names {
+		r.dirtyPools[n] = true
+	}
+	r.writeConfigState(ctx)
+	if requeue {
+		svcs, _ := r.svcs.List(everything())
+		for _, s := range svcs {
+			if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				r.queue.Add(s.Namespace + "/" + s.Name)
+			}
+		}
+	}
+}
+
+// reprocessAll handles every Service once: first those that already hold addresses (re-registered as
+// they are), then the rest. It returns how many LoadBalancer Services it saw.
+func (r *reconciler) reprocessAll(ctx context.Context) int {
+	svcs, _ := r.svcs.List(everything())
+	sort.Slice(svcs, func(i, j int) bool {
+		hi, hj := len(svcs[i].Status.LoadBalancer.Ingress) > 0, len(svcs[j].Status.LoadBalancer.Ingress) > 0
+		if hi != hj {
+			return hi
+		}
+		if !svcs[i].CreationTimestamp.Equal(&svcs[j].CreationTimestamp) {
+			return svcs[i].CreationTimestamp.Before(&svcs[j].CreationTimestamp)
+		}
+		return svcs[i].Namespace+"/"+svcs[i].Name < svcs[j].Namespace+"/"+svcs[j].Name
+	})
+	n := 0
+	for _, s := range svcs {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		n++
+		key := s.Namespace + "/" + s.Name
+		if err := r.syncService(ctx, key); err != nil {
+			r.queue.AddRateLimited(key)
+		}
+	}
+	return n
+}
+
+func ingressIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// syncService converges one Service. Errors are only for failed API writes (retried); allocation
+// failures are reported on the Service and not retried until something changes.
+func (r *reconciler) syncService(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	k := allocator.Key{Namespace: ns, Name: name}
+	svc, err := r.svcs.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		r.release(k)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !config.Ours(svc, r.cfg.LBClass) {
+		r.release(k)
+		if _, had := svc.Annotations[config.AnnotationAllocatedFromPool]; had {
+			return r.writeStatus(ctx, svc, nil, "") // we gave it an address: take it back
+		}
+		return nil
+	}
+	req, deprecated, err := config.Request(svc, r.config)
+	for _, d := range deprecated {
+		r.rec.Eventf(svc, corev1.EventTypeWarning, "deprecatedAnnotation", "annotation %s is deprecated; use %s", d, "metallb.io/"+strings.TrimPrefix(d, "metallb.universe.tf/"))
+	}
+	existing := ingressIPs(svc)
+	if err != nil {
+		r.fail(svc, "InvalidService", err)
+		r.release(k)
+		if len(existing) > 0 {
+			return r.writeStatus(ctx, svc, nil, "")
+		}
+		return nil
+	}
+	if len(existing) > 0 {
+		if asg, err := r.alloc.Assign(req, existing); err == nil && fits(req, asg) {
+			r.dirtyPools[asg.Pool] = true
+			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool {
+				return r.writeStatus(ctx, svc, asg.IPs, asg.Pool)
+			}
+			return nil
+		} else if err != nil {
+			r.log.Info("service's current address cannot be kept; allocating anew", "service", key, "ip", existing, "err", err)
+		}
+		r.release(k)
+	}
+	asg, err := r.alloc.Allocate(req)
+	if err != nil {
+		r.fail(svc, reason(err), err)
+		if len(existing) > 0 {
+			return r.writeStatus(ctx, svc, nil, "")
+		}
+		return nil
+	}
+	r.dirtyPools[asg.Pool] = true
+	r.m.allocations.WithLabelValues(asg.Pool).Inc()
+	if err := r.writeStatus(ctx, svc, asg.IPs, asg.Pool); err != nil {
+		return err
+	}
+	ips := make([]string, len(asg.IPs))
+	for i, a := range asg.IPs {
+		ips[i] = fmt.Sprintf("%q", a.String())
+	}
+	r.rec.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
+	r.log.Info("address assigned", "service", key, "ip", asg.IPs, "pool", asg.Pool)
+	return nil
+}
+
+// fits reports whether an assignment satisfies what the Service asks for now (pool annotation, dual stack).
+func fits(req allocator.Request, asg allocator.Assignment) bool {
+	if req.Pool != "" && asg.Pool != req.Pool {
+		return false
+	}
+	if req.Policy == allocator.RequireDualStack && len(asg.IPs) < 2 {
+		return false
+	}
+	return true
+}
+
+func (r *reconciler) release(k allocator.Key) {
+	if asg, ok := r.alloc.Get(k); ok {
+		r.alloc.Release(k)
+		r.dirtyPools[asg.Pool] = true
+	}
+}
+
+func (r *reconciler) fail(svc *corev1.Service, why string, err error) {
+	r.m.failures.WithLabelValues(why).Inc()
+	r.rec.Eventf(svc, corev1.EventTypeWarning, "AllocationFailed", "Failed to allocate IP for %q: %s: %v", svc.Namespace+"/"+svc.Name, why, err)
+	r.log.Warn("allocation failed", "service", svc.Namespace+"/"+svc.Name, "reason", why, "err", err)
+	if why == "PoolExhausted" {
+		var pe interface{ PoolName() string }
+		pool := ""
+		if errors.As(err, &pe) {
+			pool = pe.PoolName()
+		}
+		if pool != "" && !r.exhausted[pool] {
+			r.exhausted[pool] = true
+			r.poolEvent(pool, corev1.EventTypeWarning, "PoolExhausted", fmt.Sprintf("no free address for Service %s/%s", svc.Namespace, svc.Name))
+		}
+	}
+}
+
+// reason maps allocator errors to the reasons used in events and metrics.
+func reason(err error) string {
+	if r := allocator.ReasonOf(err); r != "" {
+		return string(r)
+	}
+	return "Other"
+}
+
+// writeStatus sets (or with no ips clears) the Service's ingress and the ip-allocated-from-pool annotation.
+func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, pool string) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // leadership or the process is ending: a former leader must not write
+	}
+	var ann string
+	if pool == "" {
+		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, config.AnnotationAllocatedFromPool)
+	} else {
+		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, config.AnnotationAllocatedFromPool, pool)
+	}
+	if svc.Annotations[config.AnnotationAllocatedFromPool] != pool {
+		if _, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(ann), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("annotating service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+	}
+	want := make([]corev1.LoadBalancerIngress, 0, len(ips))
+	vip := corev1.LoadBalancerIPModeVIP
+	for _, a := range ips {
+		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
+	}
+	cur := ingressIPs(svc)
+	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
+		same := true
+		for i := range cur {
+			same = same && cur[i] == ips[i]
+		}
+		if same {
+			return nil
+		}
+	}
+	patch, err := jsonMarshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": want}}})
+	if err != nil {
+		return err
+	}
+	if _, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("updating status of service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+func (r *reconciler) poolEvent(pool, typ, reason, msg string) {
+	ref := &corev1.ObjectReference{Kind: "IPAddressPool", APIVersion: "metallb.io/v1beta1", Namespace: r.cfg.Namespace, Name: pool, UID: r.poolUIDs[pool]}
+	r.rec.Event(ref, typ, reason, msg)
+}
+
+// flushPools writes the counters of changed pools to their status and the gauges.
+func (r *reconciler) flushPools(ctx context.Context) error {
+	var errs []error
+	for name := range r.dirtyPools {
+		st, ok := r.alloc.Stats(name)
+		if !ok {
+			delete(r.dirtyPools, name)
+			continue
+		}
+		r.m.inUse.WithLabelValues(name, "ipv4").Set(float64(st.AssignedV4))
+		r.m.inUse.WithLabelValues(name, "ipv6").Set(float64(st.AssignedV6))
+		r.m.total.WithLabelValues(name, "ipv4").Set(float64(st.AvailableV4 + st.AssignedV4))
+		r.m.total.WithLabelValues(name, "ipv6").Set(float64(st.AvailableV6 + st.AssignedV6))
+		if r.exhausted[name] && (st.AvailableV4 > 0 || st.AvailableV6 > 0) {
+			r.exhausted[name] = false
+		}
+		patch := fmt.Sprintf(`{"status":{"assignedIPv4":%d,"assignedIPv6":%d,"availableIPv4":%d,"availableIPv6":%d}}`,
+			st.AssignedV4, st.AssignedV6, st.AvailableV4, st.AvailableV6)
+		_, err := r.dyn.Resource(poolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
+			continue
+		}
+		delete(r.dirtyPools, name)
+	}
+	return errors.Join(errs...)
+}
+
+// writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState).
+func (r *reconciler) writeConfigState(ctx context.Context) {
+	result, summary := "Valid", ""
+	if r.configErr != nil {
+		result, summary = "Invalid", r.configErr.Error()
+	}
+	c := r.dyn.Resource(stateGVR).Namespace(r.cfg.Namespace)
+	name := "controller"
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
+		"metadata": map[string]any{"name": name, "namespace": r.cfg.Namespace,
+			"labels": map[string]any{"metallb.io/component-type": "controller"}},
+	}}
+	if _, err := c.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.log.Warn("creating ConfigurationState", "err", err)
+		return
+	}
+	status := map[string]any{"result": result, "errorSummary": summary}
+	patch := map[string]any{"status": status}
+	b, _ := jsonMarshal(patch)
+	if _, err := c.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
+		r.log.Warn("updating ConfigurationState", "err", err)
+	}
+}

@@ -1,0 +1,284 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ironlb/ironlb/internal/testenv"
+)
+
+// These tests run the controller against a real kube-apiserver and etcd (internal/testenv): Service
+// status is a subresource, resource versions conflict, CRDs validate — behaviour a fake client lacks.
+
+const ns = "metallb-system"
+
+type harness struct {
+	t   *testing.T
+	env *testenv.Env
+	cs  kubernetes.Interface
+}
+
+func newHarness(t *testing.T) *harness {
+	env := testenv.Start(t)
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	crds, _ := filepath.Glob("../../config/crd/bases/*.yaml")
+	if len(crds) == 0 {
+		t.Fatal("no CRDs in config/crd/bases")
+	}
+	for _, f := range crds {
+		if out, err := env.Kubectl("apply", "--server-side", "-f", f); err != nil {
+			t.Fatalf("installing %s: %v\n%s", f, err, out)
+		}
+	}
+	if out, err := env.Kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The ServiceAccount admission plugin needs the default SA in every namespace it admits pods to; we
+	// create no pods, but Services need nothing more.
+	return &harness{t: t, env: env, cs: cs}
+}
+
+// start runs a controller until the returned stop is called (or the test ends).
+func (h *harness) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, FlushInterval: 100 * time.Millisecond})
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("controller returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			h.t.Errorf("controller did not stop within 10s of its context ending")
+		}
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+func (h *harness) apply(yaml string) {
+	h.t.Helper()
+	f := filepath.Join(h.t.TempDir(), "obj.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if out, err := h.env.Kubectl("apply", "-f", f); err != nil {
+		h.t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, yaml)
+	}
+}
+
+func pool(name string, addrs ...string) string {
+	return fmt.Sprintf("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  addresses: [%s]\n",
+		name, ns, `"`+strings.Join(addrs, `", "`)+`"`)
+}
+
+func (h *harness) createService(name string, mutate ...func(*corev1.Service)) {
+	h.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}
+	for _, m := range mutate {
+		m(svc)
+	}
+	if _, err := h.cs.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		h.t.Fatalf("creating service %s: %v", name, err)
+	}
+}
+
+// ip waits until the Service has exactly want as its first ingress address ("" = none for a while).
+func (h *harness) waitIP(name, want string) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		got = h.ip(name)
+		if got == want && want != "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got != want {
+		h.t.Fatalf("service %s: external IP %q, want %q", name, got, want)
+	}
+}
+
+func (h *harness) ip(name string) string {
+	s, err := h.cs.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "<gone>"
+	}
+	if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+		return ""
+	}
+	return s.Status.LoadBalancer.Ingress[0].IP
+}
+
+func (h *harness) events(name, reason string) []string {
+	evs, _ := h.cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
+	var out []string
+	for _, e := range evs.Items {
+		out = append(out, e.Message)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (h *harness) waitEvent(name, reason, contains string) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range h.events(name, reason) {
+			if strings.Contains(m, contains) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.t.Fatalf("no %s event containing %q for %s (have %v)", reason, contains, name, h.events(name, reason))
+}
+
+func TestControllerAgainstAPIServer(t *testing.T) {
+	h := newHarness(t)
+	h.apply(pool("my-ippool", "172.18.255.200-172.18.255.250"))
+	stop := h.start()
+
+	t.Run("seed 000: svc1..3 get .200 .201 .202", func(t *testing.T) {
+		for _, s := range []string{"svc1", "svc2", "svc3"} {
+			h.createService(s)
+		}
+		h.waitIP("svc1", "172.18.255.200")
+		h.waitIP("svc2", "172.18.255.201")
+		h.waitIP("svc3", "172.18.255.202")
+		h.waitEvent("svc1", "IPAllocated", `Assigned IP ["172.18.255.200"]`)
+	})
+
+	t.Run("restart keeps every address, even with a new Service created while down", func(t *testing.T) {
+		stop()
+		h.createService("svc4") // created while the controller is down: must not take .200-.202
+		stop = h.start()
+		h.waitIP("svc4", "172.18.255.203")
+		for s, ip := range map[string]string{"svc1": "172.18.255.200", "svc2": "172.18.255.201", "svc3": "172.18.255.202"} {
+			if got := h.ip(s); got != ip {
+				t.Errorf("%s: %q after restart, want %s", s, got, ip)
+			}
+		}
+	})
+
+	t.Run("release on delete and on type change; lowest free is reused", func(t *testing.T) {
+		if err := h.cs.CoreV1().Services("default").Delete(context.Background(), "svc2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.createService("svc5")
+		h.waitIP("svc5", "172.18.255.201")
+		s, _ := h.cs.CoreV1().Services("default").Get(context.Background(), "svc3", metav1.GetOptions{})
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		s.Spec.ExternalTrafficPolicy = ""
+		if _, err := h.cs.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.createService("svc6")
+		h.waitIP("svc6", "172.18.255.202")
+	})
+
+	t.Run("failures are events, and nobody else loses an address", func(t *testing.T) {
+		h.createService("wants-outside", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "10.99.0.1"}
+		})
+		h.waitEvent("wants-outside", "AllocationFailed", "10.99.0.1")
+		h.createService("unknown-pool", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"metallb.io/address-pool": "nope"}
+		})
+		h.waitEvent("unknown-pool", "AllocationFailed", "nope")
+		h.createService("taken", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "172.18.255.200" })
+		h.waitEvent("taken", "AllocationFailed", "172.18.255.200")
+		h.createService("both", func(s *corev1.Service) {
+			s.Spec.LoadBalancerIP = "172.18.255.240"
+			s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.241"}
+		})
+		h.waitEvent("both", "AllocationFailed", "both set")
+		if got := h.ip("svc1"); got != "172.18.255.200" {
+			t.Errorf("svc1 lost its address: %q", got)
+		}
+	})
+
+	t.Run("sharing: same key and disjoint ports share; a port clash does not", func(t *testing.T) {
+		share := func(port int32) func(*corev1.Service) {
+			return func(s *corev1.Service) {
+				s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "web", "metallb.io/loadBalancerIPs": "172.18.255.220"}
+				s.Spec.Ports[0].Port = port
+			}
+		}
+		h.createService("share-a", share(80))
+		h.createService("share-b", share(443))
+		h.waitIP("share-a", "172.18.255.220")
+		h.waitIP("share-b", "172.18.255.220")
+		h.createService("share-c", share(80))
+		h.waitEvent("share-c", "AllocationFailed", "172.18.255.220")
+	})
+
+	t.Run("a pool shrinking under a Service moves it, with an event", func(t *testing.T) {
+		h.apply(pool("my-ippool", "172.18.255.200-172.18.255.210", "172.18.255.220-172.18.255.230"))
+		h.createService("high", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "172.18.255.225" })
+		h.waitIP("high", "172.18.255.225")
+		s, _ := h.cs.CoreV1().Services("default").Get(context.Background(), "high", metav1.GetOptions{})
+		s.Spec.LoadBalancerIP = ""
+		if _, err := h.cs.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.apply(pool("my-ippool", "172.18.255.200-172.18.255.210", "172.18.255.220-172.18.255.224"))
+		h.waitEvent("high", "AddressRevoked", "no longer")
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && (h.ip("high") == "172.18.255.225" || h.ip("high") == "") {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := h.ip("high"); got == "172.18.255.225" || got == "" {
+			t.Errorf("high kept %q after its address left the pool", got)
+		}
+	})
+
+	t.Run("pool status and configuration state", func(t *testing.T) {
+		deadline := time.Now().Add(10 * time.Second)
+		var out string
+		for time.Now().Before(deadline) {
+			out, _ = h.env.Kubectl("get", "configurationstate", "controller", "-n", ns, "-o", "jsonpath={.status.result}")
+			if out == "Valid" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out != "Valid" {
+			t.Errorf("ConfigurationState controller result %q, want Valid", out)
+		}
+		st, _ := h.env.Kubectl("get", "ipaddresspool", "my-ippool", "-n", ns, "-o", "jsonpath={.status.assignedIPv4}")
+		if st == "" || st == "0" {
+			t.Errorf("pool status assignedIPv4 = %q", st)
+		}
+	})
+}

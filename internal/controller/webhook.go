@@ -1,0 +1,278 @@
+package controller
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/config"
+)
+
+// webhook refuses configuration that can never work, at admission: pools whose ranges are malformed,
+// reversed or overlap another pool, and Services whose address requests contradict themselves or can
+// never share with the Services already holding the requested address. It runs on every replica with a
+// certificate kept in a Secret (so all replicas serve the same one) whose CA it writes into the
+// ValidatingWebhookConfiguration.
+type webhook struct {
+	cfg   Config
+	log   *slog.Logger
+	pools cache.SharedIndexInformer
+	svcs  corelisters.ServiceLister
+	cert  tls.Certificate
+}
+
+const webhookSecret = "ironlb-webhook-cert"
+
+func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) (*webhook, error) {
+	cert, caPEM, err := ensureCert(ctx, cs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.WebhookConfig != "" {
+		if err := patchCABundle(ctx, cs, cfg.WebhookConfig, caPEM); err != nil {
+			return nil, err
+		}
+	}
+	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
+	inf := informers.NewSharedInformerFactory(cs, 0)
+	w := &webhook{cfg: cfg, log: log.With("part", "webhook"), pools: dinf.ForResource(poolGVR).Informer(),
+		svcs: inf.Core().V1().Services().Lister(), cert: cert}
+	svcInf := inf.Core().V1().Services().Informer()
+	dinf.Start(ctx.Done())
+	inf.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), w.pools.HasSynced, svcInf.HasSynced)
+	return w, nil
+}
+
+func (w *webhook) serve(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/validate-metallb-io-v1beta1-ipaddresspool", w.handle(w.validatePool))
+	mux.HandleFunc("/validate-service", w.handle(w.validateService))
+	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
+	go func() { <-ctx.Done(); srv.Close() }()
+	w.log.Info("admission webhook listening", "addr", w.cfg.WebhookAddr)
+	if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// handle decodes an AdmissionReview, runs validate on the object and answers.
+func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) error) http.HandlerFunc {
+	return func(rw http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+			http.Error(rw, "not an AdmissionReview", http.StatusBadRequest)
+			return
+		}
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		if review.Request.Operation == admissionv1.Create || review.Request.Operation == admissionv1.Update {
+			if err := validate(review.Request.Object.Raw, review.Request.Operation); err != nil {
+				resp.Allowed = false
+				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
+				w.log.Info("refused at admission", "kind", review.Request.Kind.Kind, "name", review.Request.Namespace+"/"+review.Request.Name, "err", err)
+			}
+		}
+		review.Response = resp
+		review.Request = nil
+		out, _ := json.Marshal(review)
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write(out)
+	}
+}
+
+func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
+	var p v1beta1.IPAddressPool
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("decoding IPAddressPool: %w", err)
+	}
+	var others []v1beta1.IPAddressPool
+	for _, o := range w.pools.GetStore().List() {
+		var op v1beta1.IPAddressPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &op); err == nil {
+			others = append(others, op)
+		}
+	}
+	if err := config.ValidatePool(&p, others); err != nil {
+		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// validateService refuses address requests that can never be satisfied.
+func (w *webhook) validateService(raw []byte, _ admissionv1.Operation) error {
+	var svc corev1.Service
+	if err := json.Unmarshal(raw, &svc); err != nil {
+		return fmt.Errorf("decoding Service: %w", err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	req, _, err := config.Request(&svc, nil)
+	if err != nil {
+		return err
+	}
+	if req.SharingKey == "" || len(req.Requested) == 0 {
+		return nil
+	}
+	// The requested address is held by Services with the same sharing key: their ports and backends
+	// must be compatible, or this request can never be served.
+	others, _ := w.svcs.List(everything())
+	for _, o := range others {
+		if o.Namespace == svc.Namespace && o.Name == svc.Name {
+			continue
+		}
+		oreq, _, err := config.Request(o, nil)
+		if err != nil || oreq.SharingKey != req.SharingKey {
+			continue
+		}
+		for _, a := range ingressIPs(o) {
+			for _, want := range req.Requested {
+				if a != want {
+					continue
+				}
+				if oreq.BackendKey != req.BackendKey {
+					return fmt.Errorf("service %s/%s: %s is shared (key %q) with %s/%s, which has a different externalTrafficPolicy or selector", svc.Namespace, svc.Name, a, req.SharingKey, o.Namespace, o.Name)
+				}
+				if p, clash := portClash(req.Ports, oreq.Ports); clash {
+					return fmt.Errorf("service %s/%s: %s is shared (key %q) with %s/%s, which already uses %s/%d", svc.Namespace, svc.Name, a, req.SharingKey, o.Namespace, o.Name, p.Protocol, p.Port)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func portClash(a, b []allocator.Port) (allocator.Port, bool) {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return x, true
+			}
+		}
+	}
+	return allocator.Port{}, false
+}
+
+// ensureCert returns the webhook's serving certificate from the Secret, creating it (a CA and a
+// certificate for the webhook Service's DNS names) when absent. Replicas racing to create it converge
+// on whichever Create wins.
+func ensureCert(ctx context.Context, cs kubernetes.Interface, cfg Config) (tls.Certificate, []byte, error) {
+	secrets := cs.CoreV1().Secrets(cfg.Namespace)
+	for try := 0; try < 3; try++ {
+		s, err := secrets.Get(ctx, webhookSecret, metav1.GetOptions{})
+		if err == nil {
+			c, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+			return c, s.Data["ca.crt"], err
+		}
+		if !apierrors.IsNotFound(err) {
+			return tls.Certificate{}, nil, err
+		}
+		caPEM, crtPEM, keyPEM, err := issue(cfg.WebhookService, cfg.Namespace)
+		if err != nil {
+			return tls.Certificate{}, nil, err
+		}
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: webhookSecret, Namespace: cfg.Namespace},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{"ca.crt": caPEM, "tls.crt": crtPEM, "tls.key": keyPEM},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return tls.Certificate{}, nil, err
+		}
+	}
+	return tls.Certificate{}, nil, errors.New("could not create or read the webhook certificate secret")
+}
+
+func issue(service, ns string) (caPEM, crtPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now().Add(-time.Hour)
+	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ironlb-webhook-ca"},
+		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: service + "." + ns + ".svc"},
+		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{service, service + "." + ns, service + "." + ns + ".svc", service + "." + ns + ".svc.cluster.local"}}
+	der, err := x509.CreateCertificate(rand.Reader, t, ca, &k.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kd, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), nil
+}
+
+// patchCABundle writes the CA into every webhook of the configuration.
+func patchCABundle(ctx context.Context, cs kubernetes.Interface, name string, ca []byte) error {
+	vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // not installed (tests, or webhooks disabled in the manifests)
+	}
+	if err != nil {
+		return err
+	}
+	var ops []map[string]any
+	for i, wh := range vwc.Webhooks {
+		if string(wh.ClientConfig.CABundle) != string(ca) {
+			ops = append(ops, map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), "value": ca})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ops)
+	_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, b, metav1.PatchOptions{})
+	return err
+}
