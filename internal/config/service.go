@@ -126,6 +126,11 @@ func Request(svc *corev1.Service, pools *Pools) (allocator.Request, []string, er
 	}
 	if pools != nil {
 		req.Candidates = pools.Candidates(svc.Namespace, svc.Labels)
+		for _, n := range pools.Names { // serviceAllocation also binds explicit requests, as in MetalLB
+			if !pools.ByName[n].Serves(svc.Namespace, svc.Labels) {
+				req.Excluded = append(req.Excluded, n)
+			}
+		}
 	}
 	return req, deprecated, nil
 }
