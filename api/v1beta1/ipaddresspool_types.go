@@ -80,6 +80,15 @@ type IPAddressPoolStatus struct {
 	// AvailableIPv6 is how many IPv6 addresses of the pool are still free;
 	// a range too large to count is reported as the largest int64.
 	AvailableIPv6 int64 `json:"availableIPv6"`
+
+	// Conditions are ironlb's addition to MetalLB's status (status is written only by the controller,
+	// so users' YAML is unaffected): "Valid" is False with the reason when the pool is refused (for
+	// example it overlaps another pool), and "Exhausted" is True while a Service waits for an address
+	// the pool cannot give.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -33,31 +33,44 @@ type Pool struct {
 
 // Pools is the validated pool set.
 type Pools struct {
-	ByName map[string]*Pool
-	Names  []string // sorted
+	ByName  map[string]*Pool
+	Names   []string         // sorted
+	Invalid map[string]error // pools left out, with why
 }
 
 // ParsePools converts and validates pools. nsLabels maps every namespace to its labels (for
 // namespaceSelectors). Invalid pools are left out and reported together in the error; the valid ones
 // are still returned, so one bad object does not take addresses away from every Service.
 func ParsePools(crs []v1beta1.IPAddressPool, nsLabels map[string]map[string]string) (*Pools, error) {
-	out := &Pools{ByName: map[string]*Pool{}}
+	out := &Pools{ByName: map[string]*Pool{}, Invalid: map[string]error{}}
 	var errs []error
 	sorted := append([]v1beta1.IPAddressPool(nil), crs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	// On overlap the older pool wins (then the name decides), so a new pool can never take addresses
+	// away from one already in use.
+	sort.Slice(sorted, func(i, j int) bool {
+		ti, tj := sorted[i].CreationTimestamp, sorted[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return sorted[i].Name < sorted[j].Name
+	})
 	for i := range sorted {
 		p, err := parsePool(&sorted[i], nsLabels)
 		if err != nil {
+			out.Invalid[sorted[i].Name] = err
 			errs = append(errs, fmt.Errorf("ipaddresspool %s: %w", sorted[i].Name, err))
 			continue
 		}
 		if other, r1, r2, ok := overlapsAny(out, p); ok {
-			errs = append(errs, fmt.Errorf("ipaddresspool %s: range %s overlaps %s of ipaddresspool %s", p.Name, fmtRange(r1), fmtRange(r2), other))
+			err := fmt.Errorf("range %s overlaps %s of ipaddresspool %s", fmtRange(r1), fmtRange(r2), other)
+			out.Invalid[p.Name] = err
+			errs = append(errs, fmt.Errorf("ipaddresspool %s: %w", p.Name, err))
 			continue
 		}
 		out.ByName[p.Name] = p
 		out.Names = append(out.Names, p.Name)
 	}
+	sort.Strings(out.Names)
 	return out, errors.Join(errs...)
 }
 
@@ -68,7 +81,7 @@ func ValidatePool(cr *v1beta1.IPAddressPool, others []v1beta1.IPAddressPool) err
 	if err != nil {
 		return err
 	}
-	existing := &Pools{ByName: map[string]*Pool{}}
+	existing := &Pools{ByName: map[string]*Pool{}, Invalid: map[string]error{}}
 	for i := range others {
 		if others[i].Name == cr.Name {
 			continue

@@ -7,6 +7,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -329,6 +330,10 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 	for _, n := range pools.Names {
 		r.dirtyPools[n] = true
 	}
+	for n, err := range pools.Invalid {
+		r.dirtyPools[n] = true
+		r.poolEvent(n, corev1.EventTypeWarning, "InvalidConfiguration", err.Error())
+	}
 	r.writeConfigState(ctx)
 	if requeue {
 		svcs, _ := r.svcs.List(everything())
@@ -478,6 +483,7 @@ func (r *reconciler) fail(svc *corev1.Service, why string, err error) {
 		}
 		if pool != "" && !r.exhausted[pool] {
 			r.exhausted[pool] = true
+			r.dirtyPools[pool] = true
 			r.poolEvent(pool, corev1.EventTypeWarning, "PoolExhausted", fmt.Sprintf("no free address for Service %s/%s", svc.Namespace, svc.Name))
 		}
 	}
@@ -537,15 +543,16 @@ func (r *reconciler) poolEvent(pool, typ, reason, msg string) {
 	r.rec.Event(ref, typ, reason, msg)
 }
 
-// flushPools writes the counters of changed pools to their status and the gauges.
+// flushPools writes the counters and conditions of changed pools to their status, and the gauges.
 func (r *reconciler) flushPools(ctx context.Context) error {
 	var errs []error
 	for name := range r.dirtyPools {
-		st, ok := r.alloc.Stats(name)
-		if !ok {
+		obj, exists, _ := r.pools.GetStore().GetByKey(r.cfg.Namespace + "/" + name)
+		if !exists {
 			delete(r.dirtyPools, name)
 			continue
 		}
+		st, _ := r.alloc.Stats(name) // zero for an invalid pool
 		r.m.inUse.WithLabelValues(name, "ipv4").Set(float64(st.AssignedV4))
 		r.m.inUse.WithLabelValues(name, "ipv6").Set(float64(st.AssignedV6))
 		r.m.total.WithLabelValues(name, "ipv4").Set(float64(st.AvailableV4 + st.AssignedV4))
@@ -553,9 +560,18 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 		if r.exhausted[name] && (st.AvailableV4 > 0 || st.AvailableV6 > 0) {
 			r.exhausted[name] = false
 		}
-		patch := fmt.Sprintf(`{"status":{"assignedIPv4":%d,"assignedIPv6":%d,"availableIPv4":%d,"availableIPv6":%d}}`,
-			st.AssignedV4, st.AssignedV6, st.AvailableV4, st.AvailableV6)
-		_, err := r.dyn.Resource(poolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		var old []metav1.Condition
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if raw, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
+				b, _ := jsonMarshal(raw)
+				_ = json.Unmarshal(b, &old)
+			}
+		}
+		conds := poolConditions(old, r.config.Invalid[name], r.exhausted[name], time.Now())
+		patch, _ := jsonMarshal(map[string]any{"status": map[string]any{
+			"assignedIPv4": st.AssignedV4, "assignedIPv6": st.AssignedV6,
+			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}})
+		_, err := r.dyn.Resource(poolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
 			continue
@@ -563,6 +579,29 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 		delete(r.dirtyPools, name)
 	}
 	return errors.Join(errs...)
+}
+
+// poolConditions computes a pool's Valid and Exhausted conditions, keeping transition times that did not
+// change.
+func poolConditions(old []metav1.Condition, invalid error, exhausted bool, now time.Time) []metav1.Condition {
+	valid := metav1.Condition{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Loaded", Message: "the pool is in use"}
+	if invalid != nil {
+		valid = metav1.Condition{Type: "Valid", Status: metav1.ConditionFalse, Reason: "InvalidConfiguration", Message: invalid.Error()}
+	}
+	exh := metav1.Condition{Type: "Exhausted", Status: metav1.ConditionFalse, Reason: "AddressesAvailable", Message: "no Service is waiting for an address from this pool"}
+	if exhausted {
+		exh = metav1.Condition{Type: "Exhausted", Status: metav1.ConditionTrue, Reason: "PoolExhausted", Message: "a Service is waiting for an address this pool cannot give"}
+	}
+	out := []metav1.Condition{valid, exh}
+	for i := range out {
+		out[i].LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		for _, o := range old {
+			if o.Type == out[i].Type && o.Status == out[i].Status {
+				out[i].LastTransitionTime = o.LastTransitionTime
+			}
+		}
+	}
+	return out
 }
 
 // writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState).

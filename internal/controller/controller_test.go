@@ -281,4 +281,34 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 			t.Errorf("pool status assignedIPv4 = %q", st)
 		}
 	})
+
+	t.Run("pool conditions: Exhausted and Valid=False, ConfigurationState Invalid", func(t *testing.T) {
+		h.apply(pool("tiny", "10.60.0.1/32"))
+		onTiny := func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "tiny"} }
+		h.createService("tiny-1", onTiny)
+		h.waitIP("tiny-1", "10.60.0.1")
+		h.createService("tiny-2", onTiny)
+		h.waitEvent("tiny-2", "AllocationFailed", "PoolExhausted")
+		h.waitJSONPath("ipaddresspool", "tiny", `{.status.conditions[?(@.type=="Exhausted")].status}`, "True")
+		h.apply(pool("dup", "172.18.255.205/32")) // overlaps my-ippool; no webhook here, so the controller must refuse it
+		h.waitJSONPath("ipaddresspool", "dup", `{.status.conditions[?(@.type=="Valid")].reason}`, "InvalidConfiguration")
+		h.waitJSONPath("configurationstate", "controller", "{.status.result}", "Invalid")
+		if got := h.ip("svc1"); got != "172.18.255.200" {
+			t.Errorf("svc1 lost its address to an invalid pool: %q", got)
+		}
+	})
+}
+
+func (h *harness) waitJSONPath(kind, name, path, want string) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		out, _ = h.env.Kubectl("get", kind, name, "-n", ns, "-o", "jsonpath="+path)
+		if out == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.t.Fatalf("%s %s %s = %q, want %q", kind, name, path, out, want)
 }
