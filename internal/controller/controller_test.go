@@ -30,12 +30,14 @@ type harness struct {
 	cs  kubernetes.Interface
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWithCRDs(t, "../../config/crd/bases") }
+
+func newHarnessWithCRDs(t *testing.T, crdDir string) *harness {
 	env := testenv.Start(t)
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	crds, _ := filepath.Glob("../../config/crd/bases/*.yaml")
+	crds, _ := filepath.Glob(filepath.Join(crdDir, "*.yaml"))
 	if len(crds) == 0 {
-		t.Fatal("no CRDs in config/crd/bases")
+		t.Fatalf("no CRDs in %s", crdDir)
 	}
 	for _, f := range crds {
 		if out, err := env.Kubectl("apply", "--server-side", "-f", f); err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -62,14 +63,28 @@ func TestScaleVsMetalLB(t *testing.T) {
 	for r := 0; r < runs; r++ {
 		for _, impl := range []string{"ironlb", "metallb"} {
 			res := func() result {
-				h := newHarness(t) // fresh apiserver + CRDs (ours; the schemas equal MetalLB's, see api/compat)
+				// A fresh apiserver each run. MetalLB gets its own CRDs (it watches BGPPeer v1beta1, which ironlb
+				// does not serve); the schemas are otherwise equal (api/compat).
+				h := newHarness(t)
+				if impl == "metallb" {
+					h = newHarnessWithCRDs(t, filepath.Join(metallbModuleDir(t), "config", "crd", "bases"))
+				}
 				h.apply(pool("bench", "10.0.0.0/16"))
 				createServices(t, h.cs, n)
 				var cmd *exec.Cmd
 				if impl == "ironlb" {
 					cmd = exec.Command(ironlb, "controller", "--kubeconfig", h.env.Kubeconfig, "--leader-elect=false", "--webhook-addr=", "--metrics-addr=")
 				} else {
-					cmd = exec.Command(metallb, "--namespace", ns, "--webhook-mode", "disabled", "--disable-cert-rotation", "--log-level", "warn", "--port", "0", "--health-probe-port", "0")
+					// MetalLB looks up its own Pod (owner references): give it one to find.
+					ctx := context.Background()
+					_, _ = h.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+					if _, err := h.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "metallb-controller"},
+						Spec: corev1.PodSpec{AutomountServiceAccountToken: new(bool), Containers: []corev1.Container{{Name: "c", Image: "quay.io/metallb/controller:v0.16.1"}}}},
+						metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					cmd = exec.Command(metallb, "--namespace", ns, "--pod-name", "metallb-controller", "--webhook-mode", "disabled",
+						"--disable-cert-rotation", "--log-level", "warn", "--port", "0", "--health-probe-port", "0")
 					cmd.Env = append(os.Environ(), "KUBECONFIG="+h.env.Kubeconfig)
 				}
 				logf, _ := os.Create(filepath.Join(dir, impl+".log"))
@@ -81,11 +96,15 @@ func TestScaleVsMetalLB(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-				deadline := t0.Add(20 * time.Minute)
+				limit := 20 * time.Minute
+				if v, err := time.ParseDuration(os.Getenv("IRONLB_BENCH_LIMIT")); err == nil {
+					limit = v
+				}
+				deadline := t0.Add(limit)
 				for assigned() < n {
 					if time.Now().After(deadline) {
 						b, _ := os.ReadFile(filepath.Join(dir, impl+".log"))
-						t.Fatalf("%s: only %d/%d Services got an address in 20 minutes\n%s", impl, assigned(), n, tailStr(string(b), 3000))
+						t.Fatalf("%s: only %d/%d Services got an address in %s\n%s", impl, assigned(), n, limit, tailStr(string(b), 3000))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -120,6 +139,18 @@ func TestScaleVsMetalLB(t *testing.T) {
 		a, b := med("ironlb", m.f), med("metallb", m.f)
 		fmt.Printf("| %s | %.2f %s | %.2f %s | %.1f× |\n", m.name, a, m.unit, b, m.unit, b/a)
 	}
+}
+
+func metallbModuleDir(t *testing.T) string {
+	out, err := exec.Command("go", "mod", "download", "-json", "go.universe.tf/metallb@v0.16.1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		t.Fatalf("metallb module: %v", err)
+	}
+	return m.Dir
 }
 
 func tailStr(s string, n int) string {
