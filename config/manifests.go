@@ -9,10 +9,10 @@ import (
 	"strings"
 )
 
-//go:embed crd/bases/*.yaml controller/*.yaml
+//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml
 var files embed.FS
 
-// Bundle returns the YAML documents of a directory ("crd/bases", "controller") joined in file-name order.
+// Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker") joined in file-name order.
 func Bundle(dir string) (string, error) {
 	ents, err := fs.ReadDir(files, dir)
 	if err != nil {

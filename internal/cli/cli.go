@@ -29,7 +29,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd())
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError

@@ -259,7 +259,7 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	if err := l.installIronLB(ctx); err != nil {
 		return err
 	}
-	l.Log("✓ ironlb controller (metallb.io CRDs, RBAC, Deployment, admission webhook) ready (%.1fs)", time.Since(t).Seconds())
+	l.Log("✓ ironlb (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
 	l.Log("lab %s is up in %.1fs", l.Plan.Config.Name, time.Since(start).Seconds())
 	return nil
 }
@@ -283,7 +283,17 @@ func (l *Lab) installIronLB(ctx context.Context) error {
 	if err := l.kubectlApply(ctx, ctrl); err != nil {
 		return err
 	}
-	return l.WaitDeployment(ctx, "metallb-system", "ironlb-controller", 90*time.Second)
+	spk, err := manifests.Bundle("speaker")
+	if err != nil {
+		return err
+	}
+	if err := l.kubectlApply(ctx, spk); err != nil {
+		return err
+	}
+	if err := l.WaitDeployment(ctx, "metallb-system", "ironlb-controller", 90*time.Second); err != nil {
+		return err
+	}
+	return l.WaitDaemonSet(ctx, "metallb-system", "ironlb-speaker", 90*time.Second)
 }
 
 // WaitDeployment waits until a Deployment has all its replicas updated and available.

@@ -1,0 +1,81 @@
+package liveness
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+)
+
+// Heartbeat is what a speaker says every interval.
+type Heartbeat struct {
+	Node       string   // the sender's node name
+	Seq        uint64   // increments per packet
+	Ready      bool     // the speaker is synced with the API and ready to announce
+	Interfaces []string // the sender's interfaces that are up (for advertisements naming interfaces)
+}
+
+const (
+	magic   = "ILB1"
+	maxName = 253
+)
+
+// ErrMalformed marks a packet that is not a heartbeat.
+var ErrMalformed = errors.New("malformed heartbeat")
+
+// Marshal encodes a heartbeat: magic, flags, seq, then length-prefixed node name and interface list.
+func (h Heartbeat) Marshal() []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, magic...)
+	var flags byte
+	if h.Ready {
+		flags |= 1
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, h.Seq)
+	b = appendString(b, h.Node)
+	b = appendString(b, strings.Join(h.Interfaces, ","))
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	if len(s) > 0xffff {
+		s = s[:0xffff]
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+// Parse decodes a heartbeat, refusing anything malformed.
+func Parse(b []byte) (Heartbeat, error) {
+	var h Heartbeat
+	if len(b) < len(magic)+1+8+2 || string(b[:4]) != magic {
+		return h, ErrMalformed
+	}
+	h.Ready = b[4]&1 != 0
+	h.Seq = binary.BigEndian.Uint64(b[5:13])
+	rest := b[13:]
+	node, rest, ok := readString(rest)
+	if !ok || node == "" || len(node) > maxName {
+		return Heartbeat{}, ErrMalformed
+	}
+	h.Node = node
+	ifs, _, ok := readString(rest)
+	if !ok {
+		return Heartbeat{}, ErrMalformed
+	}
+	if ifs != "" {
+		h.Interfaces = strings.Split(ifs, ",")
+	}
+	return h, nil
+}
+
+func readString(b []byte) (string, []byte, bool) {
+	if len(b) < 2 {
+		return "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if len(b) < 2+n {
+		return "", nil, false
+	}
+	return string(b[2 : 2+n]), b[2+n:], true
+}
