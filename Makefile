@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/ironlb
 
-.PHONY: all build k8s lab lab-down test unit e2e fuzz bench clean
+.PHONY: all build k8s lab lab-down test unit e2e fuzz bench bench-controller clean
 
 all: build
 
@@ -26,17 +26,29 @@ test: build k8s unit e2e
 
 unit:
 	$(GO) vet ./...
+	hack/generate.sh --check
 	$(GO) test -count=1 ./...
 
 e2e:
 	IRONLB_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e
 
+# Every fuzz target for FUZZTIME each.
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzExpand -fuzztime 20s ./internal/lab/agent
-	$(GO) test -run '^$$' -fuzz FuzzImageRepo -fuzztime 20s ./internal/lab/agent
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 bench: build k8s
 	hack/bench-lab.sh
+	$(GO) test -run '^$$' -bench . -benchtime 20000x ./internal/allocator ./internal/election
+
+# 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
+bench-controller: k8s
+	GOBIN=$$HOME/.cache/ironlb/metallb-v0.16.1 $(GO) install go.universe.tf/metallb/controller@v0.16.1
+	IRONLB_BENCH=1 IRONLB_BENCH_SERVICES=10000 $(GO) test -count=1 -run TestScaleVsMetalLB -v -timeout 90m ./internal/controller
 
 clean:
 	rm -rf bin

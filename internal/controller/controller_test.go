@@ -284,6 +284,32 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("dual stack: one address per family", func(t *testing.T) {
+		h.apply(pool("dual", "10.70.0.0/24", "fd00:70::/120"))
+		require := corev1.IPFamilyPolicyRequireDualStack
+		h.createService("dual", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"metallb.io/address-pool": "dual"}
+			s.Spec.IPFamilyPolicy = &require
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		})
+		deadline := time.Now().Add(15 * time.Second)
+		var got []string
+		for time.Now().Before(deadline) {
+			s, _ := h.cs.CoreV1().Services("default").Get(context.Background(), "dual", metav1.GetOptions{})
+			got = nil
+			for _, in := range s.Status.LoadBalancer.Ingress {
+				got = append(got, in.IP)
+			}
+			if len(got) == 2 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(got) != 2 || got[0] != "10.70.0.0" && got[0] != "10.70.0.1" || !strings.HasPrefix(got[1], "fd00:70::") {
+			t.Errorf("dual-stack service got %v, want one IPv4 from 10.70.0.0/24 and one IPv6 from fd00:70::/120", got)
+		}
+	})
+
 	t.Run("pool conditions: Exhausted and Valid=False, ConfigurationState Invalid", func(t *testing.T) {
 		h.apply(pool("tiny", "10.60.0.1/32"))
 		onTiny := func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "tiny"} }

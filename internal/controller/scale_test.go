@@ -176,9 +176,11 @@ func createServices(t *testing.T, cs kubernetes.Interface, n int) {
 				if i >= int64(n) {
 					return
 				}
+				// No node ports: 10,000 would not fit in 30000-32767 (allocateLoadBalancerNodePorts, seed 001).
 				s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
 					Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "x"},
-						Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
+						AllocateLoadBalancerNodePorts: new(bool),
+						Ports:                         []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
 				if _, err := cs.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 					select {
 					case errs <- err:
