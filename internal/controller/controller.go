@@ -35,9 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -46,6 +44,7 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
+	"github.com/ironlb/ironlb/internal/kube"
 )
 
 // Config is what `ironlb controller` flags set.
@@ -80,18 +79,10 @@ const (
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, component, 200, 400)
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
-	rc.QPS, rc.Burst = 200, 400
-	rc.UserAgent = component
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -65,10 +65,12 @@ func TestScaleVsMetalLB(t *testing.T) {
 			res := func() result {
 				// A fresh apiserver each run. MetalLB gets its own CRDs (it watches BGPPeer v1beta1, which ironlb
 				// does not serve); the schemas are otherwise equal (api/compat).
-				h := newHarness(t)
+				crds := "../../config/crd/bases"
 				if impl == "metallb" {
-					h = newHarnessWithCRDs(t, filepath.Join(metallbModuleDir(t), "config", "crd", "bases"))
+					crds = filepath.Join(metallbModuleDir(t), "config", "crd", "bases")
 				}
+				h := newHarnessWithCRDs(t, crds)
+				defer h.env.Stop() // one apiserver at a time: the other impl's must not share the CPU
 				h.apply(pool("bench", "10.0.0.0/16"))
 				createServices(t, h.cs, n)
 				var cmd *exec.Cmd

@@ -37,15 +37,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/kube"
 	"github.com/ironlb/ironlb/internal/speaker/layer2"
 	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
@@ -103,17 +102,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Node == "" {
 		return errors.New("speaker: --node (or $NODE_NAME) is required")
 	}
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, "ironlb-speaker/"+cfg.Node, 50, 100)
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
-	rc.UserAgent = "ironlb-speaker/" + cfg.Node
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

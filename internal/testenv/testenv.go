@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type Env struct {
 	Kubeconfig string // path of an admin kubeconfig
 	URL        string
 	Bin        string // the Kubernetes binaries directory
+	stop       func()
 }
 
 func freePort() (int, error) {
@@ -89,11 +91,15 @@ func Start(t testing.TB) *Env {
 		"--service-account-key-file="+pki.SAPub(), "--service-account-signing-key-file="+pki.SAKey(),
 		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--authorization-mode=RBAC",
 		"--endpoint-reconciler-type=none", "--profiling=false")
-	t.Cleanup(func() {
-		cancel()
-		_ = api.Wait()
-		_ = etcd.Wait()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			_ = api.Wait()
+			_ = etcd.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	url := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	kc, err := pki.Kubeconfig("testenv", url)
 	if err != nil {
@@ -127,8 +133,11 @@ func Start(t testing.TB) *Env {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return &Env{Config: cfg, Kubeconfig: kcPath, URL: url, Bin: bin}
+	return &Env{Config: cfg, Kubeconfig: kcPath, URL: url, Bin: bin, stop: stop}
 }
+
+// Stop ends the apiserver and etcd before the test's end (they stop at the end anyway).
+func (e *Env) Stop() { e.stop() }
 
 func tail(s string, n int) string {
 	if len(s) > n {
