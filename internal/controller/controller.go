@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,7 @@ var (
 )
 
 const (
+	workers   = 8 // goroutines overlapping API round trips; decisions stay serial under mu
 	keyConfig = "~config"
 	keyFlush  = "~flush"
 	component = "ironlb-controller"
@@ -79,7 +81,7 @@ const (
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
-	rc, err := kube.RESTConfig(cfg.Kubeconfig, component, 200, 400)
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, component, 500, 1000)
 	if err != nil {
 		return err
 	}
@@ -165,8 +167,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return errors.New("leadership lost")
 }
 
-// reconciler owns the allocator. Every field below is touched only by the worker goroutine (run), except
-// the informers and the queue, which are safe for concurrent use.
+// reconciler owns the allocator. The informers and the queue are safe for concurrent use; the allocator
+// and the state after it are guarded by mu (workers decide one at a time and write in parallel).
 type reconciler struct {
 	cs    kubernetes.Interface
 	dyn   dynamic.Interface
@@ -180,6 +182,7 @@ type reconciler struct {
 	nss   corelisters.NamespaceLister
 	pools cache.SharedIndexInformer
 
+	mu         sync.Mutex // guards the allocator and the fields below; held for decisions, never for API calls
 	alloc      *allocator.Allocator
 	config     *config.Pools
 	configErr  error
@@ -236,7 +239,9 @@ func (r *reconciler) run(ctx context.Context) error {
 	// Initial load: pools first, then every Service that already holds addresses is re-registered before
 	// anything new is handed out (MetalLB #1774, #2443 came from getting this order wrong).
 	t0 := time.Now()
+	r.mu.Lock()
 	r.syncConfig(ctx, false)
+	r.mu.Unlock()
 	n := r.reprocessAll(ctx)
 	r.log.Info("initial load done", "services", n, "pools", len(r.config.Names), "took", time.Since(t0).Round(time.Millisecond))
 	go func() {
@@ -252,8 +257,16 @@ func (r *reconciler) run(ctx context.Context) error {
 			}
 		}
 	}()
-	for r.processNext(ctx) {
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r.processNext(ctx) {
+			}
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 
@@ -266,9 +279,13 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 	var err error
 	switch key {
 	case keyConfig:
+		r.mu.Lock()
 		r.syncConfig(ctx, true)
+		r.mu.Unlock()
 	case keyFlush:
+		r.mu.Lock()
 		err = r.flushPools(ctx)
+		r.mu.Unlock()
 	default:
 		t := time.Now()
 		err = r.syncService(ctx, key)
@@ -374,28 +391,46 @@ func ingressIPs(svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-// syncService converges one Service. Errors are only for failed API writes (retried); allocation
-// failures are reported on the Service and not retried until something changes.
+// syncService converges one Service: the decision is taken under mu (the allocator's owner lock), the
+// API writes after it, so several workers overlap their round trips while decisions stay serial. The
+// work queue never hands the same key to two workers. Errors are only for failed API writes (retried);
+// allocation failures are reported on the Service and not retried until something changes.
 func (r *reconciler) syncService(ctx context.Context, key string) error {
+	r.mu.Lock()
+	write, err := r.decideLocked(key)
+	r.mu.Unlock()
+	if err != nil || write == nil {
+		return err
+	}
+	return write(ctx)
+}
+
+type writeFunc func(ctx context.Context) error
+
+func (r *reconciler) statusWrite(svc *corev1.Service, ips []netip.Addr, pool string) writeFunc {
+	return func(ctx context.Context) error { return r.writeStatus(ctx, svc, ips, pool) }
+}
+
+func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	k := allocator.Key{Namespace: ns, Name: name}
 	svc, err := r.svcs.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		r.release(k)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !config.Ours(svc, r.cfg.LBClass) {
 		r.release(k)
 		if _, had := svc.Annotations[config.AnnotationAllocatedFromPool]; had {
-			return r.writeStatus(ctx, svc, nil, "") // we gave it an address: take it back
+			return r.statusWrite(svc, nil, ""), nil // we gave it an address: take it back
 		}
-		return nil
+		return nil, nil
 	}
 	req, deprecated, err := config.Request(svc, r.config)
 	for _, d := range deprecated {
@@ -406,17 +441,17 @@ func (r *reconciler) syncService(ctx context.Context, key string) error {
 		r.fail(svc, "InvalidService", err)
 		r.release(k)
 		if len(existing) > 0 {
-			return r.writeStatus(ctx, svc, nil, "")
+			return r.statusWrite(svc, nil, ""), nil
 		}
-		return nil
+		return nil, nil
 	}
 	if len(existing) > 0 {
 		if asg, err := r.alloc.Assign(req, existing); err == nil && fits(req, asg) {
 			r.dirtyPools[asg.Pool] = true
 			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool {
-				return r.writeStatus(ctx, svc, asg.IPs, asg.Pool)
+				return r.statusWrite(svc, asg.IPs, asg.Pool), nil
 			}
-			return nil
+			return nil, nil
 		} else if err != nil {
 			r.log.Info("service's current address cannot be kept; allocating anew", "service", key, "ip", existing, "err", err)
 		}
@@ -426,22 +461,24 @@ func (r *reconciler) syncService(ctx context.Context, key string) error {
 	if err != nil {
 		r.fail(svc, reason(err), err)
 		if len(existing) > 0 {
-			return r.writeStatus(ctx, svc, nil, "")
+			return r.statusWrite(svc, nil, ""), nil
 		}
-		return nil
+		return nil, nil
 	}
 	r.dirtyPools[asg.Pool] = true
 	r.m.allocations.WithLabelValues(asg.Pool).Inc()
-	if err := r.writeStatus(ctx, svc, asg.IPs, asg.Pool); err != nil {
-		return err
-	}
-	ips := make([]string, len(asg.IPs))
-	for i, a := range asg.IPs {
-		ips[i] = fmt.Sprintf("%q", a.String())
-	}
-	r.rec.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
-	r.log.Info("address assigned", "service", key, "ip", asg.IPs, "pool", asg.Pool)
-	return nil
+	return func(ctx context.Context) error {
+		if err := r.writeStatus(ctx, svc, asg.IPs, asg.Pool); err != nil {
+			return err
+		}
+		ips := make([]string, len(asg.IPs))
+		for i, a := range asg.IPs {
+			ips[i] = fmt.Sprintf("%q", a.String())
+		}
+		r.rec.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
+		r.log.Info("address assigned", "service", key, "ip", asg.IPs, "pool", asg.Pool)
+		return nil
+	}, nil
 }
 
 // fits reports whether an assignment satisfies what the Service asks for now (pool annotation, dual stack).
