@@ -43,7 +43,8 @@ fuzz:
 
 bench: build k8s
 	hack/bench-lab.sh
-	$(GO) test -run '^$$' -bench . -benchtime 20000x ./internal/allocator ./internal/election
+	$(GO) test -run '^$$' -bench 'BenchmarkAllocate/' -benchtime 100000x -count 3 ./internal/allocator
+	$(GO) test -run '^$$' -bench 'BenchmarkAllocate10k' -benchtime 5x -count 3 ./internal/allocator
 
 # 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
 bench-controller: k8s
