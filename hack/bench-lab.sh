@@ -14,7 +14,7 @@ for i in $(seq "$RUNS"); do
   out=$("$IRONLB" lab up 2>&1)
   r=$(sed -n 's/.*nodes Ready.*; \([0-9.]*\)s after start).*/\1/p' <<<"$out")
   f=$(sed -n 's/^lab .* is up in \([0-9.]*\)s$/\1/p' <<<"$out")
-  printf 'run %d/%d: nodes Ready after %ss, kube-proxy everywhere after %ss\n' "$i" "$RUNS" "$r" "$f" >&2
+  printf 'run %d/%d: nodes Ready after %ss, lab up returned after %ss\n' "$i" "$RUNS" "$r" "$f" >&2
   ready+=("$r"); full+=("$f")
   if [ "$i" -lt "$RUNS" ]; then "$IRONLB" lab down >/dev/null; fi
 done
@@ -24,10 +24,10 @@ mem=$("$IRONLB" lab status | sed -n 's/.*resident memory: \([0-9]*\) MiB/\1/p')
 procs=$("$IRONLB" lab status | sed -n 's/^processes: \([0-9]*\),.*/\1/p')
 cg=$(ls -d /sys/fs/cgroup/ironlb-lab-myk8s /sys/fs/cgroup/unified/ironlb-lab-myk8s 2>/dev/null | head -1 || true)
 echo
-echo "| metric (lab: 1 control plane + 3 workers, kube-proxy iptables) | median of $RUNS | all runs |"
+echo "| metric (lab: 1 control plane + 3 workers, kube-proxy iptables, ironlb installed) | median of $RUNS | all runs |"
 echo "|---|---|---|"
 echo "| warm \`lab up\` until every node is Ready | $(printf '%s\n' "${ready[@]}" | median) s | ${ready[*]} |"
-echo "| warm \`lab up\` until kube-proxy runs on every node (command returns) | $(printf '%s\n' "${full[@]}" | median) s | ${full[*]} |"
+echo "| warm \`lab up\` until it returns (kube-proxy on every node, ironlb controller and speakers ready) | $(printf '%s\n' "${full[@]}" | median) s | ${full[*]} |"
 echo "| resident memory of the whole lab at rest (${REST}s after up, $procs processes, summed RSS) | $mem MiB | |"
 echo
 echo "Per process at rest (RSS MiB):"
