@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -267,6 +266,3 @@ func lastOf(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
-
-// joinNames is used in messages.
-func joinNames(n []string) string { return strings.Join(n, ", ") }
