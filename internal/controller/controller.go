@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"os"
 	"sort"
@@ -20,8 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,15 +78,7 @@ const (
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
-	rc, err := kube.RESTConfig(cfg.Kubeconfig, component, 500, 1000)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
+	cs, dyn, err := kube.Clients(cfg.Kubeconfig, component, 500, 1000)
 	if err != nil {
 		return err
 	}
@@ -97,19 +86,8 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.FlushInterval = time.Second
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
-	if cfg.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { <-ctx.Done(); srv.Close() }()
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-	}
+	kube.ServeMetrics(ctx, cfg.MetricsAddr, reg, log)
 	if cfg.WebhookAddr != "" {
 		wh, err := newWebhook(ctx, cs, dyn, cfg, log)
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"sort"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -102,15 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Node == "" {
 		return errors.New("speaker: --node (or $NODE_NAME) is required")
 	}
-	rc, err := kube.RESTConfig(cfg.Kubeconfig, "ironlb-speaker/"+cfg.Node, 50, 100)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
+	cs, dyn, err := kube.Clients(cfg.Kubeconfig, "ironlb-speaker/"+cfg.Node, 50, 100)
 	if err != nil {
 		return err
 	}
@@ -174,13 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return liveness.Heartbeat{Node: cfg.Node, Ready: s.ready, Interfaces: []string{ifi.Name}}
 	}, func() { s.m.peersDead.Inc(); s.poke() }, s.log)
 	go func() { _ = s.mon.Run(ctx) }()
-	if cfg.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { <-ctx.Done(); srv.Close() }()
-		go func() { _ = srv.ListenAndServe() }()
-	}
+	kube.ServeMetrics(ctx, cfg.MetricsAddr, reg, s.log)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	s.svcs = inf.Core().V1().Services().Informer()
 	s.slices = inf.Discovery().V1().EndpointSlices().Informer()
