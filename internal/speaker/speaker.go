@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,7 +55,11 @@ type Config struct {
 	Kubeconfig    string        // "" = in-cluster
 	HeartbeatPort int           // UDP port of the heartbeats between speakers
 	Interval      time.Duration // heartbeat interval
-	Multiplier    int           // missed heartbeats before a peer is dead
+	Multiplier    int           // missed heartbeats before a peer's speaker is dead
+	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
+	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
+	EchoMisses    int           // unanswered echo probes before a peer node is dead
+	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
 	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
 	MetricsAddr   string        // Prometheus endpoint, "" disables
 }
@@ -72,17 +77,26 @@ type speaker struct {
 	arp   *layer2.Responder
 	ndp   *layer2.Responder
 	mon   *liveness.Monitor
+	echo  *liveness.Echoer // nil when the echo detector is off
 	ifi   *net.Interface
 	kick  chan struct{}
 	start time.Time
 
 	svcs, slices, nodes, ads, pools cache.SharedIndexInformer
 
-	mu    sync.Mutex // guards ready
-	ready bool
+	mu      sync.Mutex // guards the following fields
+	ready   bool
+	readyAt time.Time
+	leaving bool
+	annKeys map[netip.Addr]string // copy of announced for the responders' goroutines
 
 	// owned by run
-	announced map[netip.Addr]string // address -> service key, announced by this node
+	announced map[netip.Addr]string    // address -> service key, announced by this node
+	current   map[netip.Addr]string    // election key -> node that won the last election
+	eligible  map[string]time.Time     // peer -> since when it is alive, ready and not leaving
+	macs      map[string]string        // peer MAC -> node, from heartbeats
+	conflicts chan conflict            // from the responders' goroutines
+	wake      time.Time                // next hold-down end, when the election may change by itself
 	m         *metrics
 }
 
@@ -90,7 +104,8 @@ type metrics struct {
 	announced prometheus.Gauge
 	takeovers *prometheus.CounterVec
 	conflicts prometheus.Counter
-	peersDead prometheus.Counter
+	peersDead *prometheus.CounterVec
+	detection prometheus.Histogram
 }
 
 // Run runs the speaker until ctx ends.
@@ -119,19 +134,23 @@ func Run(ctx context.Context, cfg Config) error {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	s := &speaker{cfg: cfg, log: log.With("iface", ifi.Name), cs: cs, ifi: ifi, kick: make(chan struct{}, 1), start: time.Now(),
 		rec:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
-		announced: map[netip.Addr]string{}}
+		announced: map[netip.Addr]string{}, annKeys: map[netip.Addr]string{}, current: map[netip.Addr]string{},
+		eligible: map[string]time.Time{}, macs: map[string]string{}, conflicts: make(chan conflict, 64)}
 	reg := prometheus.NewRegistry()
 	s.m = &metrics{
 		announced: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_announced_addresses", Help: "Addresses this node announces."}),
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlb_speaker_takeovers_total", Help: "Addresses this node started announcing."}, []string{"reason"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlb_speaker_duplicate_announcer_total", Help: "Packets where another MAC claimed an address this node announces."}),
-		peersDead: prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlb_speaker_peer_deaths_total", Help: "Peers declared dead by the heartbeat detector."}),
+		peersDead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlb_speaker_peer_deaths_total", Help: "Peers declared dead, by detector (echo: node or link lost; heartbeat: speaker lost)."}, []string{"detector"}),
+		detection: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlb_speaker_detection_seconds", Help: "Silence of a peer node when the echo detector declared it dead.",
+			Buckets: []float64{.01, .02, .03, .04, .05, .06, .08, .1, .15, .2, .5, 1}}),
 	}
-	reg.MustRegister(s.m.announced, s.m.takeovers, s.m.conflicts, s.m.peersDead)
-	onConflict := func(ip netip.Addr, mac net.HardwareAddr) {
-		s.m.conflicts.Inc()
-		s.log.Warn("duplicate announcer: another MAC answers for an address this node announces", "ip", ip, "mac", mac)
-	}
+	reg.MustRegister(s.m.announced, s.m.takeovers, s.m.conflicts, s.m.peersDead, s.m.detection)
+	onConflict := func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac) }
+	// The responders, detectors and metrics outlive ctx by the handover grace: on SIGTERM this node tells
+	// its peers it leaves and keeps answering until they have taken over.
+	ioctx, stopIO := context.WithCancel(context.Background())
+	defer stopIO()
 	conn, err := layer2.ListenARP(ifi)
 	if err != nil {
 		return err
@@ -140,7 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go func() {
-		if err := s.arp.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := s.arp.Run(ioctx); err != nil && ioctx.Err() == nil {
 			s.log.Error("ARP responder stopped", "err", err)
 		}
 	}()
@@ -148,7 +167,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if nconn, err := layer2.ListenNDP(ifi); err == nil {
 			if groups, err := layer2.ListenGroups(ifi); err == nil {
 				if s.ndp, err = layer2.NewNDP(ifi, nconn, groups, layer2.Config{OnConflict: onConflict, Logger: s.log}); err == nil {
-					go func() { _ = s.ndp.Run(ctx) }()
+					go func() { _ = s.ndp.Run(ioctx) }()
 				}
 			}
 		}
@@ -160,10 +179,32 @@ func Run(ctx context.Context, cfg Config) error {
 	s.mon = liveness.NewMonitor(udp, liveness.NewDetector(cfg.Interval, cfg.Multiplier), func() liveness.Heartbeat {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return liveness.Heartbeat{Node: cfg.Node, Ready: s.ready, Interfaces: []string{ifi.Name}}
-	}, func() { s.m.peersDead.Inc(); s.poke() }, s.log)
-	go func() { _ = s.mon.Run(ctx) }()
-	kube.ServeMetrics(ctx, cfg.MetricsAddr, reg, s.log)
+		hb := liveness.Heartbeat{Node: cfg.Node, Ready: s.ready, Leaving: s.leaving, Interfaces: []string{ifi.Name}, MAC: ifi.HardwareAddr}
+		if s.ready {
+			hb.ReadyFor = time.Since(s.readyAt)
+		}
+		return hb
+	}, func() { s.poke() }, s.log)
+	s.mon.OnDeath = func() { s.m.peersDead.WithLabelValues("heartbeat").Inc() }
+	go func() { _ = s.mon.Run(ioctx) }()
+	if cfg.EchoInterval > 0 {
+		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoTimeout, cfg.EchoMisses)
+		e, err := liveness.ListenEcho(nodeIP, tr, func(downs []liveness.Down) {
+			for _, d := range downs {
+				s.m.peersDead.WithLabelValues("echo").Inc()
+				s.m.detection.Observe(d.Silence.Seconds())
+				s.log.Warn("speaker peer node lost: echo unanswered", "peer", d.Peer, "silence", d.Silence)
+			}
+			s.poke()
+		}, s.log)
+		if err != nil {
+			s.log.Error("echo detector unavailable, relying on heartbeats alone", "err", err)
+		} else {
+			s.echo = e
+			go func() { _ = e.Run(ioctx) }()
+		}
+	}
+	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	s.svcs = inf.Core().V1().Services().Informer()
 	s.slices = inf.Discovery().V1().EndpointSlices().Informer()
@@ -180,10 +221,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), s.svcs.HasSynced, s.slices.HasSynced, s.nodes.HasSynced, s.ads.HasSynced, s.pools.HasSynced) {
 		return ctx.Err()
 	}
+	// Listen before speaking: a speaker that elected before hearing its peers would announce every
+	// address itself. Twice the slower detector's detection time is enough to hear every live peer.
+	listen := 2 * cfg.Interval * time.Duration(cfg.Multiplier)
+	if s.echo != nil {
+		listen = max(listen, 2*time.Duration(cfg.EchoMisses)*cfg.EchoInterval+cfg.EchoTimeout)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(listen):
+	}
 	s.mu.Lock()
-	s.ready = true
+	s.ready, s.readyAt = true, time.Now()
 	s.mu.Unlock()
-	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier))
+	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier),
+		"echo", fmt.Sprintf("%s x %d + %s", cfg.EchoInterval, cfg.EchoMisses, cfg.EchoTimeout))
 	return s.run(ctx)
 }
 
@@ -194,26 +247,70 @@ func (s *speaker) poke() {
 	}
 }
 
+type conflict struct {
+	ip  netip.Addr
+	mac net.HardwareAddr
+}
+
 func (s *speaker) run(ctx context.Context) error {
-	resync := time.NewTicker(time.Second) // hold-down ends and other time-based changes
+	resync := time.NewTicker(10 * time.Second) // safety net; changes come as kicks and hold-down ends
 	defer resync.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
 		s.reconcile(ctx)
+		if !s.wake.IsZero() {
+			wake.Reset(time.Until(s.wake))
+		}
 		select {
 		case <-ctx.Done():
-			s.withdrawAll()
+			s.leave()
 			return nil
 		case <-s.kick:
 		case <-resync.C:
+		case <-wake.C:
+		case c := <-s.conflicts:
+			s.resolve(c)
 		}
 	}
+}
+
+// resolve settles a duplicate announcer (both nodes announce an address, as after a partition heals):
+// of the two, the one MetalLB's ranking puts first keeps it, the other withdraws at once. Both nodes
+// see each other's gratuitous announcements and reach the same verdict.
+func (s *speaker) resolve(c conflict) {
+	key, ok := s.announced[c.ip]
+	if !ok {
+		return
+	}
+	other, known := s.macs[c.mac.String()]
+	s.duplicateEvent(c, key, other)
+	if !known {
+		return // not a speaker: a misconfigured host; keep announcing and let the event tell
+	}
+	if election.Rank(c.ip, []string{s.cfg.Node, other})[0] == s.cfg.Node {
+		if r := s.responder(c.ip); r != nil {
+			_ = r.Gratuitous(c.ip) // reassert
+		}
+		return
+	}
+	s.log.Warn("duplicate announcer resolved: withdrawing in favour of a better-ranked node", "ip", c.ip, "node", other)
+	for k, n := range s.current {
+		if n == s.cfg.Node {
+			s.current[k] = other
+		}
+	}
+	s.withdraw(c.ip, key)
 }
 
 // reconcile elects the announcer of every address and makes this node's responders match.
 func (s *speaker) reconcile(ctx context.Context) {
 	now := time.Now()
-	nodes, peers := s.nodeView(now)
+	nodes, peers, returned := s.nodeView(now)
 	s.mon.SetPeers(peers)
+	if s.echo != nil {
+		s.echo.SetPeers(peers)
+	}
 	pools := s.poolMap()
 	ads := s.advertisements()
 	eps := s.endpoints()
@@ -244,8 +341,25 @@ func (s *speaker) reconcile(ctx context.Context) {
 			Endpoints: eps[key]})
 	}
 	want := map[netip.Addr]string{}
+	s.wake = time.Time{}
+	for _, n := range nodes {
+		if end := n.ReadySince.Add(s.cfg.HoldDown); n.Alive && end.After(now) && (s.wake.IsZero() || end.Before(s.wake)) {
+			s.wake = end
+		}
+	}
+	keys := map[netip.Addr]bool{}
 	for _, group := range election.Group(svcs) {
-		d := election.Elect(election.Input{Services: group, Advertisements: adsFor[group[0].Key], HoldDown: s.cfg.HoldDown}, nodes, now)
+		// Current is this speaker's memory of the last winner: every speaker computes the same elections
+		// from the same view, so their memories agree, and a node whose own hold-down ends a moment
+		// before the others' does not grab an address from its announcer in between.
+		d := election.Elect(election.Input{Services: group, Advertisements: adsFor[group[0].Key], HoldDown: s.cfg.HoldDown,
+			Current: s.current[electionKey(group)]}, nodes, now)
+		keys[d.Key] = true
+		if d.Node != "" {
+			s.current[d.Key] = d.Node
+		} else {
+			delete(s.current, d.Key)
+		}
 		if d.Node != s.cfg.Node {
 			continue
 		}
@@ -264,7 +378,37 @@ func (s *speaker) reconcile(ctx context.Context) {
 			s.withdraw(a, key)
 		}
 	}
+	for k := range s.current {
+		if !keys[k] {
+			delete(s.current, k)
+		}
+	}
+	// A peer that comes back may have announced our addresses while it could not see us (a partition):
+	// announce ours again so that each of us sees the other's claim and resolve settles it.
+	if len(returned) > 0 {
+		for a := range s.announced {
+			if r := s.responder(a); r != nil {
+				_ = r.Gratuitous(a)
+			}
+		}
+	}
 	s.m.announced.Set(float64(len(s.announced)))
+}
+
+// electionKey is the key Elect uses for a group (Decision.Key): the smallest primary address.
+func electionKey(group []election.Service) netip.Addr {
+	var k netip.Addr
+	for _, svc := range group {
+		for _, a := range svc.Addrs {
+			if a.IsValid() {
+				if !k.IsValid() || a.Less(k) {
+					k = a
+				}
+				break
+			}
+		}
+	}
+	return k
 }
 
 func (s *speaker) responder(a netip.Addr) *layer2.Responder {
@@ -284,6 +428,9 @@ func (s *speaker) announce(a netip.Addr, key string) {
 		return
 	}
 	s.announced[a] = key
+	s.mu.Lock()
+	s.annKeys[a] = key
+	s.mu.Unlock()
 	s.m.takeovers.WithLabelValues("elected").Inc()
 	// Gratuitous announcements at once and a few times more against loss (as request and reply).
 	go func() {
@@ -307,7 +454,48 @@ func (s *speaker) withdraw(a netip.Addr, key string) {
 		_ = r.Withdraw(a)
 	}
 	delete(s.announced, a)
+	s.mu.Lock()
+	delete(s.annKeys, a)
+	s.mu.Unlock()
 	s.log.Info("withdrawn", "ip", a, "service", key)
+}
+
+// leave hands this node's addresses over before it stops: peers are told at once that it leaves (and
+// elect without it, sending their gratuitous announcements), while this node keeps answering for the
+// grace period so that no request meets silence.
+func (s *speaker) leave() {
+	s.mu.Lock()
+	s.leaving = true
+	s.mu.Unlock()
+	if len(s.announced) > 0 && s.cfg.HandoverGrace > 0 {
+		s.log.Info("leaving: handing addresses over", "addresses", len(s.announced), "grace", s.cfg.HandoverGrace)
+		for end := time.Now().Add(s.cfg.HandoverGrace); time.Now().Before(end); time.Sleep(s.cfg.Interval) {
+			s.mon.SendNow()
+		}
+	}
+	s.withdrawAll()
+}
+
+// duplicate is called by a responder when another MAC claims an address this node announces.
+func (s *speaker) duplicate(ip netip.Addr, mac net.HardwareAddr) {
+	s.m.conflicts.Inc()
+	select {
+	case s.conflicts <- conflict{ip, slices.Clone(mac)}:
+	default:
+	}
+}
+
+func (s *speaker) duplicateEvent(c conflict, key, other string) {
+	if other == "" {
+		other = "an unknown host"
+	} else {
+		other = fmt.Sprintf("node %q", other)
+	}
+	s.log.Warn("duplicate announcer: another MAC answers for an address this node announces", "ip", c.ip, "mac", c.mac.String(), "by", other, "service", key)
+	if o, ok, _ := s.svcs.GetStore().GetByKey(key); ok {
+		s.rec.Eventf(o.(*corev1.Service), corev1.EventTypeWarning, "DuplicateAnnouncer",
+			"node %q announces %s but %s (%s) also answers for it", s.cfg.Node, c.ip, c.mac, other)
+	}
 }
 
 func (s *speaker) withdrawAll() {
@@ -317,9 +505,7 @@ func (s *speaker) withdrawAll() {
 }
 
 // nodeView turns Nodes and heartbeats into election nodes, and lists the peers to heartbeat.
-func (s *speaker) nodeView(now time.Time) ([]election.Node, []liveness.Peer) {
-	var out []election.Node
-	var peers []liveness.Peer
+func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness.Peer, returned []string) {
 	for _, o := range s.nodes.GetStore().List() {
 		n := o.(*corev1.Node)
 		en := election.Node{Name: n.Name, Labels: n.Labels, Excluded: election.ExcludedByLabel(n.Labels)}
@@ -329,20 +515,47 @@ func (s *speaker) nodeView(now time.Time) ([]election.Node, []liveness.Peer) {
 			}
 		}
 		if n.Name == s.cfg.Node {
-			en.Alive, en.ReadySince, en.Interfaces = true, s.start, []string{s.ifi.Name}
+			s.mu.Lock()
+			en.Alive, en.ReadySince, en.Interfaces = true, s.readyAt, []string{s.ifi.Name}
+			s.mu.Unlock()
 		} else {
 			if ip, ok := internalIP(n, true); ok {
 				peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(ip, uint16(s.cfg.HeartbeatPort))})
 			}
 			alive, since := s.mon.Alive(n.Name)
-			if hb, ok := s.mon.Info(n.Name); ok && alive && hb.Ready {
+			if s.echo != nil {
+				up, upSince := s.echo.Up(n.Name)
+				alive = alive && up
+				if upSince.After(since) {
+					since = upSince
+				}
+			}
+			hb, ok := s.mon.Info(n.Name)
+			if ok && len(hb.MAC) > 0 {
+				s.macs[hb.MAC.String()] = n.Name
+			}
+			if ok && alive && hb.Ready && !hb.Leaving {
+				// Hold-down runs from when the peer became ready by its own clock (so every speaker
+				// agrees on when it ends), but never from before we could see it.
+				first, seen := s.eligible[n.Name]
+				if !seen {
+					first = now
+					s.eligible[n.Name] = now
+					returned = append(returned, n.Name)
+				}
+				since := now.Add(-hb.ReadyFor)
+				if hb.ReadyFor == 0 || since.Before(first) {
+					since = first
+				}
 				en.Alive, en.ReadySince, en.Interfaces = true, since, hb.Interfaces
+			} else {
+				delete(s.eligible, n.Name)
 			}
 		}
 		out = append(out, en)
 	}
 	sort.Slice(peers, func(i, j int) bool { return peers[i].Node < peers[j].Node })
-	return out, peers
+	return out, peers, returned
 }
 
 type poolInfo struct {

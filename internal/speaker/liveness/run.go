@@ -26,6 +26,9 @@ type Monitor struct {
 	log    *slog.Logger
 	change func() // called (from the monitor's goroutines) when a peer comes alive or dies
 
+	// OnDeath, if set before Run, is called once per peer declared dead.
+	OnDeath func()
+
 	mu    sync.Mutex // guards the following fields
 	det   *Detector
 	peers []Peer
@@ -68,6 +71,10 @@ func (m *Monitor) Info(node string) (Heartbeat, bool) {
 	return m.det.Info(node)
 }
 
+// SendNow sends a heartbeat to every peer at once (to spread news such as Leaving without waiting for
+// the next interval).
+func (m *Monitor) SendNow() { m.send() }
+
 // Run sends, receives and checks until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
 	go func() { <-ctx.Done(); m.conn.Close() }()
@@ -97,6 +104,11 @@ func (m *Monitor) Run(ctx context.Context) error {
 			m.mu.Unlock()
 			if len(died) > 0 {
 				m.log.Warn("speaker peers declared dead", "node", died, "silentFor", m.det.Timeout())
+				for range died {
+					if m.OnDeath != nil {
+						m.OnDeath()
+					}
+				}
 				m.change()
 			}
 		}

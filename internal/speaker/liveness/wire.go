@@ -3,6 +3,10 @@ package liveness
 import (
 	"encoding/binary"
 	"errors"
+	"math"
+	"net"
+	"slices"
+	"time"
 	"strings"
 )
 
@@ -11,7 +15,14 @@ type Heartbeat struct {
 	Node       string   // the sender's node name
 	Seq        uint64   // increments per packet
 	Ready      bool     // the speaker is synced with the API and ready to announce
+	Leaving    bool     // the speaker is shutting down (SIGTERM): hand its addresses over now
 	Interfaces []string // the sender's interfaces that are up (for advertisements naming interfaces)
+	// ReadyFor is how long the sender has been ready (so that every speaker computes the same hold-down
+	// end for it), capped at about 49 days.
+	ReadyFor time.Duration
+	// MAC is the hardware address of the sender's announcing interface (to tell which node answers when
+	// two nodes claim an address).
+	MAC net.HardwareAddr
 }
 
 const (
@@ -30,11 +41,22 @@ func (h Heartbeat) Marshal() []byte {
 	if h.Ready {
 		flags |= 1
 	}
+	if h.Leaving {
+		flags |= 2
+	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, h.Seq)
 	b = appendString(b, h.Node)
 	b = appendString(b, strings.Join(h.Interfaces, ","))
-	return b
+	ms := h.ReadyFor.Milliseconds()
+	ms = max(0, min(ms, math.MaxUint32))
+	b = binary.BigEndian.AppendUint32(b, uint32(ms))
+	mac := h.MAC
+	if len(mac) > 255 {
+		mac = nil
+	}
+	b = append(b, byte(len(mac)))
+	return append(b, mac...)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -52,6 +74,7 @@ func Parse(b []byte) (Heartbeat, error) {
 		return h, ErrMalformed
 	}
 	h.Ready = b[4]&1 != 0
+	h.Leaving = b[4]&2 != 0
 	h.Seq = binary.BigEndian.Uint64(b[5:13])
 	rest := b[13:]
 	node, rest, ok := readString(rest)
@@ -59,12 +82,22 @@ func Parse(b []byte) (Heartbeat, error) {
 		return Heartbeat{}, ErrMalformed
 	}
 	h.Node = node
-	ifs, _, ok := readString(rest)
+	ifs, rest, ok := readString(rest)
 	if !ok {
 		return Heartbeat{}, ErrMalformed
 	}
 	if ifs != "" {
 		h.Interfaces = strings.Split(ifs, ",")
+	}
+	if len(rest) == 0 { // an older speaker: no ReadyFor and MAC
+		return h, nil
+	}
+	if len(rest) < 5 || len(rest) < 5+int(rest[4]) {
+		return Heartbeat{}, ErrMalformed
+	}
+	h.ReadyFor = time.Duration(binary.BigEndian.Uint32(rest)) * time.Millisecond
+	if n := int(rest[4]); n > 0 {
+		h.MAC = net.HardwareAddr(slices.Clone(rest[5 : 5+n]))
 	}
 	return h, nil
 }

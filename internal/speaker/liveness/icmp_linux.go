@@ -1,0 +1,180 @@
+package liveness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Echoer runs an EchoTracker over a raw ICMP socket: every Interval it reads the answers that arrived,
+// judges the peers, and sends each peer an ICMP echo request. One goroutine does all three, so a
+// verdict is never based on an answer that waits unread.
+type Echoer struct {
+	fd     int
+	id     uint16
+	log    *slog.Logger
+	change func([]Down) // called from Run's goroutine on any change; nil Downs for a peer coming up
+
+	mu    sync.Mutex // guards the following fields
+	tr    *EchoTracker
+	peers map[string]netip.Addr
+	names map[netip.Addr]string
+}
+
+// ListenEcho opens the raw ICMP socket on local (needs CAP_NET_RAW). Only echo replies are delivered.
+func ListenEcho(local netip.Addr, tr *EchoTracker, change func([]Down), log *slog.Logger) (*Echoer, error) {
+	if !local.Is4() {
+		return nil, fmt.Errorf("echo: %s is not IPv4", local)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+	if err != nil {
+		return nil, fmt.Errorf("echo socket: %w", err)
+	}
+	// ICMP_FILTER (SOL_RAW, 1): a bit set drops that type; keep only echo replies (type 0).
+	if err := unix.SetsockoptInt(fd, unix.SOL_RAW, 1, ^1); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("echo socket filter: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: local.As4()}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("echo socket bind %s: %w", local, err)
+	}
+	var idb [2]byte
+	_, _ = rand.Read(idb[:])
+	return &Echoer{fd: fd, id: binary.BigEndian.Uint16(idb[:]), tr: tr, change: change, log: log,
+		peers: map[string]netip.Addr{}, names: map[netip.Addr]string{}}, nil
+}
+
+// SetPeers replaces the probed peers.
+func (e *Echoer) SetPeers(peers []Peer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	want := map[string]netip.Addr{}
+	for _, p := range peers {
+		want[p.Node] = p.Addr.Addr()
+	}
+	for n := range e.peers {
+		if _, ok := want[n]; !ok {
+			e.tr.Forget(n)
+		}
+	}
+	e.peers = want
+	e.names = map[netip.Addr]string{}
+	for n, a := range want {
+		e.names[a] = n
+	}
+}
+
+// Up reports whether a peer answers its probes, and since when.
+func (e *Echoer) Up(peer string) (bool, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tr.Up(peer)
+}
+
+// Run probes until ctx ends, then closes the socket.
+func (e *Echoer) Run(ctx context.Context) error {
+	defer unix.Close(e.fd)
+	t := time.NewTicker(e.tr.Interval)
+	defer t.Stop()
+	buf := make([]byte, 1500)
+	req := make([]byte, 16)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := time.Now()
+		came := e.drain(buf, now)
+		e.mu.Lock()
+		downs := e.tr.Check(now)
+		for name, addr := range e.peers {
+			seq := e.tr.Sent(name, now)
+			marshalEcho(req, e.id, seq)
+			if err := unix.Sendto(e.fd, req, unix.MSG_DONTWAIT, &unix.SockaddrInet4{Addr: addr.As4()}); err != nil &&
+				!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ENETUNREACH) && !errors.Is(err, unix.EHOSTUNREACH) {
+				e.log.Debug("echo send", "peer", name, "err", err)
+			}
+		}
+		e.mu.Unlock()
+		if len(downs) > 0 {
+			e.change(downs)
+		} else if came {
+			e.change(nil)
+		}
+	}
+}
+
+// drain reads every waiting answer; it reports whether a peer came up.
+func (e *Echoer) drain(buf []byte, now time.Time) bool {
+	came := false
+	for {
+		n, from, err := unix.Recvfrom(e.fd, buf, unix.MSG_DONTWAIT)
+		if err != nil {
+			return came // EAGAIN: empty
+		}
+		sa, ok := from.(*unix.SockaddrInet4)
+		if !ok {
+			continue
+		}
+		id, seq, ok := parseEchoReply(buf[:n])
+		if !ok || id != e.id {
+			continue
+		}
+		e.mu.Lock()
+		if name, ok := e.names[netip.AddrFrom4(sa.Addr)]; ok && e.tr.Reply(name, seq, now) {
+			came = true
+			e.log.Info("speaker peer answers echo", "node", name)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// marshalEcho writes an ICMP echo request (type 8) with an 8-byte payload into b (16 bytes).
+func marshalEcho(b []byte, id, seq uint16) {
+	b[0], b[1] = 8, 0
+	binary.BigEndian.PutUint16(b[2:], 0)
+	binary.BigEndian.PutUint16(b[4:], id)
+	binary.BigEndian.PutUint16(b[6:], seq)
+	copy(b[8:16], "ironlbEP")
+	binary.BigEndian.PutUint16(b[2:], checksum(b))
+}
+
+// parseEchoReply takes a raw IPv4 packet (header included) and returns an echo reply's id and seq.
+func parseEchoReply(p []byte) (id, seq uint16, ok bool) {
+	if len(p) < 20 || p[0]>>4 != 4 {
+		return 0, 0, false
+	}
+	ihl := int(p[0]&0x0f) * 4
+	if ihl < 20 || len(p) < ihl+8 {
+		return 0, 0, false
+	}
+	icmp := p[ihl:]
+	if icmp[0] != 0 || icmp[1] != 0 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint16(icmp[4:]), binary.BigEndian.Uint16(icmp[6:]), true
+}
+
+func checksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
