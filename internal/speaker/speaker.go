@@ -91,12 +91,12 @@ type speaker struct {
 	annKeys map[netip.Addr]string // copy of announced for the responders' goroutines
 
 	// owned by run
-	announced map[netip.Addr]string    // address -> service key, announced by this node
-	current   map[netip.Addr]string    // election key -> node that won the last election
-	eligible  map[string]time.Time     // peer -> since when it is alive, ready and not leaving
-	macs      map[string]string        // peer MAC -> node, from heartbeats
-	conflicts chan conflict            // from the responders' goroutines
-	wake      time.Time                // next hold-down end, when the election may change by itself
+	announced map[netip.Addr]string // address -> service key, announced by this node
+	current   map[netip.Addr]string // election key -> node that won the last election
+	eligible  map[string]time.Time  // peer -> since when it is alive, ready and not leaving
+	macs      map[string]string     // peer MAC -> node, from heartbeats
+	conflicts chan conflict         // from the responders' goroutines
+	wake      time.Time             // next hold-down end, when the election may change by itself
 	m         *metrics
 }
 

@@ -6,8 +6,8 @@ import (
 	"math"
 	"net"
 	"slices"
-	"time"
 	"strings"
+	"time"
 )
 
 // Heartbeat is what a speaker says every interval.
