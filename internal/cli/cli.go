@@ -29,7 +29,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd())
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError

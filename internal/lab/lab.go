@@ -42,6 +42,15 @@ func DefaultK8sBin() string {
 	return filepath.Join(cache, "kubernetes", KubeVersion+"-etcd"+EtcdVersion, "bin")
 }
 
+// DefaultMetalLBBin is where `make metallb` puts MetalLB v0.16.1's controller and speaker, built from
+// its Go module for side-by-side benchmarks ($IRONLB_METALLB_BIN overrides).
+func DefaultMetalLBBin() string {
+	if d := os.Getenv("IRONLB_METALLB_BIN"); d != "" {
+		return d
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(DefaultK8sBin()))), "metallb-v0.16.1")
+}
+
 // Client returns a clientset that works from the root namespace.
 func (l *Lab) Client() (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", l.State.Kubeconfig())

@@ -57,6 +57,7 @@ type Config struct {
 	Interval      time.Duration // heartbeat interval
 	Multiplier    int           // missed heartbeats before a peer's speaker is dead
 	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
+	EchoBurst     time.Duration // echo probe interval while an answer is overdue
 	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
 	EchoMisses    int           // unanswered echo probes before a peer node is dead
 	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
@@ -84,11 +85,12 @@ type speaker struct {
 
 	svcs, slices, nodes, ads, pools cache.SharedIndexInformer
 
-	mu      sync.Mutex // guards the following fields
-	ready   bool
-	readyAt time.Time
-	leaving bool
-	annKeys map[netip.Addr]string // copy of announced for the responders' goroutines
+	mu       sync.Mutex // guards the following fields
+	ready    bool
+	readyAt  time.Time
+	lastLoss time.Time // when the echo detector last declared a peer node lost
+	leaving  bool
+	annKeys  map[netip.Addr]string // copy of announced for the responders' goroutines
 
 	// owned by run
 	announced map[netip.Addr]string // address -> service key, announced by this node
@@ -118,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	node, err := cs.CoreV1().Nodes().Get(ctx, cfg.Node, metav1.GetOptions{})
+	node, err := getNode(ctx, cs, cfg.Node, log)
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", cfg.Node, err)
 	}
@@ -188,8 +190,13 @@ func Run(ctx context.Context, cfg Config) error {
 	s.mon.OnDeath = func() { s.m.peersDead.WithLabelValues("heartbeat").Inc() }
 	go func() { _ = s.mon.Run(ioctx) }()
 	if cfg.EchoInterval > 0 {
-		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoTimeout, cfg.EchoMisses)
+		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoBurst, cfg.EchoTimeout, cfg.EchoMisses)
 		e, err := liveness.ListenEcho(nodeIP, tr, func(downs []liveness.Down) {
+			if len(downs) > 0 {
+				s.mu.Lock()
+				s.lastLoss = time.Now()
+				s.mu.Unlock()
+			}
 			for _, d := range downs {
 				s.m.peersDead.WithLabelValues("echo").Inc()
 				s.m.detection.Observe(d.Silence.Seconds())
@@ -222,10 +229,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return ctx.Err()
 	}
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
-	// address itself. Twice the slower detector's detection time is enough to hear every live peer.
+	// address itself. Start probing the peers now; twice the slower detector's detection time is
+	// enough to hear every live one.
+	_, peers, _ := s.nodeView(time.Now())
+	s.mon.SetPeers(peers)
+	if s.echo != nil {
+		s.echo.SetPeers(peers)
+	}
 	listen := 2 * cfg.Interval * time.Duration(cfg.Multiplier)
 	if s.echo != nil {
-		listen = max(listen, 2*time.Duration(cfg.EchoMisses)*cfg.EchoInterval+cfg.EchoTimeout)
+		listen = max(listen, 2*s.echoDetection())
 	}
 	select {
 	case <-ctx.Done():
@@ -236,8 +249,34 @@ func Run(ctx context.Context, cfg Config) error {
 	s.ready, s.readyAt = true, time.Now()
 	s.mu.Unlock()
 	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier),
-		"echo", fmt.Sprintf("%s x %d + %s", cfg.EchoInterval, cfg.EchoMisses, cfg.EchoTimeout))
+		"echo", fmt.Sprintf("every %s (%s when overdue), %d misses, timeout %s: node loss seen within %s", cfg.EchoInterval, cfg.EchoBurst, cfg.EchoMisses, cfg.EchoTimeout, s.echoDetection()))
 	return s.run(ctx)
+}
+
+func (s *speaker) echoDetection() time.Duration {
+	return liveness.NewEchoTracker(s.cfg.EchoInterval, s.cfg.EchoBurst, s.cfg.EchoTimeout, s.cfg.EchoMisses).DetectionTime()
+}
+
+// getNode reads this node's object, retrying quickly: after a node boots, the speaker may start before
+// kube-proxy has programmed the apiserver's ClusterIP, and a single request would wait out a 30 s dial
+// timeout before the container restarts with back-off.
+func getNode(ctx context.Context, cs kubernetes.Interface, name string, log *slog.Logger) (*corev1.Node, error) {
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := cs.CoreV1().Nodes().Get(rctx, name, metav1.GetOptions{})
+		cancel()
+		if err == nil || ctx.Err() != nil || attempt == 120 {
+			return n, err
+		}
+		if attempt%5 == 1 {
+			log.Info("waiting for the apiserver", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func (s *speaker) poke() {
@@ -433,15 +472,25 @@ func (s *speaker) announce(a netip.Addr, key string) {
 	s.mu.Unlock()
 	s.m.takeovers.WithLabelValues("elected").Inc()
 	// Gratuitous announcements at once and a few times more against loss (as request and reply).
+	if err := r.Gratuitous(a); err != nil {
+		s.log.Warn("gratuitous announcement", "ip", a, "err", err)
+	}
 	go func() {
-		for _, d := range []time.Duration{0, 20 * time.Millisecond, 200 * time.Millisecond, time.Second} {
+		for _, d := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond, time.Second} {
 			time.Sleep(d)
 			if err := r.Gratuitous(a); err != nil {
 				s.log.Warn("gratuitous announcement", "ip", a, "err", err)
 			}
 		}
 	}()
-	s.log.Info("announcing", "ip", a, "service", key)
+	s.mu.Lock()
+	since := time.Since(s.lastLoss)
+	s.mu.Unlock()
+	if since < time.Second {
+		s.log.Info("announcing", "ip", a, "service", key, "sinceNodeLoss", since)
+	} else {
+		s.log.Info("announcing", "ip", a, "service", key)
+	}
 	if ns, name, ok := strings.Cut(key, "/"); ok {
 		if svc, err := s.cs.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
 			s.rec.Eventf(svc, corev1.EventTypeNormal, "nodeAssigned", "announcing from node %q with protocol \"layer2\"", s.cfg.Node)
@@ -535,8 +584,8 @@ func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness
 				s.macs[hb.MAC.String()] = n.Name
 			}
 			if ok && alive && hb.Ready && !hb.Leaving {
-				// Hold-down runs from when the peer became ready by its own clock (so every speaker
-				// agrees on when it ends), but never from before we could see it.
+				// Hold-down runs from when the peer became ready by its own clock, so that every speaker
+				// (a freshly started one too) agrees on when it ends.
 				first, seen := s.eligible[n.Name]
 				if !seen {
 					first = now
@@ -544,7 +593,7 @@ func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness
 					returned = append(returned, n.Name)
 				}
 				since := now.Add(-hb.ReadyFor)
-				if hb.ReadyFor == 0 || since.Before(first) {
+				if hb.ReadyFor == 0 {
 					since = first
 				}
 				en.Alive, en.ReadySince, en.Interfaces = true, since, hb.Interfaces

@@ -21,6 +21,9 @@ import (
 type Programs struct {
 	Self   string // the ironlb binary (whoami, ironlb's own image)
 	K8sBin string // directory with kube-proxy
+	// MetalLB is the directory with MetalLB's controller and speaker built from its Go module (for
+	// side-by-side benchmarks; `make metallb` builds them).
+	MetalLB string
 }
 
 // ErrImageUnknown means no local program stands in for the image; the container waits in ErrImagePull.
@@ -46,6 +49,14 @@ var images = map[string]imageEntry{
 			"kube-proxy": func(p Programs) []string { return []string{path.Join(p.K8sBin, "kube-proxy")} },
 		},
 	},
+	"quay.io/metallb/speaker": {
+		entrypoint: func(p Programs) []string { return []string{path.Join(p.MetalLB, "speaker")} },
+		commands:   map[string]func(Programs) []string{"speaker": func(p Programs) []string { return []string{path.Join(p.MetalLB, "speaker")} }},
+	},
+	"quay.io/metallb/controller": {
+		entrypoint: func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} },
+		commands:   map[string]func(Programs) []string{"controller": func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} }},
+	},
 	"ironlb/ironlb": {
 		entrypoint: func(p Programs) []string { return []string{p.Self} },
 		commands:   map[string]func(Programs) []string{"ironlb": func(p Programs) []string { return []string{p.Self} }},
@@ -62,6 +73,8 @@ var aliases = map[string]string{
 	"registry.local/ironlb":       "ironlb/ironlb",
 	"docker.io/ironlb/ironlb":     "ironlb/ironlb",
 	"docker.io/traefik/whoami":    "traefik/whoami",
+	"metallb/speaker":             "quay.io/metallb/speaker",
+	"metallb/controller":          "quay.io/metallb/controller",
 	"docker.io/containous/whoami": "traefik/whoami",
 }
 

@@ -58,7 +58,7 @@ func TestImageRepo(t *testing.T) {
 }
 
 func TestKnownImages(t *testing.T) {
-	want := []string{"ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}
+	want := []string{"ironlb/ironlb", "quay.io/metallb/controller", "quay.io/metallb/speaker", "registry.k8s.io/kube-proxy", "traefik/whoami"}
 	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
 		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
 	}

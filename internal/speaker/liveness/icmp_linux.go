@@ -14,9 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Echoer runs an EchoTracker over a raw ICMP socket: every Interval it reads the answers that arrived,
-// judges the peers, and sends each peer an ICMP echo request. One goroutine does all three, so a
-// verdict is never based on an answer that waits unread.
+// Echoer runs an EchoTracker over a raw ICMP socket: every Interval (every Burst while an answer is
+// overdue) it reads the answers that arrived, judges the peers, and sends each peer an ICMP echo
+// request. One goroutine does all three, so a verdict is never based on an answer that waits unread;
+// the socket is never polled, so answers cost no wakeups.
 type Echoer struct {
 	fd     int
 	id     uint16
@@ -83,7 +84,7 @@ func (e *Echoer) Up(peer string) (bool, time.Time) {
 // Run probes until ctx ends, then closes the socket.
 func (e *Echoer) Run(ctx context.Context) error {
 	defer unix.Close(e.fd)
-	t := time.NewTicker(e.tr.Interval)
+	t := time.NewTimer(e.tr.Interval)
 	defer t.Stop()
 	buf := make([]byte, 1500)
 	req := make([]byte, 16)
@@ -97,6 +98,12 @@ func (e *Echoer) Run(ctx context.Context) error {
 		came := e.drain(buf, now)
 		e.mu.Lock()
 		downs := e.tr.Check(now)
+		// Probe every Interval; while an answer is overdue, every Burst, to confirm the loss fast.
+		if e.tr.Suspicious(now) {
+			t.Reset(e.tr.Burst)
+		} else {
+			t.Reset(e.tr.Interval)
+		}
 		for name, addr := range e.peers {
 			seq := e.tr.Sent(name, now)
 			marshalEcho(req, e.id, seq)

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/lab"
+)
+
+func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var o failover.Options
+	var restore bool
+	cmd := &cobra.Command{
+		Use:   "bench-failover",
+		Short: "Cut the power of an address's announcer again and again and measure the outage from the client (ironlb or MetalLB speakers)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = logf
+			label := o.Speaker
+			if o.Speaker == "metallb" {
+				label = "MetalLB v0.16.1 speaker, memberlist " + o.Memberlist
+				if o.CutWindow == 0 {
+					o.CutWindow = map[string]time.Duration{"default": 10 * time.Second, "tuned": 2 * time.Second}[o.Memberlist]
+				}
+			} else if o.CutWindow == 0 {
+				o.CutWindow = 2 * time.Second
+			}
+			logf("bench-failover: %s, %d trials, cut %s, probing every 20 ms from %s", label, o.Trials, o.Cut, l.Plan.Config.ClientName)
+			trials, err := failover.Run(c.Context(), l, o)
+			if restore && o.Speaker != "ironlb" {
+				if rerr := failover.Restore(c.Context(), o); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			failover.Table(os.Stdout, label, trials)
+			if err != nil {
+				return fmt.Errorf("after %d trials: %w", len(trials), err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Trials, "trials", 20, "power cuts")
+	f.StringVar(&o.Speaker, "speaker", "ironlb", "ironlb or metallb (v0.16.1, built by `make metallb`)")
+	f.StringVar(&o.Memberlist, "memberlist", "default", "MetalLB's memberlist settings: default or tuned (50ms probes, 25ms timeout, suspicion x1, 10ms gossip)")
+	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the node to cut (the address is chosen so that it announces)")
+	f.DurationVar(&o.CutWindow, "cut-window", 0, "probing after the cut before the node returns (default 2s; MetalLB default memberlist 10s)")
+	f.DurationVar(&o.BackWindow, "back-window", 12*time.Second, "probing after the node's return")
+	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's probe log here")
+	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
+	return cmd
+}

@@ -1,0 +1,131 @@
+// Package probe is the client side of the failover benchmark (`ironlb probe`, run in the lab's client
+// namespace): it asks who-has for a service address every interval and logs every ARP packet that
+// speaks for the address, and it starts an HTTP request to the address every interval (each on a new
+// connection, concurrently, so a request stuck on a dead node never delays the next). Every line it
+// writes carries CLOCK_REALTIME nanoseconds, so the benchmark can line it up with the instant it cut
+// a node on the same host.
+//
+// Lines:
+//
+//	arp <ns> <reply|garp> <sender MAC>   an ARP packet whose sender is the address
+//	http <start ns> <end ns> <ok|fail>   one request
+package probe
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/arp"
+)
+
+// Config says what to probe.
+type Config struct {
+	Iface   string        // interface to ask who-has on
+	Addr    netip.Addr    // the service address
+	URL     string        // requested every Every ("" = no HTTP)
+	Every   time.Duration // probe interval
+	For     time.Duration // how long to run
+	Timeout time.Duration // per HTTP request
+}
+
+// Run probes until cfg.For has passed or ctx ends.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.For)
+	defer cancel()
+	var mu sync.Mutex
+	emit := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(out, format+"\n", args...)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	if cfg.Addr.Is4() && cfg.Iface != "" {
+		ifi, err := net.InterfaceByName(cfg.Iface)
+		if err != nil {
+			return err
+		}
+		c, err := arp.Dial(ifi)
+		if err != nil {
+			return fmt.Errorf("arp on %s: %w", cfg.Iface, err)
+		}
+		defer c.Close()
+		go func() { <-ctx.Done(); c.Close() }()
+		vip := cfg.Addr.AsSlice()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p, _, err := c.Read()
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					continue
+				}
+				if !p.SenderIP.Equal(net.IP(vip)) {
+					continue
+				}
+				kind := "reply"
+				if p.TargetIP.Equal(net.IP(vip)) {
+					kind = "garp"
+				}
+				emit("arp %d %s %s", time.Now().UnixNano(), kind, p.SenderHardwareAddr)
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.Every)
+			defer t.Stop()
+			for {
+				_ = c.Request(net.IP(vip))
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	if cfg.URL != "" {
+		tr := &http.Transport{DisableKeepAlives: true}
+		client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.Every)
+			defer t.Stop()
+			var reqs sync.WaitGroup
+			defer reqs.Wait()
+			for {
+				reqs.Add(1)
+				go func() {
+					defer reqs.Done()
+					start := time.Now()
+					res := "fail"
+					if r, err := client.Get(cfg.URL); err == nil {
+						_, _ = io.Copy(io.Discard, r.Body)
+						r.Body.Close()
+						if r.StatusCode == http.StatusOK {
+							res = "ok"
+						}
+					}
+					emit("http %d %d %s", start.UnixNano(), time.Now().UnixNano(), res)
+				}()
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,98 @@
+package nftapply
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+var nsCounter atomic.Int32
+
+// testNetns creates a throwaway network namespace (removed when the test ends), and points
+// PATH's nft at it: knftables runs `nft`, which a wrapper runs inside the namespace. It skips
+// the test unless run as root with nft and ip installed. Tests using it cannot run in parallel.
+func testNetns(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	nft, err1 := exec.LookPath("nft")
+	ip, err2 := exec.LookPath("ip")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs nft and ip")
+	}
+	if strings.HasPrefix(nft, os.TempDir()) {
+		t.Fatal("PATH already points nft at a test namespace")
+	}
+	name := fmt.Sprintf("ironlb-nfttest-%d-%d", os.Getpid(), nsCounter.Add(1))
+	if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(ip, "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("removing netns %s: %v: %s", name, err, out)
+		}
+	})
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ip, name, nft)
+	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	nsIP(t, name, "link", "set", "lo", "up")
+	return name
+}
+
+// nsIP runs `ip` inside the namespace.
+func nsIP(t testing.TB, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+// nsRun runs a command inside the namespace and returns its output.
+func nsRun(t testing.TB, ns string, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// inNetns runs fn with the calling goroutine's thread inside the namespace, so sockets fn opens
+// belong to it. Other goroutines are not affected.
+func inNetns(t testing.TB, ns string, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	target, err := os.Open("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("setns: %v", err)
+	}
+	defer func() {
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			panic(fmt.Sprintf("cannot return to the original netns: %v", err)) // the thread is unusable
+		}
+	}()
+	fn()
+}

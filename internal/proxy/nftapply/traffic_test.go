@@ -1,0 +1,199 @@
+package nftapply
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/trace"
+	"sigs.k8s.io/knftables"
+)
+
+// trafficLab is a namespace with endpoints listening on a dummy interface and client addresses
+// beside them, all on "this node".
+type trafficLab struct {
+	ns        string
+	endpoints []netip.AddrPort
+	clients   []netip.Addr
+	accepted  chan accepted
+}
+
+type accepted struct {
+	endpoint netip.AddrPort
+	peer     netip.Addr
+}
+
+func newTrafficLab(t *testing.T, nClients int) *trafficLab {
+	ns := testNetns(t)
+	l := &trafficLab{ns: ns, accepted: make(chan accepted, 1000)}
+	var batch strings.Builder
+	batch.WriteString("link add d0 type veth peer name d1\nlink set d0 up\nlink set d1 up\nroute add 10.96.0.0/16 dev d0\n")
+	for i := range 3 {
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, 0, byte(5 + i)}), 8080)
+		l.endpoints = append(l.endpoints, ap)
+		fmt.Fprintf(&batch, "addr add %s/32 dev d0\n", ap.Addr())
+	}
+	for i := range nClients {
+		c := netip.AddrFrom4([4]byte{10, 244, 1, byte(1 + i)})
+		l.clients = append(l.clients, c)
+		fmt.Fprintf(&batch, "addr add %s/32 dev d0\n", c)
+	}
+	nsRun(t, ns, batch.String(), "ip", "-batch", "-")
+	inNetns(t, ns, func() {
+		for _, ap := range l.endpoints {
+			ln, err := net.Listen("tcp", ap.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					peer := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+					c.Close()
+					l.accepted <- accepted{ap, peer}
+				}
+			}()
+		}
+	})
+	return l
+}
+
+// model is one ClusterIP Service over the lab's endpoints.
+func (l *trafficLab) model(alg nftrules.Algorithm) *nftrules.Model {
+	s := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, Algorithm: alg}
+	p := nftrules.Port{Name: "http", Protocol: nftrules.TCP, Port: 80}
+	for _, ap := range l.endpoints {
+		p.Endpoints = append(p.Endpoints, nftrules.Endpoint{Addr: ap.Addr(), Port: ap.Port(), Node: "node-a", Ready: true, Serving: true, Local: true})
+	}
+	s.Ports = []nftrules.Port{p}
+	return &nftrules.Model{
+		Node:     nftrules.Node{Name: "node-a", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		Services: map[nftrules.ServiceKey]*nftrules.Service{s.Key(): s},
+	}
+}
+
+// connect opens (and closes) one connection from client to the ClusterIP and returns the
+// endpoint that accepted it.
+func (l *trafficLab) connect(t *testing.T, client netip.Addr) netip.AddrPort {
+	t.Helper()
+	inNetns(t, l.ns, func() {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(client, 0)), Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp", "10.96.0.10:80")
+		if err != nil {
+			t.Fatalf("dial from %s: %v", client, err)
+		}
+		c.Close()
+	})
+	select {
+	case a := <-l.accepted:
+		if a.peer != client {
+			t.Fatalf("endpoint %s saw peer %s, want %s (not masqueraded)", a.endpoint, a.peer, client)
+		}
+		return a.endpoint
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no endpoint accepted the connection from %s", client)
+	}
+	return netip.AddrPort{}
+}
+
+func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
+	t.Helper()
+	s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(context.Background(), m, true); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
+	fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
+	tx := fake.NewTransaction()
+	b.Full(tx, m, nftrules.Existing{})
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := trace.FromFake(knftables.IPv4Family, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestTrafficMaglevMatchesTracer: real connections through the kernel land on exactly the
+// endpoint the tracer predicts from the built rules (the kernel's jhash and reciprocal_scale,
+// the fixed seed), and a client keeps its endpoint.
+func TestTrafficMaglevMatchesTracer(t *testing.T) {
+	l := newTrafficLab(t, 40)
+	rs := l.apply(t, l.model(nftrules.Maglev))
+	host := trace.Host{}
+	for _, c := range l.clients {
+		host.LocalAddrs = append(host.LocalAddrs, c)
+	}
+	for _, ap := range l.endpoints {
+		host.LocalAddrs = append(host.LocalAddrs, ap.Addr())
+	}
+	share := map[netip.AddrPort]int{}
+	for _, c := range l.clients {
+		res, err := rs.Trace(trace.Packet{Src: c, Dst: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", DPort: 80, Origin: trace.FromHost}, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := res.Targets()
+		got := l.connect(t, c)
+		if len(want) != 1 || want[0] != got {
+			t.Errorf("client %s: kernel chose %s, tracer predicted %v\n%s", c, got, want, res)
+		}
+		if again := l.connect(t, c); again != got {
+			t.Errorf("client %s moved from %s to %s", c, got, again)
+		}
+		share[got]++
+	}
+	if len(share) != 3 {
+		t.Errorf("40 clients reached %d endpoints: %v", len(share), share)
+	}
+}
+
+// TestTrafficRoundRobin: round-robin hands 30 connections to 3 endpoints 10 each, exactly.
+func TestTrafficRoundRobin(t *testing.T) {
+	l := newTrafficLab(t, 1)
+	l.apply(t, l.model(nftrules.RoundRobin))
+	count := map[netip.AddrPort]int{}
+	for range 30 {
+		count[l.connect(t, l.clients[0])]++
+	}
+	for _, ap := range l.endpoints {
+		if count[ap] != 10 {
+			t.Errorf("round-robin: %v, want 10 each", count)
+			break
+		}
+	}
+}
+
+// TestTrafficRandom: random spreads 300 connections over 3 endpoints (each within 100 +- 35, about
+// four standard deviations).
+func TestTrafficRandom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("300 connections")
+	}
+	l := newTrafficLab(t, 1)
+	l.apply(t, l.model(nftrules.Random))
+	count := map[netip.AddrPort]int{}
+	for range 300 {
+		count[l.connect(t, l.clients[0])]++
+	}
+	for _, ap := range l.endpoints {
+		if c := count[ap]; c < 65 || c > 135 {
+			t.Errorf("random: %v, want 100 +- 35 each", count)
+			break
+		}
+	}
+}

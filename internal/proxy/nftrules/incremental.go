@@ -1,0 +1,253 @@
+package nftrules
+
+import (
+	"reflect"
+	"slices"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Incremental writes into tx the changes from old, the model of the last transaction that ran
+// successfully, to m: for each Service that differs (or whose endpoints are on a node whose
+// DeadNodes entry changed) it deletes the map elements that went or changed, rewrites the chains
+// whose rules changed, flushes the chains that went (Plan.StaleChains), swaps affinity sets and
+// adds the new elements. Unchanged Services cost a map lookup each: a *Service pointer equal to
+// old's is not looked into.
+//
+// If old is nil, or the Node differs in anything but DeadNodes, it writes Full(tx, m, ...)
+// instead, cleaning up what old produced. If running tx fails, the kernel state is unknown: do a
+// Full sync with the table's listed contents next. Errors surface when tx is run.
+func (b *Builder) Incremental(tx *knftables.Transaction, old, m *Model) Plan {
+	if old == nil {
+		return b.Full(tx, m, Existing{})
+	}
+	if !sameSettings(&old.Node, &m.Node) {
+		return b.Full(tx, m, b.existing(old))
+	}
+	moved := deadChanged(old.Node.DeadNodes, m.Node.DeadNodes)
+
+	var keys []ServiceKey
+	for k, s := range m.Services {
+		if o := old.Services[k]; changed(o, s, moved) {
+			keys = append(keys, k)
+		}
+	}
+	for k, o := range old.Services {
+		if _, ok := m.Services[k]; !ok && o != nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
+
+	plan := Plan{}
+	type pair struct{ old, new *objects }
+	diffs := make([]pair, 0, len(keys))
+	for _, k := range keys {
+		o, _ := b.serviceObjects(old.Services[k], &old.Node) // a skipped Service had no objects
+		n, err := b.serviceObjects(m.Services[k], &m.Node)
+		if err != nil {
+			if plan.Skipped == nil {
+				plan.Skipped = map[ServiceKey]error{}
+			}
+			plan.Skipped[k] = err
+		}
+		if sameObjects(o, n) {
+			continue
+		}
+		plan.Changed = append(plan.Changed, k)
+		diffs = append(diffs, pair{o, n})
+	}
+
+	e := emitter{tx: tx}
+	// 1. Elements that went or changed (nft cannot overwrite a map element's value), except those
+	// of per-Service maps that go as a whole.
+	for _, d := range diffs {
+		newElems := elemIndex(d.new)
+		for i := range d.old.elems {
+			el := &d.old.elems[i]
+			if IsServiceMap(el.container) && !slices.Contains(d.new.maps, el.container) {
+				continue
+			}
+			if n, ok := newElems[el.id()]; !ok || !sameElem(el, n) {
+				e.deleteElem(el)
+			}
+		}
+	}
+	// 2. New and changed chains are added and flushed; chains that went are flushed.
+	rewrite := make([][]*chain, len(diffs))
+	for i, d := range diffs {
+		oldChains := chainIndex(d.old)
+		newChains := chainIndex(d.new)
+		for j := range d.new.chains {
+			c := &d.new.chains[j]
+			prev, ok := oldChains[c.name]
+			if ok && slices.Equal(prev.rules, c.rules) {
+				continue
+			}
+			if !ok {
+				plan.AddedChains = append(plan.AddedChains, c.name)
+			}
+			e.addChain(c.name, true)
+			rewrite[i] = append(rewrite[i], c)
+		}
+		for j := range d.old.chains {
+			if c := &d.old.chains[j]; newChains[c.name] == nil {
+				e.flushChain(c.name)
+				plan.StaleChains = append(plan.StaleChains, c.name)
+			}
+		}
+	}
+	// 3. Affinity sets and per-Service maps: a set's name covers its definition, and all maps
+	// have the same type, so they are only added or deleted (after the flushes above).
+	for _, d := range diffs {
+		for _, mp := range d.old.maps {
+			if !slices.Contains(d.new.maps, mp) {
+				e.deleteMap(mp)
+			}
+		}
+		for _, mp := range d.new.maps {
+			if !slices.Contains(d.old.maps, mp) {
+				e.addMap(mp)
+			}
+		}
+		for j := range d.old.sets {
+			if !hasSet(d.new, d.old.sets[j].name) {
+				e.deleteSet(d.old.sets[j].name)
+			}
+		}
+		for j := range d.new.sets {
+			if !hasSet(d.old, d.new.sets[j].name) {
+				b.addSet(&e, &d.new.sets[j])
+			}
+		}
+	}
+	// 4. Rules of the rewritten chains.
+	for _, cs := range rewrite {
+		for _, c := range cs {
+			e.addRules(c)
+		}
+	}
+	// 5. Elements that are new or changed.
+	for _, d := range diffs {
+		oldElems := elemIndex(d.old)
+		for i := range d.new.elems {
+			el := &d.new.elems[i]
+			if o, ok := oldElems[el.id()]; !ok || !sameElem(o, el) {
+				e.addElem(el)
+			}
+		}
+	}
+	plan.Ops = e.ops
+	return plan
+}
+
+// existing lists the per-Service chains and affinity sets that a Full sync of m wrote.
+func (b *Builder) existing(m *Model) Existing {
+	var ex Existing
+	for _, s := range m.Services {
+		o, _ := b.serviceObjects(s, &m.Node)
+		for i := range o.chains {
+			ex.Chains = append(ex.Chains, o.chains[i].name)
+		}
+		for i := range o.sets {
+			ex.Sets = append(ex.Sets, o.sets[i].name)
+		}
+		ex.Maps = append(ex.Maps, o.maps...)
+	}
+	return ex
+}
+
+// changed reports whether a Service's rules may differ between old o and new s.
+func changed(o, s *Service, moved map[string]bool) bool {
+	if o == nil || s == nil {
+		return o != s
+	}
+	if len(moved) > 0 && (onNodes(o, moved) || onNodes(s, moved)) {
+		return true
+	}
+	return o != s && !reflect.DeepEqual(o, s)
+}
+
+// sameSettings compares the Node fields other than DeadNodes.
+func sameSettings(a, b *Node) bool {
+	return a.Name == b.Name && slices.Equal(a.NodePortAddresses, b.NodePortAddresses) &&
+		slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
+		slices.Equal(a.ServiceCIDRs, b.ServiceCIDRs)
+}
+
+// deadChanged returns the nodes that are dead in exactly one of a and b.
+func deadChanged(a, b map[string]bool) map[string]bool {
+	var out map[string]bool
+	for n, d := range a {
+		if d != b[n] {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[n] = true
+		}
+	}
+	for n, d := range b {
+		if d != a[n] {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[n] = true
+		}
+	}
+	return out
+}
+
+func onNodes(s *Service, nodes map[string]bool) bool {
+	for i := range s.Ports {
+		for j := range s.Ports[i].Endpoints {
+			if nodes[s.Ports[i].Endpoints[j].Node] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameObjects(a, b *objects) bool {
+	if len(a.chains) != len(b.chains) || len(a.sets) != len(b.sets) || len(a.elems) != len(b.elems) {
+		return false
+	}
+	for i := range a.chains {
+		if a.chains[i].name != b.chains[i].name || !slices.Equal(a.chains[i].rules, b.chains[i].rules) {
+			return false
+		}
+	}
+	for i := range a.elems {
+		if a.elems[i].id() != b.elems[i].id() || !sameElem(&a.elems[i], &b.elems[i]) {
+			return false
+		}
+	}
+	return slices.Equal(a.sets, b.sets) && slices.Equal(a.maps, b.maps)
+}
+
+func sameElem(a, b *elem) bool { return a.value == b.value && a.comment == b.comment }
+
+func elemIndex(o *objects) map[string]*elem {
+	m := make(map[string]*elem, len(o.elems))
+	for i := range o.elems {
+		m[o.elems[i].id()] = &o.elems[i]
+	}
+	return m
+}
+
+func chainIndex(o *objects) map[string]*chain {
+	m := make(map[string]*chain, len(o.chains))
+	for i := range o.chains {
+		m[o.chains[i].name] = &o.chains[i]
+	}
+	return m
+}
+
+func hasSet(o *objects, name string) bool {
+	for i := range o.sets {
+		if o.sets[i].name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,218 @@
+package nftrules_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules/nftrulestest"
+	"sigs.k8s.io/knftables"
+)
+
+// normalized is a Fake's dump with element lines sorted (the Fake keeps elements in insertion
+// order; nft does not order them at all) and everything else as dumped.
+func normalized(fake *knftables.Fake) string {
+	var rest, elems []string
+	for _, l := range strings.Split(fake.Dump(), "\n") {
+		if strings.HasPrefix(l, "add element ") {
+			elems = append(elems, l)
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	slices.Sort(elems)
+	return strings.Join(append(rest, elems...), "\n")
+}
+
+// applyIncremental runs Incremental(old, m) on fake, then deletes the stale chains as the caller
+// would later, and returns the plan.
+func applyIncremental(t *testing.T, b *nftrules.Builder, fake *knftables.Fake, old, m *nftrules.Model) nftrules.Plan {
+	t.Helper()
+	tx := fake.NewTransaction()
+	plan := b.Incremental(tx, old, m)
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatalf("incremental: %v\n%s", err, tx)
+	}
+	if len(plan.StaleChains) > 0 {
+		tx := fake.NewTransaction()
+		nftrules.DeleteChains(tx, plan.StaleChains)
+		if err := fake.Run(context.Background(), tx); err != nil {
+			t.Fatalf("deleting stale chains: %v\n%s", err, tx)
+		}
+	}
+	return plan
+}
+
+// TestIncrementalMatchesFull applies random chains of changes incrementally and checks that the
+// table always equals a fresh full sync of the same model.
+func TestIncrementalMatchesFull(t *testing.T) {
+	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		t.Run(string(fam), func(t *testing.T) {
+			b := builder(t, nftrules.Config{Family: fam, MaglevTableSize: 13})
+			for seed := range uint64(40) {
+				g := nftrulestest.NewGen(seed)
+				const universe = 8
+				m := g.Model(universe / 2)
+				fake, _ := fullFake(t, b, m)
+				for step := range 15 {
+					next := g.Mutate(m, universe)
+					applyIncremental(t, b, fake, m, next)
+					want, _ := fullFake(t, b, next)
+					if diff := cmp.Diff(normalized(want), normalized(fake)); diff != "" {
+						t.Fatalf("seed %d step %d: incremental differs from full (-full +incremental):\n%s", seed, step, diff)
+					}
+					m = next
+				}
+			}
+		})
+	}
+}
+
+func TestIncrementalNoChange(t *testing.T) {
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	g := nftrulestest.NewGen(1)
+	m := g.Model(20)
+	// Same pointers, and deep copies: nothing to write either way.
+	copied := &nftrules.Model{Node: m.Node, Services: map[nftrules.ServiceKey]*nftrules.Service{}}
+	for k, s := range m.Services {
+		copied.Services[k] = nftrulestest.CloneService(s)
+	}
+	for _, next := range []*nftrules.Model{m, copied} {
+		tx := knftables.NewFake(knftables.IPv4Family, nftrules.TableName).NewTransaction()
+		plan := b.Incremental(tx, m, next)
+		if tx.NumOperations() != 0 || len(plan.Changed) != 0 {
+			t.Errorf("no change wrote %d operations for %v:\n%s", tx.NumOperations(), plan.Changed, tx)
+		}
+	}
+}
+
+// TestIncrementalTouchesOnlyChanged: an endpoint change of one Service among 10,000 writes only
+// that Service's chains and elements.
+func TestIncrementalTouchesOnlyChanged(t *testing.T) {
+	const n, changed = 10000, 4321
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	old := nftrulestest.Scale(n)
+	next := nftrulestest.WithEndpointChange(old, changed, 0)
+
+	tx := knftables.NewFake(knftables.IPv4Family, nftrules.TableName).NewTransaction()
+	plan := b.Incremental(tx, old, next)
+	if want := []nftrules.ServiceKey{{Namespace: "ns1", Name: fmt.Sprintf("svc-%d", changed)}}; !slices.Equal(plan.Changed, want) {
+		t.Errorf("Changed = %v, want %v", plan.Changed, want)
+	}
+	lines := strings.Split(strings.TrimSpace(tx.String()), "\n")
+	own := fmt.Sprintf("/svc-%d/", changed)
+	for _, l := range lines {
+		if !strings.Contains(l, own) {
+			t.Errorf("line touches another Service: %s", l)
+		}
+	}
+	text := tx.String()
+	for _, want := range []string{
+		"flush chain ip ironlb endpoint-", // the stale endpoint chain
+		"__10.245.16.225/8080",
+		"add chain ip ironlb endpoint-", // the new one
+		"__10.246.16.225/8080",
+		"meta l4proto tcp dnat to 10.246.16.225:8080",
+		"flush chain ip ironlb service-", // the service chain's cascade is rewritten
+		"numgen random mod 2 0 goto endpoint-",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("transaction lacks %q:\n%s", want, text)
+		}
+	}
+	if len(lines) > 12 || len(plan.StaleChains) != 1 || len(plan.AddedChains) != 1 {
+		t.Errorf("%d operations, stale %v, added %v; want at most 12, one each:\n%s", len(lines), plan.StaleChains, plan.AddedChains, text)
+	}
+}
+
+// TestIncrementalDeadNode: a node declared dead rewrites exactly the Services with endpoints
+// there, and its return restores them.
+func TestIncrementalDeadNode(t *testing.T) {
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	m := model(testNode(),
+		svc("ns1", "a", []netip.Addr{a("10.96.0.1")}, ep("10.244.1.5:80", thisNode), ep("10.244.2.5:80", "node-b")),
+		svc("ns1", "b", []netip.Addr{a("10.96.0.2")}, ep("10.244.1.6:80", thisNode), ep("10.244.3.5:80", "node-c")),
+	)
+	fake, _ := fullFake(t, b, m)
+	before := normalized(fake)
+
+	dead := &nftrules.Model{Node: m.Node, Services: m.Services}
+	dead.Node.DeadNodes = map[string]bool{"node-b": true}
+	plan := applyIncremental(t, b, fake, m, dead)
+	if want := []nftrules.ServiceKey{{Namespace: "ns1", Name: "a"}}; !slices.Equal(plan.Changed, want) {
+		t.Errorf("Changed = %v, want %v", plan.Changed, want)
+	}
+	if d := normalized(fake); strings.Contains(d, "10.244.2.5") {
+		t.Errorf("dead node's endpoint still in the rules:\n%s", d)
+	}
+	applyIncremental(t, b, fake, dead, m)
+	if diff := cmp.Diff(before, normalized(fake)); diff != "" {
+		t.Errorf("node's return did not restore the rules (-before +after):\n%s", diff)
+	}
+}
+
+// TestIncrementalNodeSettingsFull: a change of the node's settings rewrites everything and
+// cleans up what the old model made.
+func TestIncrementalNodeSettingsFull(t *testing.T) {
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	m := model(testNode(), svc("ns1", "a", []netip.Addr{a("10.96.0.1")}, ep("10.244.1.5:80", thisNode)))
+	fake, _ := fullFake(t, b, m)
+	next := &nftrules.Model{Node: m.Node, Services: map[nftrules.ServiceKey]*nftrules.Service{}}
+	next.Node.NodePortAddresses = []netip.Addr{a("192.168.0.10")}
+	plan := applyIncremental(t, b, fake, m, next)
+	if !plan.Full || len(plan.StaleChains) != 2 {
+		t.Errorf("plan = %+v, want a full sync with 2 stale chains", plan)
+	}
+	want, _ := fullFake(t, b, next)
+	if diff := cmp.Diff(normalized(want), normalized(fake)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestFullCleansExisting: a full sync over a table with leftovers flushes stale Service chains
+// (returned for later deletion), deletes stale affinity sets and keeps live ones.
+func TestFullCleansExisting(t *testing.T) {
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	sticky := svc("ns1", "a", []netip.Addr{a("10.96.0.1")}, ep("10.244.1.5:80", thisNode), ep("10.244.2.5:80", "node-b"))
+	sticky.SessionAffinityClientIP = true
+	m := model(testNode(), sticky)
+	fake, _ := fullFake(t, b, m)
+
+	next := model(testNode(), func() *nftrules.Service {
+		s := nftrulestest.CloneService(sticky)
+		s.Ports[0].Endpoints = s.Ports[0].Endpoints[:1]
+		return s
+	}())
+	var ex nftrules.Existing
+	for c := range fake.Table.Chains {
+		ex.Chains = append(ex.Chains, c)
+	}
+	for s := range fake.Table.Sets {
+		ex.Sets = append(ex.Sets, s)
+	}
+	tx := fake.NewTransaction()
+	plan := b.Full(tx, next, ex)
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatalf("%v\n%s", err, tx)
+	}
+	if len(plan.StaleChains) != 1 || !strings.Contains(plan.StaleChains[0], "10.244.2.5") {
+		t.Errorf("StaleChains = %v, want the removed endpoint's chain", plan.StaleChains)
+	}
+	if !strings.Contains(tx.String(), "delete set ip ironlb affinity-") {
+		t.Errorf("stale affinity set not deleted:\n%s", tx)
+	}
+	sets := 0
+	for s := range fake.Table.Sets {
+		if nftrules.IsAffinitySet(s) {
+			sets++
+		}
+	}
+	if sets != 1 {
+		t.Errorf("%d affinity sets left, want 1", sets)
+	}
+}

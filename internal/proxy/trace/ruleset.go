@@ -1,0 +1,173 @@
+package trace
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Ruleset is one nftables table prepared for tracing. It is read-only after construction and
+// safe for concurrent use.
+type Ruleset struct {
+	family knftables.Family
+	chains map[string]*chainDef
+	// hooks lists each hook's base chains in priority order.
+	hooks map[knftables.BaseChainHook][]*chainDef
+	sets  map[string]map[string]bool // set name -> elements (joined keys)
+	maps  map[string]*mapDef
+}
+
+// mapDef is a verdict map's elements, indexed by key.
+type mapDef struct {
+	entries []vmapEntry
+	index   map[string]int
+}
+
+type chainDef struct {
+	name     string
+	hook     knftables.BaseChainHook // "" for a regular chain
+	priority int
+	rules    []*parsedRule
+}
+
+type parsedRule struct {
+	text    string
+	comment string
+	stmts   []stmt
+}
+
+// FromFake prepares the table of fake, a knftables Fake for one table of family, for tracing.
+// It fails if the fake has no table, or a rule uses syntax the tracer does not understand or
+// refers to a chain, set or map that does not exist.
+func FromFake(family knftables.Family, fake *knftables.Fake) (*Ruleset, error) {
+	fake.RLock()
+	defer fake.RUnlock()
+	if fake.Table == nil {
+		return nil, fmt.Errorf("tracing: fake has no table")
+	}
+	return fromTable(family, fake.Table)
+}
+
+// FromDump parses a knftables Fake dump (as Fake.Dump writes it, or a transaction's text) of
+// table in family and prepares it for tracing.
+func FromDump(family knftables.Family, table, dump string) (*Ruleset, error) {
+	fake := knftables.NewFake(family, table)
+	if err := fake.ParseDump(dump); err != nil {
+		return nil, fmt.Errorf("tracing: parsing dump: %w", err)
+	}
+	return FromFake(family, fake)
+}
+
+func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error) {
+	if family != knftables.IPv4Family && family != knftables.IPv6Family {
+		return nil, fmt.Errorf("tracing: family %q is neither ip nor ip6", family)
+	}
+	rs := &Ruleset{
+		family: family,
+		chains: make(map[string]*chainDef, len(t.Chains)),
+		hooks:  map[knftables.BaseChainHook][]*chainDef{},
+		sets:   make(map[string]map[string]bool, len(t.Sets)),
+		maps:   make(map[string]*mapDef, len(t.Maps)),
+	}
+	for name, s := range t.Sets {
+		els := make(map[string]bool, len(s.Elements))
+		for _, e := range s.Elements {
+			els[joinKey(e.Key)] = true
+		}
+		rs.sets[name] = els
+	}
+	for name, m := range t.Maps {
+		md := &mapDef{entries: make([]vmapEntry, 0, len(m.Elements)), index: make(map[string]int, len(m.Elements))}
+		for _, e := range m.Elements {
+			ve := vmapEntry{key: joinKey(e.Key), verdict: strings.Join(e.Value, " . ")}
+			if e.Comment != nil {
+				ve.comment = *e.Comment
+			}
+			if _, err := parseVerdict(ve.verdict); err != nil {
+				return nil, fmt.Errorf("tracing: map %s element %s: %w", name, ve.key, err)
+			}
+			md.index[ve.key] = len(md.entries)
+			md.entries = append(md.entries, ve)
+		}
+		rs.maps[name] = md
+	}
+	for name, c := range t.Chains {
+		cd := &chainDef{name: name}
+		if c.Hook != nil {
+			cd.hook = *c.Hook
+			if c.Priority != nil {
+				p, err := knftables.ParsePriority(rs.family, string(*c.Priority))
+				if err != nil {
+					return nil, fmt.Errorf("tracing: chain %s: %w", name, err)
+				}
+				cd.priority = p
+			}
+			rs.hooks[cd.hook] = append(rs.hooks[cd.hook], cd)
+		}
+		for _, r := range c.Rules {
+			stmts, err := parseRule(r.Rule)
+			if err != nil {
+				return nil, fmt.Errorf("tracing: chain %s: rule %q: %w", name, r.Rule, err)
+			}
+			pr := &parsedRule{text: r.Rule, stmts: stmts}
+			if r.Comment != nil {
+				pr.comment = *r.Comment
+			}
+			cd.rules = append(cd.rules, pr)
+		}
+		rs.chains[name] = cd
+	}
+	for h := range rs.hooks {
+		slices.SortStableFunc(rs.hooks[h], func(a, b *chainDef) int {
+			if a.priority != b.priority {
+				return a.priority - b.priority
+			}
+			return strings.Compare(a.name, b.name)
+		})
+	}
+	// Every jump, goto and set reference must resolve.
+	for _, c := range rs.chains {
+		for _, r := range c.rules {
+			for _, s := range r.stmts {
+				if err := rs.check(&s); err != nil {
+					return nil, fmt.Errorf("tracing: chain %s: rule %q: %w", c.name, r.text, err)
+				}
+			}
+		}
+	}
+	return rs, nil
+}
+
+func (rs *Ruleset) check(s *stmt) error {
+	switch s.kind {
+	case stJump, stGoto:
+		if rs.chains[s.target] == nil {
+			return fmt.Errorf("no chain %q", s.target)
+		}
+	case stLookup, stUpdate:
+		if _, ok := rs.sets[s.set]; !ok {
+			return fmt.Errorf("no set %q", s.set)
+		}
+	case stVmap:
+		entries := s.vmap
+		if s.set != "" {
+			m, ok := rs.maps[s.set]
+			if !ok {
+				return fmt.Errorf("no map %q", s.set)
+			}
+			entries = m.entries
+		}
+		for _, e := range entries {
+			if v, _ := parseVerdict(e.verdict); v.target != "" && rs.chains[v.target] == nil {
+				return fmt.Errorf("no chain %q", v.target)
+			}
+		}
+	}
+	return nil
+}
+
+// joinKey joins a map or set key the way the tracer's expressions produce values: the parts of a
+// concatenation separated by " . ". A key that is already joined is unchanged.
+func joinKey(parts []string) string { return strings.Join(parts, " . ") }

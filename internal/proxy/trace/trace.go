@@ -1,0 +1,661 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Origin is where a traced packet enters the node's stack.
+type Origin uint8
+
+const (
+	// FromNetwork: the packet arrives on an interface, from a client outside the node or from a pod
+	// on it: prerouting, then input (local destination) or forward and postrouting.
+	FromNetwork Origin = iota
+	// FromHost: a process on the node sends it: output and postrouting, then input if the
+	// destination is local.
+	FromHost
+)
+
+func (o Origin) String() string {
+	if o == FromHost {
+		return "host"
+	}
+	return "network"
+}
+
+// Packet is the first packet of a connection.
+type Packet struct {
+	Src, Dst netip.Addr
+	Protocol string // "tcp", "udp" or "sctp"
+	DPort    uint16
+	Origin   Origin
+}
+
+func (p Packet) String() string {
+	return fmt.Sprintf("%s %s -> %s from %s", p.Protocol, p.Src, netip.AddrPortFrom(p.Dst, p.DPort), p.Origin)
+}
+
+// Host describes the node the rules run on.
+type Host struct {
+	// LocalAddrs are the addresses configured on the node (`fib ... type local`, and whether a
+	// destination is delivered locally). Loopback addresses always are.
+	LocalAddrs []netip.Addr
+	// Affinity lists, per affinity set name, client addresses it holds (as if a previous
+	// connection had been made); empty by default.
+	Affinity map[string][]netip.Addr
+}
+
+// Verdict is a path's fate.
+type Verdict uint8
+
+const (
+	// Accept: the packet leaves the table's chains (delivered or forwarded).
+	Accept Verdict = iota
+	// Drop: silently discarded.
+	Drop
+	// Reject: discarded with an ICMP error (connection refused for TCP).
+	Reject
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Drop:
+		return "drop"
+	case Reject:
+		return "reject"
+	}
+	return "accept"
+}
+
+// Step is one rule that matched (or one map entry that was looked up and found).
+type Step struct {
+	Hook    knftables.BaseChainHook
+	Chain   string
+	Rule    string
+	Comment string
+	// Note says what happened: the map entry matched, the choice made, the mark set.
+	Note string
+}
+
+// Path is one way through the rules. Random and round-robin choices fork a trace into one path
+// per choice.
+type Path struct {
+	Steps   []Step
+	Verdict Verdict
+	// Delivery is "input" (the destination is this node), "forward" or "" if dropped or rejected.
+	Delivery string
+	// DNAT is the rewritten destination; invalid if the packet was not DNATed.
+	DNAT netip.AddrPort
+	// Masquerade is true if the packet's source is rewritten to the node's address.
+	Masquerade bool
+	// Choice describes the endpoint choice taken on this path ("numgen random: 1 of 3", "jhash
+	// bucket 17 of 251"); empty if there was none.
+	Choice string
+	// Reason explains a drop or reject: the rule's comment, or the map and chain that decided.
+	Reason string
+}
+
+// Result is the outcome of tracing one packet.
+type Result struct {
+	Packet Packet
+	Paths  []Path
+}
+
+// Targets returns the distinct DNAT targets of the paths, sorted; none if nothing was DNATed.
+func (r *Result) Targets() []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, p := range r.Paths {
+		if p.DNAT.IsValid() && !slices.Contains(out, p.DNAT) {
+			out = append(out, p.DNAT)
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return out
+}
+
+// Summary is a one-line outcome for tests: "DNAT 10.0.0.1:80, 10.0.0.2:80 masq" style, or
+// "drop" / "reject" (with all paths agreeing), or the paths' outcomes joined with " | ".
+func (r *Result) Summary() string {
+	var outs []string
+	for _, p := range r.Paths {
+		s := p.Verdict.String()
+		if p.Verdict == Accept {
+			s = "accept"
+			if p.DNAT.IsValid() {
+				s = "DNAT " + p.DNAT.String()
+			}
+			if p.Masquerade {
+				s += " masq"
+			}
+		}
+		if !slices.Contains(outs, s) {
+			outs = append(outs, s)
+		}
+	}
+	slices.Sort(outs)
+	return strings.Join(outs, " | ")
+}
+
+// ErrLoop is returned when a trace runs too many rules (a jump cycle).
+var ErrLoop = errors.New("tracing: too many steps (loop in the rules?)")
+
+const maxSteps = 10000
+
+// Trace walks p through the rules on host h. Errors mean the ruleset or packet is outside what
+// the tracer understands (an unsupported expression, a family mismatch) or the rules loop.
+func (rs *Ruleset) Trace(p Packet, h Host) (*Result, error) {
+	v6 := rs.family == knftables.IPv6Family
+	if !p.Src.IsValid() || !p.Dst.IsValid() || p.Src.Unmap().Is6() != v6 || p.Dst.Unmap().Is6() != v6 {
+		return nil, fmt.Errorf("tracing: packet %s is not of family %s", p, rs.family)
+	}
+	switch p.Protocol {
+	case "tcp", "udp", "sctp":
+	default:
+		return nil, fmt.Errorf("tracing: protocol %q is not tcp, udp or sctp", p.Protocol)
+	}
+	p.Src, p.Dst = p.Src.Unmap(), p.Dst.Unmap()
+	t := &tracer{rs: rs, host: h, local: map[netip.Addr]bool{}, affinity: map[string]map[netip.Addr]bool{}}
+	for _, a := range h.LocalAddrs {
+		t.local[a.Unmap()] = true
+	}
+	for s, addrs := range h.Affinity {
+		t.affinity[s] = map[netip.Addr]bool{}
+		for _, a := range addrs {
+			t.affinity[s][a.Unmap()] = true
+		}
+	}
+	st := &state{src: p.Src, dst: p.Dst, dport: p.DPort, proto: p.Protocol}
+	var hooks []knftables.BaseChainHook
+	if p.Origin == FromHost {
+		hooks = []knftables.BaseChainHook{knftables.OutputHook, knftables.PostroutingHook, "local-in"}
+	} else {
+		hooks = []knftables.BaseChainHook{knftables.PreroutingHook, "route"}
+	}
+	paths, err := t.walk(st, hooks)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Packet: p, Paths: paths}, nil
+}
+
+type tracer struct {
+	rs       *Ruleset
+	host     Host
+	local    map[netip.Addr]bool
+	affinity map[string]map[netip.Addr]bool
+	steps    int
+}
+
+// state is one path's packet and history; forks copy it.
+type state struct {
+	src, dst  netip.Addr
+	dport     uint16
+	proto     string
+	mark      uint32
+	dnat      netip.AddrPort
+	masq      bool
+	hook      knftables.BaseChainHook
+	steps     []Step
+	choice    string
+	final     bool
+	verdict   Verdict
+	reason    string
+	delivery  string
+	via       string // the last map entry matched, for reasons
+	stack     []frame
+	chainDone bool // the current base chain ended early (accept, NAT)
+}
+
+type frame struct {
+	chain *chainDef
+	idx   int
+}
+
+func (s *state) clone() *state {
+	c := *s
+	c.steps = slices.Clone(s.steps)
+	c.stack = slices.Clone(s.stack)
+	return &c
+}
+
+func (t *tracer) isLocal(a netip.Addr) bool { return a.IsLoopback() || t.local[a] }
+
+// walk runs the hooks in order ("route" decides input or forward+postrouting, "local-in" runs
+// input if the destination is local) and returns the finished paths.
+func (t *tracer) walk(st *state, hooks []knftables.BaseChainHook) ([]Path, error) {
+	if st.final || len(hooks) == 0 {
+		if !st.final && st.delivery == "" {
+			st.delivery = "forward"
+			if t.isLocal(st.dst) {
+				st.delivery = "input"
+			}
+		}
+		return []Path{st.path()}, nil
+	}
+	hook, rest := hooks[0], hooks[1:]
+	switch hook {
+	case "route":
+		if t.isLocal(st.dst) {
+			st.delivery = "input"
+			return t.walk(st, append([]knftables.BaseChainHook{knftables.InputHook}, rest...))
+		}
+		st.delivery = "forward"
+		return t.walk(st, append([]knftables.BaseChainHook{knftables.ForwardHook, knftables.PostroutingHook}, rest...))
+	case "local-in":
+		if t.isLocal(st.dst) {
+			st.delivery = "input"
+			return t.walk(st, append([]knftables.BaseChainHook{knftables.InputHook}, rest...))
+		}
+		st.delivery = "forward"
+		return t.walk(st, rest)
+	}
+	states := []*state{st}
+	for _, bc := range t.rs.hooks[hook] {
+		var next []*state
+		for _, s := range states {
+			if s.final {
+				next = append(next, s)
+				continue
+			}
+			s.hook = hook
+			out, err := t.runBase(s, bc)
+			if err != nil {
+				return nil, err
+			}
+			next = append(next, out...)
+		}
+		states = next
+	}
+	var paths []Path
+	for _, s := range states {
+		ps, err := t.walk(s, rest)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, ps...)
+	}
+	return paths, nil
+}
+
+func (s *state) path() Path {
+	p := Path{Steps: s.steps, DNAT: s.dnat, Masquerade: s.masq, Choice: s.choice, Reason: s.reason}
+	if s.final {
+		p.Verdict = s.verdict
+	} else {
+		p.Delivery = s.delivery
+	}
+	return p
+}
+
+// runBase runs base chain bc to its end (or a terminal verdict) and returns the resulting states.
+func (t *tracer) runBase(st *state, bc *chainDef) ([]*state, error) {
+	st.stack = []frame{{chain: bc}}
+	st.chainDone = false
+	return t.run(st)
+}
+
+func (t *tracer) run(st *state) ([]*state, error) {
+	for len(st.stack) > 0 && !st.final && !st.chainDone {
+		f := &st.stack[len(st.stack)-1]
+		if f.idx >= len(f.chain.rules) {
+			st.stack = st.stack[:len(st.stack)-1] // end of chain: return to the caller
+			continue
+		}
+		r := f.chain.rules[f.idx]
+		f.idx++
+		if t.steps++; t.steps > maxSteps {
+			return nil, ErrLoop
+		}
+		branches, err := t.evalRule(st, f.chain, r)
+		if err != nil {
+			return nil, fmt.Errorf("tracing: chain %s: rule %q: %w", f.chain.name, r.text, err)
+		}
+		if len(branches) == 1 && branches[0] == st {
+			continue
+		}
+		var out []*state
+		for _, b := range branches {
+			res, err := t.run(b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+		}
+		return out, nil
+	}
+	st.stack = nil
+	return []*state{st}, nil
+}
+
+// evalRule evaluates one rule on st. It returns st itself (possibly changed) unless the rule
+// forks, in which case it returns the forked states.
+func (t *tracer) evalRule(st *state, c *chainDef, r *parsedRule) ([]*state, error) {
+	return t.evalFrom(st, c, r, 0, Step{Hook: st.hook, Chain: c.name, Rule: r.text, Comment: r.comment})
+}
+
+// evalFrom evaluates r's statements from the i'th on.
+func (t *tracer) evalFrom(st *state, c *chainDef, r *parsedRule, i int, step Step) ([]*state, error) {
+	for ; i < len(r.stmts); i++ {
+		s := &r.stmts[i]
+		switch s.kind {
+		case stMatch, stLookup:
+			if len(s.expr) == 1 && s.expr[0].kind == pNumgen && s.kind == stMatch {
+				// A numgen comparison (a cascade): follow both outcomes.
+				pr := s.expr[0]
+				mode := "random"
+				if pr.inc {
+					mode = "inc"
+				}
+				taken := st.clone()
+				taken.choice = fmt.Sprintf("numgen %s mod %d = %s", mode, pr.mod, strings.Join(s.values, ","))
+				ts := step
+				ts.Note = appendNote(ts.Note, taken.choice)
+				out, err := t.evalFrom(taken, c, r, i+1, ts)
+				if err != nil {
+					return nil, err
+				}
+				st.choice = fmt.Sprintf("numgen %s mod %d != %s", mode, pr.mod, strings.Join(s.values, ","))
+				return append(out, st), nil
+			}
+			ok, err := t.match(st, s)
+			if err != nil || !ok {
+				return []*state{st}, err
+			}
+		case stVmap:
+			return t.vmap(st, s, step)
+		case stCounter:
+		case stMarkSet:
+			if s.markOr {
+				st.mark |= s.mark
+			} else {
+				st.mark ^= s.mark
+			}
+			step.Note = appendNote(step.Note, fmt.Sprintf("mark %#x", st.mark))
+		case stUpdate:
+			step.Note = appendNote(step.Note, "affinity recorded in "+s.set)
+		case stDNAT:
+			st.dnat = s.dnat
+			st.dst, st.dport = s.dnat.Addr(), s.dnat.Port()
+			step.Note = appendNote(step.Note, "DNAT to "+s.dnat.String())
+			st.steps = append(st.steps, step)
+			st.chainDone = true
+			return []*state{st}, nil
+		case stMasquerade:
+			st.masq = true
+			step.Note = appendNote(step.Note, "masquerade")
+			st.steps = append(st.steps, step)
+			st.chainDone = true
+			return []*state{st}, nil
+		default:
+			st.steps = append(st.steps, step)
+			t.verdict(st, verdict{kind: s.kind, target: s.target}, step)
+			return []*state{st}, nil
+		}
+	}
+	st.steps = append(st.steps, step)
+	return []*state{st}, nil
+}
+
+func appendNote(note, s string) string {
+	if note == "" {
+		return s
+	}
+	return note + "; " + s
+}
+
+// verdict applies a verdict, given by the rule of step, to st.
+func (t *tracer) verdict(st *state, v verdict, step Step) {
+	switch v.kind {
+	case stJump:
+		st.stack = append(st.stack, frame{chain: t.rs.chains[v.target]})
+	case stGoto:
+		st.stack[len(st.stack)-1] = frame{chain: t.rs.chains[v.target]}
+	case stReturn:
+		st.stack = st.stack[:len(st.stack)-1]
+	case stAccept:
+		st.chainDone = true
+	case stDrop, stReject:
+		st.final = true
+		st.verdict = Drop
+		if v.kind == stReject {
+			st.verdict = Reject
+		}
+		st.reason = step.Comment
+		if st.reason == "" {
+			st.reason = fmt.Sprintf("%q in %s", step.Rule, step.Chain)
+		}
+		if st.via != "" {
+			st.reason += ", via " + st.via
+		}
+	}
+}
+
+// vmap looks up s's expression in its map and applies the verdict. numgen expressions fork one
+// state per entry.
+func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
+	entries := s.vmap
+	var index map[string]int
+	if s.set != "" {
+		entries, index = t.rs.maps[s.set].entries, t.rs.maps[s.set].index
+	}
+	if len(s.expr) == 1 && s.expr[0].kind == pNumgen {
+		pr := s.expr[0]
+		mode := "random"
+		if pr.inc {
+			mode = "inc"
+		}
+		var out []*state
+		for i := uint32(0); i < pr.mod; i++ {
+			e, ok := lookup(entries, index, strconv.FormatUint(uint64(i), 10))
+			if !ok {
+				continue // the kernel would fall through on this value; nftrules fills them all
+			}
+			b := st.clone()
+			b.choice = fmt.Sprintf("numgen %s: %d of %d", mode, i, pr.mod)
+			bs := step
+			bs.Note = fmt.Sprintf("%s -> %s", b.choice, e.verdict)
+			b.steps = append(b.steps, bs)
+			pv, err := parseVerdict(e.verdict)
+			if err != nil {
+				return nil, err
+			}
+			t.verdict(b, pv, step)
+			out = append(out, b)
+		}
+		if len(out) == 0 {
+			return []*state{st}, nil
+		}
+		return out, nil
+	}
+	key, err := t.eval(st, s.expr)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := lookup(entries, index, key)
+	if !ok {
+		return []*state{st}, nil
+	}
+	if len(s.expr) == 1 && s.expr[0].kind == pJhash {
+		st.choice = fmt.Sprintf("jhash bucket %s of %d", key, s.expr[0].mod)
+		step.Note = st.choice + " -> " + e.verdict
+	} else {
+		where := "literal map"
+		if s.set != "" {
+			where = "@" + s.set
+		}
+		step.Note = fmt.Sprintf("%s: %s -> %s", where, key, e.verdict)
+		if e.comment != "" {
+			step.Note += " (" + e.comment + ")"
+		}
+		st.via = fmt.Sprintf("%s %s", where, key)
+		if e.comment != "" {
+			st.via += " (" + e.comment + ")"
+		}
+	}
+	st.steps = append(st.steps, step)
+	pv, err := parseVerdict(e.verdict)
+	if err != nil {
+		return nil, err
+	}
+	t.verdict(st, pv, step)
+	return []*state{st}, nil
+}
+
+// lookup finds key among entries: exactly, else by matching each part (prefixes, ranges).
+func lookup(entries []vmapEntry, index map[string]int, key string) (vmapEntry, bool) {
+	if i, ok := index[key]; ok {
+		return entries[i], true
+	}
+	for _, e := range entries {
+		if e.key == key {
+			return e, true
+		}
+	}
+	for _, e := range entries {
+		if matchValue(key, e.key) {
+			return e, true
+		}
+	}
+	return vmapEntry{}, false
+}
+
+func (t *tracer) match(st *state, s *stmt) (bool, error) {
+	v, err := t.eval(st, s.expr)
+	if err != nil {
+		return false, err
+	}
+	if v == "" { // e.g. "tcp dport" on a UDP packet: the expression does not apply
+		return false, nil
+	}
+	var found bool
+	if s.kind == stLookup {
+		if set, ok := t.rs.sets[s.set]; ok {
+			found = set[v]
+			if !found {
+				for k := range set {
+					if matchValue(v, k) {
+						found = true
+						break
+					}
+				}
+			}
+			if !found && len(s.expr) == 1 {
+				if a, err := netip.ParseAddr(v); err == nil && t.affinity[s.set][a] {
+					found = true
+				}
+			}
+		}
+	} else {
+		for _, want := range s.values {
+			if matchValue(v, want) {
+				found = true
+				break
+			}
+		}
+	}
+	return found != s.neg, nil
+}
+
+// eval computes an expression's value on st, the parts of a concatenation joined by " . ". It
+// returns "" if the expression does not apply to the packet.
+func (t *tracer) eval(st *state, expr []prim) (string, error) {
+	parts := make([]string, 0, len(expr))
+	v6 := t.rs.family == knftables.IPv6Family
+	for _, p := range expr {
+		switch p.kind {
+		case pSaddr, pDaddr:
+			if (p.family == "ip6") != v6 {
+				return "", fmt.Errorf("%s in a %s table", p.text, t.rs.family)
+			}
+			a := st.src
+			if p.kind == pDaddr {
+				a = st.dst
+			}
+			parts = append(parts, a.String())
+		case pL4Proto:
+			parts = append(parts, st.proto)
+		case pDport:
+			if p.proto != "" && p.proto != st.proto {
+				return "", nil
+			}
+			parts = append(parts, strconv.Itoa(int(st.dport)))
+		case pFibSaddr, pFibDaddr:
+			a := st.src
+			if p.kind == pFibDaddr {
+				a = st.dst
+			}
+			typ := "unicast"
+			if t.isLocal(a) {
+				typ = "local"
+			}
+			parts = append(parts, typ)
+		case pCtState:
+			parts = append(parts, "new")
+		case pMark:
+			m := st.mark
+			if p.mask != 0 {
+				m &= p.mask
+			}
+			parts = append(parts, strconv.FormatUint(uint64(m), 10))
+		case pJhash:
+			if (p.family == "ip6") != v6 {
+				return "", fmt.Errorf("%s in a %s table", p.text, t.rs.family)
+			}
+			key := st.src.AsSlice()
+			parts = append(parts, strconv.FormatUint(uint64(bucket(jhash(key, p.seed), p.mod)), 10))
+		case pNumgen:
+			return "", fmt.Errorf("numgen is only supported with vmap")
+		default:
+			return "", fmt.Errorf("unsupported expression %q", p.text)
+		}
+	}
+	return strings.Join(parts, " . "), nil
+}
+
+// matchValue compares a value with a wanted value part by part: addresses against prefixes,
+// numbers numerically (and against ranges "a-b"), anything else as text.
+func matchValue(v, want string) bool {
+	if v == want {
+		return true
+	}
+	vp := strings.Split(v, " . ")
+	wp := strings.Split(want, " . ")
+	if len(vp) != len(wp) {
+		return false
+	}
+	for i := range vp {
+		if !matchPart(vp[i], wp[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchPart(v, want string) bool {
+	if v == want {
+		return true
+	}
+	if strings.Contains(want, "/") {
+		pfx, err1 := netip.ParsePrefix(want)
+		a, err2 := netip.ParseAddr(v)
+		return err1 == nil && err2 == nil && pfx.Contains(a)
+	}
+	n, err := strconv.ParseUint(v, 0, 64)
+	if err != nil {
+		return false
+	}
+	if lo, hi, ok := strings.Cut(want, "-"); ok {
+		l, err1 := strconv.ParseUint(lo, 0, 64)
+		h, err2 := strconv.ParseUint(hi, 0, 64)
+		return err1 == nil && err2 == nil && l <= n && n <= h
+	}
+	w, err := strconv.ParseUint(want, 0, 64)
+	return err == nil && n == w
+}
