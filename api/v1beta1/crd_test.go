@@ -46,8 +46,8 @@ import (
 
 const crdDir = "../../config/crd/bases"
 
-// wantCRDs is the API MetalLB v0.16.1 serves, minus BGPPeer v1beta1: ironlb
-// has no conversion webhook, so BGPPeer is served as v1beta2 alone.
+// wantCRDs is the API MetalLB v0.16.1 serves. BGPPeer v1beta1 is converted by the apiserver
+// (strategy None) instead of MetalLB's conversion webhook: the versions share their fields.
 var wantCRDs = map[string]struct {
 	plural   string
 	versions []string // served; the last is the storage version
@@ -55,7 +55,7 @@ var wantCRDs = map[string]struct {
 	"IPAddressPool":      {"ipaddresspools", []string{"v1beta1"}},
 	"L2Advertisement":    {"l2advertisements", []string{"v1beta1"}},
 	"BGPAdvertisement":   {"bgpadvertisements", []string{"v1beta1"}},
-	"BGPPeer":            {"bgppeers", []string{"v1beta2"}},
+	"BGPPeer":            {"bgppeers", []string{"v1beta1", "v1beta2"}},
 	"Community":          {"communities", []string{"v1beta1"}},
 	"BFDProfile":         {"bfdprofiles", []string{"v1beta1"}},
 	"ServiceL2Status":    {"servicel2statuses", []string{"v1beta1"}},

@@ -28,6 +28,7 @@ func Resource(resource string) schema.GroupResource {
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&IPAddressPool{}, &IPAddressPoolList{},
+		&BGPPeer{}, &BGPPeerList{},
 		&L2Advertisement{}, &L2AdvertisementList{},
 		&BGPAdvertisement{}, &BGPAdvertisementList{},
 		&Community{}, &CommunityList{},
