@@ -61,3 +61,41 @@ func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
 	return cmd
 }
+
+func benchSoakCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var o failover.SoakOptions
+	cmd := &cobra.Command{
+		Use:   "bench-soak",
+		Short: "Run the speakers with no failure but lossy links and saturated cores, and count false alarms (ironlb or MetalLB)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = logf
+			r, err := failover.Soak(c.Context(), l, o)
+			if o.Speaker != "ironlb" {
+				if rerr := failover.Restore(c.Context(), o.Options); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			failover.SoakTable(os.Stdout, []failover.SoakResult{r})
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long")
+	f.IntVar(&o.Loss, "loss", 1, "percent of packets dropped on every node link, each direction")
+	f.BoolVar(&o.Load, "load", true, "saturate both cores with stress-ng")
+	f.StringVar(&o.Speaker, "speaker", "ironlb", "ironlb or metallb")
+	f.StringVar(&o.Memberlist, "memberlist", "default", "MetalLB's memberlist settings: default or tuned")
+	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the node that announces the address")
+	return cmd
+}

@@ -212,7 +212,7 @@ func labCmd() *cobra.Command {
 		Use: "nsinit", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error { return lab.NSInit() },
 	}
-	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, benchFailoverCmd(load))
+	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, benchFailoverCmd(load), benchSoakCmd(load))
 	return cmd
 }
 
