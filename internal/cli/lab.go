@@ -157,6 +157,19 @@ func labCmd() *cobra.Command {
 			return nil
 		},
 	}
+	link := &cobra.Command{
+		Use: "link HOST up|down", Short: "Cut or restore a host's link to the bridge, leaving it running (a partition)", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if args[1] != "up" && args[1] != "down" {
+				return fmt.Errorf("link %s %s: want up or down", args[0], args[1])
+			}
+			return l.SetLink(c.Context(), args[0], args[1] == "up")
+		},
+	}
 	startNode := &cobra.Command{
 		Use: "start-node NODE", Short: "Power a node back on; its agent recreates its Pods", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -212,7 +225,7 @@ func labCmd() *cobra.Command {
 		Use: "nsinit", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error { return lab.NSInit() },
 	}
-	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, benchFailoverCmd(load), benchSoakCmd(load))
+	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load))
 	return cmd
 }
 

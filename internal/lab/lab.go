@@ -460,6 +460,16 @@ func (l *Lab) StopNode(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
+// SetLink cuts (up=false) or restores a host's link to the bridge without stopping anything on it: a
+// network partition between the host and everyone else.
+func (l *Lab) SetLink(ctx context.Context, name string, up bool) error {
+	h, ok := l.Plan.Host(name)
+	if !ok {
+		return fmt.Errorf("no host %q in lab %s", name, l.Plan.Config.Name)
+	}
+	return l.setLink(ctx, h, up)
+}
+
 // StartNode powers a node back on: its link comes up, its control-plane components (on the control-plane
 // node) and its agent start, and the agent recreates its Pods.
 func (l *Lab) StartNode(ctx context.Context, name string) error {

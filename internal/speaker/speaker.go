@@ -79,6 +79,8 @@ type speaker struct {
 	ndp   *layer2.Responder
 	mon   *liveness.Monitor
 	echo  *liveness.Echoer // nil when the echo detector is off
+	st    *statusWriter
+	sp    *spreadState
 	ifi   *net.Interface
 	kick  chan struct{}
 	start time.Time
@@ -108,6 +110,7 @@ type metrics struct {
 	conflicts prometheus.Counter
 	peersDead *prometheus.CounterVec
 	detection prometheus.Histogram
+	strictARP prometheus.Gauge
 }
 
 // Run runs the speaker until ctx ends.
@@ -147,8 +150,14 @@ func Run(ctx context.Context, cfg Config) error {
 		detection: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlb_speaker_detection_seconds", Help: "Silence of a peer node when the echo detector declared it dead.",
 			Buckets: []float64{.01, .02, .03, .04, .05, .06, .08, .1, .15, .2, .5, 1}}),
 	}
-	reg.MustRegister(s.m.announced, s.m.takeovers, s.m.conflicts, s.m.peersDead, s.m.detection)
-	onConflict := func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac) }
+	s.m.strictARP = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_kube_proxy_strict_arp_missing", Help: "1 when kube-proxy runs in IPVS mode without strictARP, so every node answers ARP for the Services' addresses."})
+	reg.MustRegister(s.m.announced, s.m.takeovers, s.m.conflicts, s.m.peersDead, s.m.detection, s.m.strictARP)
+	onConflict := func(ip netip.Addr, mac net.HardwareAddr) {
+		if !s.sp.isSpread(ip) { // in spread mode other nodes answer too, by design
+			s.duplicate(ip, mac)
+		}
+	}
+	s.sp = newSpreadState(cfg.Node, ifi.HardwareAddr)
 	// The responders, detectors and metrics outlive ctx by the handover grace: on SIGTERM this node tells
 	// its peers it leaves and keeps answering until they have taken over.
 	ioctx, stopIO := context.WithCancel(context.Background())
@@ -160,6 +169,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if s.arp, err = layer2.NewARP(ifi, conn, layer2.Config{OnConflict: onConflict, Logger: s.log}); err != nil {
 		return err
 	}
+	s.arp.SetAnswerFunc(s.sp.answer)
 	go func() {
 		if err := s.arp.Run(ioctx); err != nil && ioctx.Err() == nil {
 			s.log.Error("ARP responder stopped", "err", err)
@@ -169,6 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if nconn, err := layer2.ListenNDP(ifi); err == nil {
 			if groups, err := layer2.ListenGroups(ifi); err == nil {
 				if s.ndp, err = layer2.NewNDP(ifi, nconn, groups, layer2.Config{OnConflict: onConflict, Logger: s.log}); err == nil {
+					s.ndp.SetAnswerFunc(s.sp.answer)
 					go func() { _ = s.ndp.Run(ioctx) }()
 				}
 			}
@@ -212,6 +223,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
+	s.st = newStatusWriter(dyn, cfg.Namespace, cfg.Node, s.log)
+	go s.st.Run(ioctx)
+	go s.watchStrictARP(ioctx, 5*time.Minute)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	s.svcs = inf.Core().V1().Services().Informer()
 	s.slices = inf.Discovery().V1().EndpointSlices().Informer()
@@ -355,6 +369,7 @@ func (s *speaker) reconcile(ctx context.Context) {
 	eps := s.endpoints()
 	var svcs []election.Service
 	adsFor := map[string][]election.Advertisement{}
+	spreadKeys := map[string]bool{}
 	for _, o := range s.svcs.GetStore().List() {
 		svc := o.(*corev1.Service)
 		if !config.Ours(svc, s.cfg.LBClass) {
@@ -375,6 +390,9 @@ func (s *speaker) reconcile(ctx context.Context) {
 			continue // an address in no pool is never announced, even if someone forged the status
 		}
 		adsFor[key] = selecting(ads, pool)
+		if svc.Annotations[AnnotationSpread] == "true" {
+			spreadKeys[key] = true
+		}
 		svcs = append(svcs, election.Service{Key: key, Addrs: addrs,
 			Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 			Endpoints: eps[key]})
@@ -387,17 +405,27 @@ func (s *speaker) reconcile(ctx context.Context) {
 		}
 	}
 	keys := map[netip.Addr]bool{}
+	rings := map[netip.Addr]election.Ring{}
 	for _, group := range election.Group(svcs) {
 		// Current is this speaker's memory of the last winner: every speaker computes the same elections
 		// from the same view, so their memories agree, and a node whose own hold-down ends a moment
 		// before the others' does not grab an address from its announcer in between.
+		spread := spreadKeys[group[0].Key]
 		d := election.Elect(election.Input{Services: group, Advertisements: adsFor[group[0].Key], HoldDown: s.cfg.HoldDown,
-			Current: s.current[electionKey(group)]}, nodes, now)
+			Current: s.current[electionKey(group)], Spread: spread}, nodes, now)
 		keys[d.Key] = true
 		if d.Node != "" {
 			s.current[d.Key] = d.Node
 		} else {
 			delete(s.current, d.Key)
+		}
+		if spread && d.Node != "" && slices.Contains(d.Spread, s.cfg.Node) {
+			ring := election.NewRing(d.Key, d.Spread)
+			for _, a := range d.Addrs {
+				want[a] = group[0].Key
+				rings[a] = ring
+			}
+			continue
 		}
 		if d.Node != s.cfg.Node {
 			continue
@@ -406,11 +434,26 @@ func (s *speaker) reconcile(ctx context.Context) {
 			want[a] = group[0].Key
 		}
 	}
+	repoint := s.sp.set(rings)
 	for a, key := range want {
 		if _, ok := s.announced[a]; ok {
 			continue
 		}
-		s.announce(a, key)
+		_, spread := rings[a]
+		s.announce(a, key, spread)
+	}
+	// Spread mode: the clients this node took over (a node left or joined the ring) learn its MAC now.
+	for a, cs := range repoint {
+		r := s.responder(a)
+		if r == nil {
+			continue
+		}
+		for _, c := range cs {
+			if err := r.GratuitousTo(a, c.ip, c.mac, s.ifi.HardwareAddr); err != nil {
+				s.log.Debug("re-pointing a client", "ip", a, "client", c.ip, "err", err)
+			}
+		}
+		s.log.Info("spread: re-pointed clients", "ip", a, "clients", len(cs))
 	}
 	for a, key := range s.announced {
 		if _, ok := want[a]; !ok {
@@ -426,12 +469,20 @@ func (s *speaker) reconcile(ctx context.Context) {
 	// announce ours again so that each of us sees the other's claim and resolve settles it.
 	if len(returned) > 0 {
 		for a := range s.announced {
+			if s.sp.isSpread(a) {
+				continue
+			}
 			if r := s.responder(a); r != nil {
 				_ = r.Gratuitous(a)
 			}
 		}
 	}
 	s.m.announced.Set(float64(len(s.announced)))
+	status := map[string][]string{}
+	for _, key := range s.announced {
+		status[key] = []string{s.ifi.Name}
+	}
+	s.st.Set(status)
 }
 
 // electionKey is the key Elect uses for a group (Decision.Key): the smallest primary address.
@@ -457,7 +508,7 @@ func (s *speaker) responder(a netip.Addr) *layer2.Responder {
 	return s.ndp
 }
 
-func (s *speaker) announce(a netip.Addr, key string) {
+func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 	r := s.responder(a)
 	if r == nil {
 		return
@@ -471,6 +522,12 @@ func (s *speaker) announce(a netip.Addr, key string) {
 	s.annKeys[a] = key
 	s.mu.Unlock()
 	s.m.takeovers.WithLabelValues("elected").Inc()
+	if spread {
+		// No broadcast: it would steer every client to this node. Clients are answered (and
+		// re-pointed) one by one.
+		s.log.Info("announcing in spread mode", "ip", a, "service", key)
+		return
+	}
 	// Gratuitous announcements at once and a few times more against loss (as request and reply).
 	if err := r.Gratuitous(a); err != nil {
 		s.log.Warn("gratuitous announcement", "ip", a, "err", err)

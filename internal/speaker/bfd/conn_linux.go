@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -78,12 +79,11 @@ func (c *UDPConn) listen(a netip.Addr) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	opts := [][3]int{{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1}}
-	if a.Is4() {
-		opts = append(opts, [3]int{unix.IPPROTO_IP, unix.IP_RECVTTL, 1}, [3]int{unix.IPPROTO_IP, unix.IP_PKTINFO, 1})
-	} else {
-		opts = append(opts, [3]int{unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1},
-			[3]int{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1})
+	// No SO_REUSEADDR: on UDP it would let us share the port with another BFD daemon, which would
+	// then receive our peers' packets.
+	opts := [][3]int{{unix.IPPROTO_IP, unix.IP_RECVTTL, 1}, {unix.IPPROTO_IP, unix.IP_PKTINFO, 1}}
+	if a.Is6() {
+		opts = [][3]int{{unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1}, {unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1}}
 	}
 	if err := setsockopts(fd, opts); err != nil {
 		unix.Close(fd)
@@ -183,6 +183,15 @@ func (c *UDPConn) Recv(b []byte, deadline time.Time) (Datagram, bool, error) {
 		}
 		if n == 0 {
 			return Datagram{}, false, nil
+		}
+		for _, pfd := range c.pfds[:len(c.rx)] {
+			switch {
+			case pfd.Revents&unix.POLLNVAL != 0:
+				return Datagram{}, false, fmt.Errorf("bfd: receiving socket %d: %w", pfd.Fd, net.ErrClosed)
+			case pfd.Revents&unix.POLLERR != 0:
+				// A pending socket error would make ppoll return at once forever: clear it.
+				_, _ = unix.GetsockoptInt(int(pfd.Fd), unix.SOL_SOCKET, unix.SO_ERROR)
+			}
 		}
 		if c.pfds[len(c.pfds)-1].Revents != 0 {
 			var buf [8]byte

@@ -20,11 +20,13 @@ type Config struct {
 	// Log receives the manager's logs (nil: none). Keys: peer, local, state, diag.
 	Log *slog.Logger
 	// OnChange is called with every session state change, in order, from the goroutine that called
-	// Run, never from the protocol loop: it may block, and changes queue up meanwhile.
+	// Run, never from the protocol loop: it may block, and changes queue up meanwhile (without
+	// limit). State changes are logged from there too.
 	OnChange func(StateChange)
 	// Realtime runs the protocol loop on its own OS thread with SCHED_FIFO priority and a timer
-	// slack of 1 ns, so that sending and failure detection hold tight intervals while the CPUs are
-	// busy. Without the privilege (EPERM) the loop runs at normal priority; Stats says which.
+	// slack of 1 ns, waking at least every 5 ms, so that sending and failure detection hold tight
+	// intervals while the CPUs are busy. Without the privilege (CAP_SYS_NICE; EPERM) the loop runs
+	// at normal priority; Stats says which. See also SetProcessNice.
 	Realtime bool
 	// Rand supplies local discriminators and transmission jitter (nil: math/rand/v2's global
 	// source). It is used from the protocol loop only.
@@ -57,6 +59,8 @@ type Stats struct {
 	// MaxLateness is the longest the protocol loop has run after a session's deadline (a packet due
 	// or a detection time expiring): a measure of scheduling delay.
 	MaxLateness time.Duration
+	// LateOver1ms, LateOver5ms and LateOver20ms count the deadlines handled that late.
+	LateOver1ms, LateOver5ms, LateOver20ms uint64
 	// Realtime reports whether the protocol loop got SCHED_FIFO priority (see Config.Realtime);
 	// RealtimeErr says why not, when it was asked for.
 	Realtime    bool
@@ -69,33 +73,55 @@ var ErrRunning = errors.New("bfd: manager already running")
 // How long a removed session keeps telling its peer it is AdminDown before it is deleted.
 const lingerTime = SlowInterval
 
+// realtimeMaxWait bounds each wait of a realtime loop. Go's runtime takes the processor (P) away
+// from a goroutine blocked in a system call for more than 10 ms; getting one back afterwards may
+// wait for threads of normal priority, which a busy machine delays by tens of milliseconds. Waking
+// more often keeps the P.
+const realtimeMaxWait = 5 * time.Millisecond
+
 // drainLimit bounds the packets read before the timers are looked at, so a flood cannot starve them.
 const drainLimit = 256
 
 // Manager runs BFD sessions on a Conn, one per peer address. Peers are added and removed at any
 // time, also before Run; the sessions run while Run does. All protocol state is owned by Run's
 // protocol loop; the methods only record what is wanted and wake it.
+//
+// The loop never waits for a lock that a goroutine of normal priority holds (which a busy machine
+// may leave unscheduled for tens of milliseconds): it reads the wanted peers and publishes statuses
+// through atomic pointers, counts with atomics, and queues state changes on a channel that Run
+// drains.
 type Manager struct {
 	conn    Conn
 	log     *slog.Logger
 	cfg     Config
 	running atomic.Bool
-	notify  chan struct{} // a StateChange was queued
+	changes chan StateChange // loop → Run
 
-	mu       sync.Mutex // guards the following fields
-	want     map[netip.Addr]peerSpec
-	dirty    bool // want changed since the loop last looked
-	status   map[netip.Addr]PeerStatus
-	changes  []StateChange
-	stats    Stats
-	received uint64
+	mu    sync.Mutex                              // serializes AddPeer and RemovePeer; never taken by the loop
+	want  atomic.Pointer[map[netip.Addr]peerSpec] // copy on write, under mu
+	dirty atomic.Bool                             // want changed since the loop last looked
+
+	status   atomic.Pointer[map[netip.Addr]PeerStatus] // replaced by the loop; read-only
+	counters counters
+	rt       atomic.Pointer[error] // the result of setRealtime, once tried
 
 	// Owned by the protocol loop.
-	rnd      rand.Source
-	sessions map[netip.Addr]*peer // by peer address
-	leaving  map[netip.Addr]*peer // removed, saying AdminDown until removeAt
-	byDiscr  map[uint32]*peer     // both of the above, by local discriminator
-	out      []byte
+	rnd         rand.Source
+	sessions    map[netip.Addr]*peer // by peer address
+	leaving     map[netip.Addr]*peer // removed, saying AdminDown until removeAt
+	byDiscr     map[uint32]*peer     // both of the above, by local discriminator
+	statuses    map[netip.Addr]PeerStatus
+	statusDirty bool
+	overflow    []StateChange // changes the channel had no room for, oldest first
+	out         []byte
+}
+
+// counters back Stats.
+type counters struct {
+	received, sent, sendErrors atomic.Uint64
+	dropped                    [len(dropNames)]atomic.Uint64
+	maxLateness                atomic.Int64
+	late1, late5, late20       atomic.Uint64
 }
 
 type peerSpec struct {
@@ -127,19 +153,20 @@ func New(conn Conn, cfg Config) *Manager {
 	if rnd == nil {
 		rnd = globalSource{}
 	}
-	return &Manager{
+	m := &Manager{
 		conn:     conn,
 		log:      log,
 		cfg:      cfg,
-		notify:   make(chan struct{}, 1),
-		want:     map[netip.Addr]peerSpec{},
-		status:   map[netip.Addr]PeerStatus{},
-		stats:    Stats{Dropped: map[DropReason]uint64{}},
+		changes:  make(chan StateChange, 256),
 		rnd:      rnd,
 		sessions: map[netip.Addr]*peer{},
 		leaving:  map[netip.Addr]*peer{},
 		byDiscr:  map[uint32]*peer{},
+		statuses: map[netip.Addr]PeerStatus{},
 	}
+	m.want.Store(&map[netip.Addr]peerSpec{})
+	m.status.Store(&map[netip.Addr]PeerStatus{})
+	return m
 }
 
 // AddPeer asks for a session with peer, sent from local (the zero Addr: the address routing
@@ -161,9 +188,11 @@ func (m *Manager) AddPeer(local, peer netip.Addr, p Profile) error {
 		return fmt.Errorf("bfd: peer %v: %w", peer, err)
 	}
 	m.mu.Lock()
-	m.want[peer] = peerSpec{local: local, profile: p.WithDefaults()}
-	m.dirty = true
+	want := maps.Clone(*m.want.Load())
+	want[peer] = peerSpec{local: local, profile: p.WithDefaults()}
+	m.want.Store(&want)
 	m.mu.Unlock()
+	m.dirty.Store(true)
 	m.conn.Wake()
 	return nil
 }
@@ -172,27 +201,41 @@ func (m *Manager) AddPeer(local, peer netip.Addr, p Profile) error {
 // RFC 5882 §3.2, the peer must not take for a failure), and is deleted a second later.
 func (m *Manager) RemovePeer(peer netip.Addr) {
 	m.mu.Lock()
-	delete(m.want, peer.Unmap())
-	m.dirty = true
+	want := maps.Clone(*m.want.Load())
+	delete(want, peer.Unmap())
+	m.want.Store(&want)
 	m.mu.Unlock()
+	m.dirty.Store(true)
 	m.conn.Wake()
 }
 
 // Peers returns the status of every session, ordered by peer address. Sessions appear once Run has
 // created them, and are gone once removed.
 func (m *Manager) Peers() []PeerStatus {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.SortedFunc(maps.Values(m.status), func(a, b PeerStatus) int { return a.Peer.Compare(b.Peer) })
+	return slices.SortedFunc(maps.Values(*m.status.Load()), func(a, b PeerStatus) int { return a.Peer.Compare(b.Peer) })
 }
 
-// Stats returns a copy of the counters.
+// Stats returns the counters.
 func (m *Manager) Stats() Stats {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := m.stats
-	st.Received = m.received
-	st.Dropped = maps.Clone(m.stats.Dropped)
+	c := &m.counters
+	st := Stats{
+		Received:     c.received.Load(),
+		Sent:         c.sent.Load(),
+		SendErrors:   c.sendErrors.Load(),
+		Dropped:      map[DropReason]uint64{},
+		MaxLateness:  time.Duration(c.maxLateness.Load()),
+		LateOver1ms:  c.late1.Load(),
+		LateOver5ms:  c.late5.Load(),
+		LateOver20ms: c.late20.Load(),
+	}
+	for r := range c.dropped {
+		if n := c.dropped[r].Load(); n > 0 {
+			st.Dropped[DropReason(r)] = n
+		}
+	}
+	if err := m.rt.Load(); err != nil {
+		st.Realtime, st.RealtimeErr = *err == nil, *err
+	}
 	return st
 }
 
@@ -204,9 +247,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer m.running.Store(false)
-	m.mu.Lock()
-	m.dirty = true
-	m.mu.Unlock()
+	m.dirty.Store(true)
 	stop := context.AfterFunc(ctx, m.conn.Wake)
 	defer stop()
 
@@ -216,9 +257,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			// Never unlocked: the thread ends with this goroutine, with its scheduling policy.
 			runtime.LockOSThread()
 			err := setRealtime()
-			m.mu.Lock()
-			m.stats.Realtime, m.stats.RealtimeErr = err == nil, err
-			m.mu.Unlock()
+			m.rt.Store(&err)
 			if err != nil {
 				m.log.Info("bfd loop runs without realtime priority", "err", err)
 			}
@@ -227,29 +266,32 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 	for {
 		select {
-		case <-m.notify:
-			m.deliver()
+		case c := <-m.changes:
+			m.deliver(c)
 		case err := <-done:
-			m.deliver()
-			return err
+			for { // the loop has queued its last change
+				select {
+				case c := <-m.changes:
+					m.deliver(c)
+				default:
+					return err
+				}
+			}
 		}
 	}
 }
 
-func (m *Manager) deliver() {
-	for {
-		m.mu.Lock()
-		batch := m.changes
-		m.changes = nil
-		m.mu.Unlock()
-		if len(batch) == 0 {
-			return
-		}
-		if m.cfg.OnChange != nil {
-			for _, c := range batch {
-				m.cfg.OnChange(c)
-			}
-		}
+// deliver logs a state change and hands it to OnChange.
+func (m *Manager) deliver(c StateChange) {
+	lvl := slog.LevelInfo
+	if c.Old == StateUp {
+		lvl = slog.LevelWarn
+	}
+	m.log.Log(context.Background(), lvl, "bfd session state changed", "peer", c.Peer, "local", c.Local,
+		"old", c.Old.String(), "state", c.New.String(), "diag", c.Diag.String(),
+		"remoteState", c.RemoteState.String(), "remoteDiag", c.RemoteDiag.String())
+	if m.cfg.OnChange != nil {
+		m.cfg.OnChange(c)
 	}
 }
 
@@ -261,6 +303,7 @@ func (m *Manager) loop(ctx context.Context) error {
 			m.shutdown(time.Now())
 			return nil
 		}
+		m.flush(false)
 		m.reconcile(time.Now())
 		// Read what has arrived before judging anyone's silence: after a scheduling pause, packets
 		// that came in meanwhile wait in the socket and must count first.
@@ -275,7 +318,12 @@ func (m *Manager) loop(ctx context.Context) error {
 			}
 			m.handle(buf[:d.N], d, time.Now())
 		}
-		next := m.tick(time.Now())
+		now := time.Now()
+		next := m.tick(now)
+		m.flush(false)
+		if cap := now.Add(realtimeMaxWait); m.cfg.Realtime && next.After(cap) {
+			next = cap
+		}
 		d, ok, err := m.conn.Recv(buf, next)
 		if err != nil {
 			m.shutdown(time.Now())
@@ -289,14 +337,10 @@ func (m *Manager) loop(ctx context.Context) error {
 
 // reconcile makes the sessions match the wanted peers.
 func (m *Manager) reconcile(now time.Time) {
-	m.mu.Lock()
-	if !m.dirty {
-		m.mu.Unlock()
+	if !m.dirty.Swap(false) {
 		return
 	}
-	want := maps.Clone(m.want)
-	m.dirty = false
-	m.mu.Unlock()
+	want := *m.want.Load()
 
 	for addr, spec := range want {
 		p := m.sessions[addr]
@@ -375,9 +419,8 @@ func (m *Manager) leave(p *peer, now time.Time) {
 	m.leaving[p.addr] = p
 	p.removeAt = now.Add(lingerTime)
 	m.emit(p, p.s.SetAdminDown(true, now))
-	m.mu.Lock()
-	delete(m.status, p.addr)
-	m.mu.Unlock()
+	delete(m.statuses, p.addr)
+	m.statusDirty = true
 }
 
 func (m *Manager) close(p *peer) {
@@ -406,19 +449,48 @@ func (m *Manager) shutdown(now time.Time) {
 	for _, p := range m.leaving {
 		m.close(p)
 	}
+	m.flush(true)
+}
+
+// flush publishes the statuses if they changed, and queues the state changes the channel had no
+// room for; with wait, it waits for room (Run is reading), else it keeps what does not fit.
+func (m *Manager) flush(wait bool) {
+	if m.statusDirty {
+		st := maps.Clone(m.statuses)
+		m.status.Store(&st)
+		m.statusDirty = false
+	}
+	for len(m.overflow) > 0 {
+		if wait {
+			m.changes <- m.overflow[0]
+		} else {
+			select {
+			case m.changes <- m.overflow[0]:
+			default:
+				return
+			}
+		}
+		m.overflow = m.overflow[1:]
+	}
+	m.overflow = nil
 }
 
 // tick runs every session whose deadline has come and returns the next deadline.
 func (m *Manager) tick(now time.Time) time.Time {
 	next := now.Add(time.Minute)
 	var late time.Duration
+	var lates [3]uint64
 	for _, set := range []map[netip.Addr]*peer{m.sessions, m.leaving} {
 		for _, p := range set {
 			if p.tx == nil && !p.dialAt.IsZero() && !now.Before(p.dialAt) {
 				m.dial(p, now)
 			}
 			if d := p.s.NextDeadline(); !d.IsZero() && !now.Before(d) {
-				late = max(late, now.Sub(d))
+				l := now.Sub(d)
+				late = max(late, l)
+				lates[0] += b2u(l > time.Millisecond)
+				lates[1] += b2u(l > 5*time.Millisecond)
+				lates[2] += b2u(l > 20*time.Millisecond)
 				pkt, evs := p.s.Tick(now)
 				m.emit(p, evs)
 				if pkt != nil {
@@ -439,9 +511,13 @@ func (m *Manager) tick(now time.Time) time.Time {
 			}
 		}
 	}
-	m.mu.Lock()
-	m.stats.MaxLateness = max(m.stats.MaxLateness, late)
-	m.mu.Unlock()
+	c := &m.counters
+	if int64(late) > c.maxLateness.Load() {
+		c.maxLateness.Store(int64(late)) // only the loop writes it
+	}
+	c.late1.Add(lates[0])
+	c.late5.Add(lates[1])
+	c.late20.Add(lates[2])
 	return next
 }
 
@@ -471,9 +547,7 @@ func (m *Manager) handle(b []byte, d Datagram, now time.Time) {
 		m.drop(err, d)
 		return
 	}
-	m.mu.Lock()
-	m.received++
-	m.mu.Unlock()
+	m.counters.received.Add(1)
 	m.emit(p, evs)
 }
 
@@ -482,9 +556,9 @@ func (m *Manager) drop(err error, d Datagram) {
 	if !errors.As(err, &r) {
 		r = DropLength
 	}
-	m.mu.Lock()
-	m.stats.Dropped[r]++
-	m.mu.Unlock()
+	if int(r) < len(m.counters.dropped) {
+		m.counters.dropped[r].Add(1)
+	}
 	m.log.Debug("bfd packet dropped", "peer", d.Src, "local", d.Dst, "reason", r.String(), "err", err)
 }
 
@@ -498,13 +572,11 @@ func (m *Manager) send(p *peer, pkt *Packet) {
 			err = p.tx.Send(m.out)
 		}
 	}
-	m.mu.Lock()
 	if err != nil {
-		m.stats.SendErrors++
+		m.counters.sendErrors.Add(1)
 	} else {
-		m.stats.Sent++
+		m.counters.sent.Add(1)
 	}
-	m.mu.Unlock()
 	switch {
 	case err != nil && (p.err == nil || p.err.Error() != err.Error()):
 		m.log.Warn("bfd send failed", "peer", p.addr, "local", p.local, "err", err)
@@ -517,29 +589,22 @@ func (m *Manager) send(p *peer, pkt *Packet) {
 	}
 }
 
-// emit records state changes for OnChange and the log.
+// emit queues state changes for Run, in order.
 func (m *Manager) emit(p *peer, evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
 	for _, ev := range evs {
-		lvl := slog.LevelInfo
-		if ev.Old == StateUp {
-			lvl = slog.LevelWarn
-		}
-		m.log.Log(context.Background(), lvl, "bfd session state changed", "peer", p.addr, "local", p.local,
-			"old", ev.Old.String(), "state", ev.New.String(), "diag", ev.Diag.String(),
-			"remoteState", ev.RemoteState.String(), "remoteDiag", ev.RemoteDiag.String())
 		p.since = ev.At
-	}
-	m.mu.Lock()
-	for _, ev := range evs {
-		m.changes = append(m.changes, StateChange{Local: p.local, Peer: p.addr, Event: ev})
-	}
-	m.mu.Unlock()
-	select {
-	case m.notify <- struct{}{}:
-	default:
+		c := StateChange{Local: p.local, Peer: p.addr, Event: ev}
+		if len(m.overflow) == 0 {
+			select {
+			case m.changes <- c:
+				continue
+			default:
+			}
+		}
+		m.overflow = append(m.overflow, c)
 	}
 	m.publish(p)
 }
@@ -556,8 +621,14 @@ func (m *Manager) publishErr(p *peer) {
 	if !p.removeAt.IsZero() {
 		return // removed: no longer reported
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.status[p.addr] = PeerStatus{Local: p.local, Peer: p.addr, Profile: p.profile, SessionStatus: p.published,
+	m.statuses[p.addr] = PeerStatus{Local: p.local, Peer: p.addr, Profile: p.profile, SessionStatus: p.published,
 		Since: p.since, Err: p.err}
+	m.statusDirty = true
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

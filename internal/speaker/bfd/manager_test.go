@@ -362,8 +362,8 @@ func TestManagerErrors(t *testing.T) {
 			t.Errorf("%s: AddPeer succeeded", tc.name)
 		}
 	}
-	if len(m.want) != 0 {
-		t.Errorf("rejected peers were recorded: %v", m.want)
+	if len(*m.want.Load()) != 0 {
+		t.Errorf("rejected peers were recorded: %v", *m.want.Load())
 	}
 
 	synctest.Test(t, func(t *testing.T) {
@@ -382,6 +382,50 @@ func TestManagerErrors(t *testing.T) {
 		}
 		if err := n.m.Run(context.Background()); !errors.Is(err, ErrRunning) {
 			t.Errorf("second Run = %v, want ErrRunning", err)
+		}
+	})
+}
+
+// TestManagerSlowConsumer checks that a blocked OnChange holds up neither the sessions nor any
+// change: they queue beyond the channel, and arrive in order.
+func TestManagerSlowConsumer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := NewFakeNetwork()
+		gate := make(chan struct{})
+		var got []StateChange
+		m := New(net.Host(addrA), Config{OnChange: func(c StateChange) {
+			<-gate
+			got = append(got, c)
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- m.Run(ctx) }()
+		const cycles = 300 // 600 changes: AdminDown, then Down again
+		for range cycles {
+			m.RemovePeer(addrB)
+			synctest.Wait()
+			if err := m.AddPeer(addrA, addrB, fast); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		if st := m.Peers(); len(st) != 1 || st[0].State != StateDown {
+			t.Errorf("peers %+v while OnChange is blocked", st)
+		}
+		close(gate)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		// The first cycle only creates the session; each later one makes two changes, and the
+		// shutdown one more.
+		if want := 2*(cycles-1) + 1; len(got) != want {
+			t.Fatalf("%d changes, want %d", len(got), want)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Old != got[i-1].New {
+				t.Fatalf("change %d %v→%v does not follow %v→%v", i, got[i].Old, got[i].New, got[i-1].Old, got[i-1].New)
+			}
 		}
 	})
 }
