@@ -115,4 +115,61 @@ func TestDualStackNFTablesLab(t *testing.T) {
 	if tables, err := labExec("myk8s-worker", "nft", "list", "tables"); err != nil || !strings.Contains(tables, "table ip kube-proxy") {
 		t.Errorf("no kube-proxy nftables table on myk8s-worker: %q %v", tables, err)
 	}
+
+	// IPv6 layer 2: one node answers neighbor solicitations for the Service's IPv6 address, and
+	// requests reach the pods.
+	v6 := `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: v6-pool, namespace: metallb-system}
+spec: {addresses: ["fc00:f853:ccd:e793::ff00/120"]}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: v6-l2, namespace: metallb-system}
+spec: {ipAddressPools: [v6-pool]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc-v6, namespace: default}
+spec:
+  type: LoadBalancer
+  ipFamilyPolicy: SingleStack
+  ipFamilies: [IPv6]
+  selector: {app: webpod}
+  ports: [{port: 80}]
+`
+	if out, err := runStdin(v6, ironlb, "lab", "kubectl", "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var vip string
+	eventually(t, 30*time.Second, "svc-v6 gets an IPv6 address", func() error {
+		vip = strings.TrimSpace(kubectl(t, "get", "svc", "svc-v6", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"))
+		if !strings.HasPrefix(vip, "fc00:f853:ccd:e793::ff") {
+			return fmt.Errorf("ingress %q", vip)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "requests to ["+vip+"] from mypc", func() error {
+		seen := map[string]bool{}
+		for i := 0; i < 20; i++ {
+			body, _ := curl("mypc", "http://["+vip+"]/")
+			seen[hostnameOf(body)] = true
+		}
+		if !seen["webpod1"] || !seen["webpod2"] {
+			return fmt.Errorf("20 requests reached %v", seen)
+		}
+		return nil
+	})
+	out, _ = labExec("mypc", "ndisc6", "-m", "-n", "-r", "2", vip, "eth0")
+	macs := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if _, mac, ok := strings.Cut(l, "Target link-layer address: "); ok {
+			macs[strings.ToLower(strings.TrimSpace(mac))] = true
+		}
+	}
+	if len(macs) != 1 {
+		t.Errorf("ndisc6 %s: link-layer addresses %v, want exactly one node's\n%s", vip, macs, out)
+	} else {
+		t.Logf("ndisc6 %s: answered by %v only", vip, macs)
+	}
 }
