@@ -107,7 +107,69 @@ echo
 sleep 1.5  # the controller writes pool counters once a second
 echo "\$ kubectl get ipaddresspool my-ippool -n metallb-system -o jsonpath='{.status}'"
 k get ipaddresspool my-ippool -n metallb-system -o jsonpath='{.status}'; echo
-echo "(The external IPs are assigned by ironlb's controller; announcing them to mypc is the speaker's job, issue 5.)"
+
+# node name of a MAC on the lab bridge (Docker-style 02:42:ac:12:00:XX)
+node_of_mac() {
+  case "$1" in
+    02:42:ac:12:00:02) echo myk8s-control-plane ;; 02:42:ac:12:00:03) echo myk8s-worker ;;
+    02:42:ac:12:00:04) echo myk8s-worker2 ;; 02:42:ac:12:00:05) echo myk8s-worker3 ;; *) echo "?" ;;
+  esac
+}
+ex() { "$IRONLB" lab exec "$@"; }
+echo
+echo "== seed 000: 100 curls from mypc (172.18.0.100) to each external IP"
+printf "%-8s %-16s %8s %8s %8s\n" SERVICE EXTERNAL-IP webpod1 webpod2 failed
+for i in 1 2 3; do
+  ip=$(k get svc svc$i -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+  for _ in $(seq 50); do ex mypc -- curl -s -o /dev/null --max-time 1 "http://$ip" && break; sleep 0.2; done
+  counts=$(ex mypc -- bash -c "for n in \$(seq 100); do curl -s --max-time 2 http://$ip | grep Hostname || echo failed; done" | sort | uniq -c)
+  w1=$(echo "$counts" | awk '/webpod1/{print $1}'); w2=$(echo "$counts" | awk '/webpod2/{print $1}'); f=$(echo "$counts" | awk '/failed/{print $1}')
+  printf "%-8s %-16s %8s %8s %8s\n" svc$i "$ip" "${w1:-0}" "${w2:-0}" "${f:-0}"
+done
+
+echo
+echo "== seed 000: who answers ARP for each external IP (arping and arp-scan from mypc)"
+printf "%-16s %-20s %-22s %s\n" EXTERNAL-IP "arping MACs" "announcing node" "arp-scan"
+for i in 1 2 3; do
+  ip=$(k get svc svc$i -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+  macs=$(ex mypc -- arping -c 3 -w 4 "$ip" 2>/dev/null | grep -o 'from [0-9a-f:]*' | awk '{print $2}' | sort -u | tr '\n' ' ')
+  scan=$(ex mypc -- arp-scan -q -I eth0 "$ip" 2>/dev/null | awk -v ip="$ip" '$1==ip{print $2}' | sort -u | tr '\n' ' ')
+  nodes=""; for m in $macs; do nodes="$nodes$(node_of_mac "$m") "; done
+  printf "%-16s %-20s %-22s %s\n" "$ip" "$macs" "$nodes" "$scan"
+done
+echo "\$ kubectl get servicel2statuses -n metallb-system -o custom-columns=NODE:.status.node,SERVICE:.status.serviceName,IFACE:.status.interfaces[0].name"
+k get servicel2statuses -n metallb-system -o custom-columns=NODE:.status.node,SERVICE:.status.serviceName,IFACE:.status.interfaces[0].name
+
+ip1=$(k get svc svc1 -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+mac1=$(ex mypc -- arping -c 1 -w 2 "$ip1" 2>/dev/null | grep -o 'from [0-9a-f:]*' | awk '{print $2}' | head -1)
+leader=$(node_of_mac "$mac1")
+echo
+echo "== seed 000: the packet path for svc1 ($ip1) on its announcing node $leader (kube-proxy iptables)"
+echo "\$ iptables -t nat -S | grep svc1"
+ex "$leader" -- iptables -t nat -S | grep -E "svc1|KUBE-MARK-MASQ -j|MASQUERADE" | grep -v "^-N" | head -20
+echo
+echo "== seed 004: tcpdump on webpod1's node while mypc requests $ip1 (client in, DNAT to the pod, SNAT to the node)"
+( ex myk8s-worker -- timeout 4 tcpdump -nni any -c 8 "tcp port 80 and tcp[tcpflags] & tcp-syn != 0" 2>/dev/null || true ) &
+sleep 1
+for _ in 1 2 3 4 5 6; do ex mypc -- curl -s -o /dev/null --max-time 1 "http://$ip1"; done
+wait
+
+echo
+echo "== seed 003: externalTrafficPolicy: Local on svc1 (client IP kept, only the announcing node's pods)"
+k patch svc svc1 -p '{"spec":{"externalTrafficPolicy":"Local"}}' >/dev/null
+sleep 2
+printf "%-10s %8s %8s %8s   %s\n" POLICY webpod1 webpod2 failed "RemoteAddr seen by whoami"
+for pol in Local Cluster; do
+  [ "$pol" = Cluster ] && { k patch svc svc1 -p '{"spec":{"externalTrafficPolicy":"Cluster"}}' >/dev/null; sleep 2; }
+  out=$(ex mypc -- bash -c "for n in \$(seq 50); do curl -s --max-time 2 http://$ip1 | grep -E 'Hostname|RemoteAddr' | tr '\n' ' '; echo; done")
+  w1=$(echo "$out" | grep -c webpod1 || true); w2=$(echo "$out" | grep -c webpod2 || true); f=$(echo "$out" | grep -vc Hostname || true)
+  ra=$(echo "$out" | grep -o 'RemoteAddr: [0-9.]*' | awk '{print $2}' | sort -u | tr '\n' ' ')
+  printf "%-10s %8s %8s %8s   %s\n" "$pol" "$w1" "$w2" "$f" "$ra"
+done
+
+echo
+echo "== seed 003: the announcer loses power while mypc requests every 20 ms; then it comes back"
+"$IRONLB" lab bench-failover --trials 1 2>&1 | grep -v '^trial' || true
 cat <<EOT
 
 The lab keeps running. Try:
