@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -91,22 +92,38 @@ func (l *Lab) setLink(ctx context.Context, h Host, up bool) error {
 	}
 	// In-process netlink rather than a forked `ip`: a power cut must land within microseconds of the
 	// instant the failover benchmark records, not after a fork and exec.
-	if err := InNetNS(l.Plan.BridgeNS, func() error { return linkSetUp(bridgePort(h), up) }); err != nil {
+	if err := InNetNS(l.Plan.BridgeNS, func() error { _, err := linkSetUp(bridgePort(h), up); return err }); err != nil {
 		return fmt.Errorf("link set %s %s in %s: %w", bridgePort(h), state, l.Plan.BridgeNS, err)
 	}
 	return nil
 }
 
+// CutLink takes a host's link down and returns the instant just before the kernel was asked to (the
+// request is applied synchronously), for benchmarks that time from a power cut.
+func (l *Lab) CutLink(name string) (time.Time, error) {
+	h, ok := l.Plan.Host(name)
+	if !ok {
+		return time.Time{}, fmt.Errorf("no host %q in lab %s", name, l.Plan.Config.Name)
+	}
+	var at time.Time
+	err := InNetNS(l.Plan.BridgeNS, func() error {
+		var err error
+		at, err = linkSetUp(bridgePort(h), false)
+		return err
+	})
+	return at, err
+}
+
 // linkSetUp sets or clears IFF_UP on an interface of the calling thread's network namespace
-// (RTM_NEWLINK with an acknowledgement).
-func linkSetUp(name string, up bool) error {
+// (RTM_NEWLINK with an acknowledgement) and returns the instant the request was sent.
+func linkSetUp(name string, up bool) (time.Time, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer unix.Close(fd)
 	b := make([]byte, unix.NLMSG_HDRLEN+unix.SizeofIfInfomsg)
@@ -124,21 +141,22 @@ func linkSetUp(name string, up bool) error {
 	}
 	ne.PutUint32(m[8:], flags)
 	ne.PutUint32(m[12:], unix.IFF_UP)
+	at := time.Now()
 	if err := unix.Sendto(fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
+		return at, err
 	}
 	buf := make([]byte, 4096)
 	n, _, err := unix.Recvfrom(fd, buf, 0)
 	if err != nil {
-		return err
+		return at, err
 	}
 	if n < unix.NLMSG_HDRLEN+4 || ne.Uint16(buf[4:]) != unix.NLMSG_ERROR {
-		return fmt.Errorf("unexpected netlink answer (%d bytes)", n)
+		return at, fmt.Errorf("unexpected netlink answer (%d bytes)", n)
 	}
 	if code := int32(ne.Uint32(buf[unix.NLMSG_HDRLEN:])); code != 0 {
-		return unix.Errno(-code)
+		return at, unix.Errno(-code)
 	}
-	return nil
+	return at, nil
 }
 
 // labNetNS lists the lab's namespaces that exist now: the Pods' first, then hosts, then the bridge.

@@ -57,11 +57,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		defer c.Close()
 		go func() { <-ctx.Done(); c.Close() }()
 		vip := cfg.Addr.AsSlice()
+		// Received ARP packets are read from our own packet socket with kernel receive timestamps, so a
+		// busy client does not delay what it reports.
+		rx, err := listenARPStamped(ifi)
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); rx.close() }()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				p, _, err := c.Read()
+				p, at, err := rx.read()
 				if err != nil {
 					if ctx.Err() != nil {
 						return
@@ -75,7 +82,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				if p.TargetIP.Equal(net.IP(vip)) {
 					kind = "garp"
 				}
-				emit("arp %d %s %s", time.Now().UnixNano(), kind, p.SenderHardwareAddr)
+				emit("arp %d %s %s", at.UnixNano(), kind, p.SenderHardwareAddr)
 			}
 		}()
 		wg.Add(1)

@@ -135,7 +135,13 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 			return trials, err
 		}
 		time.Sleep(time.Second)
-		cut := time.Now()
+		// The power cut: the link goes down first (timed at the kernel request), then the node's
+		// processes are killed.
+		cut, err := l.CutLink(o.Cut)
+		if err != nil {
+			_ = probe.Wait()
+			return trials, err
+		}
 		if err := l.StopNode(ctx, o.Cut); err != nil {
 			_ = probe.Wait()
 			return trials, err
