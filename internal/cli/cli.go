@@ -30,6 +30,7 @@ func Main(args []string) int {
 		SilenceErrors: true,
 	}
 	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
+	root.AddCommand(proxyCmd(), traceCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError

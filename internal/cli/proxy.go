@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/proxy"
+)
+
+func proxyCmd() *cobra.Command {
+	var cfg proxy.Config
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Carry Service traffic on this node with nftables (kube-proxy's job), avoiding endpoints on dead nodes",
+		Args:  cobra.NoArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return proxy.Run(c.Context(), cfg) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Node, "node", os.Getenv("NODE_NAME"), "this node's name")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	f.StringVar(&cfg.APIServer, "master", "", "apiserver address, overriding the kubeconfig's (the in-cluster address is a ClusterIP this proxy programs)")
+	f.StringSliceVar(&cfg.ClusterCIDRs, "cluster-cidr", nil, "pod networks: ClusterIP traffic from outside them is masqueraded (default: this node's spec.podCIDRs)")
+	f.StringSliceVar(&cfg.ServiceCIDRs, "service-cidr", nil, "Service networks: traffic to unallocated addresses in them is dropped (default: none)")
+	f.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, `addresses that accept NodePort traffic: "primary" (the node's InternalIPs) and/or CIDRs of local addresses (default: all local addresses but loopback)`)
+	f.StringVar(&cfg.IPFamilies, "ip-families", "auto", "tables to program: auto (the node's InternalIP families), ipv4, ipv6 or dual")
+	f.BoolVar(&cfg.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to ClusterIPs")
+	f.IntVar(&cfg.MasqueradeBit, "masquerade-bit", 14, "packet mark bit (0-31) that requests masquerading")
+	f.DurationVar(&cfg.SyncPeriod, "sync-period", time.Hour, "full resync interval (changes are applied incrementally as they come)")
+	f.DurationVar(&cfg.MinSyncPeriod, "min-sync-period", 100*time.Millisecond, "least time between two syncs: changes that come faster are applied together")
+	f.DurationVar(&cfg.HealthzTimeout, "healthz-timeout", time.Minute, "/healthz fails when a change has waited this long to be applied")
+	f.StringVar(&cfg.HealthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address of the proxy's /healthz and /livez (kube-proxy's format; empty disables)")
+	f.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "127.0.0.1:10249", "Prometheus metrics address (empty disables)")
+	f.BoolVar(&cfg.ConntrackCleanup, "conntrack-cleanup", true, "delete stale UDP conntrack entries when endpoints go (needs the conntrack tool)")
+	f.BoolVar(&cfg.NodeLiveness, "node-liveness", true, "probe every other node with ICMP echoes and stop using the endpoints of a node that stops answering")
+	f.DurationVar(&cfg.EchoInterval, "echo-interval", 10*time.Millisecond, "ICMP echo probe interval to every other node")
+	f.DurationVar(&cfg.EchoBurst, "echo-burst-interval", 2*time.Millisecond, "echo probe interval while an answer is overdue")
+	f.DurationVar(&cfg.EchoTimeout, "echo-timeout", 5*time.Millisecond, "how long an echo probe may wait for its answer")
+	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
+	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables and exit")
+	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/explain"
+)
+
+func traceCmd() *cobra.Command {
+	var (
+		from, to, proto, kubeconfig, nodeName string
+		fromHost, masqAll                     bool
+		nodePorts, clusterCIDRs, svcCIDRs     []string
+		dead                                  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "trace --from IP --to IP:PORT [--proto tcp] [--node NODE] [--from-host]",
+		Short: "Show the path a packet takes through a node's Service rules, as `ironlb proxy` builds them",
+		Long: "trace reads the cluster's Services, EndpointSlices and Nodes, builds the nftables rules the proxy\n" +
+			"would program on the node (in memory, nothing is changed), and walks the first packet of a\n" +
+			"connection through them: the map entry matched, the Service and endpoint chains, the endpoint\n" +
+			"choice (random, round-robin or Maglev bucket), the DNAT target and masquerading, or why the\n" +
+			"packet is dropped or rejected. Random choices print one path per endpoint.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var q explain.Query
+			var err error
+			if q.From, err = netip.ParseAddr(from); err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			if q.To, err = netip.ParseAddrPort(to); err != nil {
+				return fmt.Errorf("--to: %w (want IP:PORT, [IPv6]:PORT)", err)
+			}
+			q.Protocol, q.FromHost = proto, fromHost
+			opts := explain.Options{Node: nodeName, MasqueradeAll: masqAll, DeadNodes: dead}
+			if opts.NodePorts, err = convert.ParseNodePorts(nodePorts); err != nil {
+				return fmt.Errorf("--nodeport-addresses: %w", err)
+			}
+			if opts.ClusterCIDRs, err = convert.ParsePrefixes(clusterCIDRs); err != nil {
+				return fmt.Errorf("--cluster-cidr: %w", err)
+			}
+			if opts.ServiceCIDRs, err = convert.ParsePrefixes(svcCIDRs); err != nil {
+				return fmt.Errorf("--service-cidr: %w", err)
+			}
+			cs, _, err := kube.Clients(kubeconfig, "ironlb-trace", 20, 40)
+			if err != nil {
+				return err
+			}
+			objs, err := listObjects(c.Context(), cs)
+			if err != nil {
+				return err
+			}
+			r, err := explain.Explain(objs, opts, q)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(c.OutOrStdout(), r.String())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
+	f.StringVar(&to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
+	f.StringVar(&proto, "proto", "tcp", "protocol: tcp, udp or sctp")
+	f.BoolVar(&fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
+	f.StringVar(&nodeName, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
+	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	f.StringSliceVar(&nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")
+	f.StringSliceVar(&clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
+	f.StringSliceVar(&svcCIDRs, "service-cidr", nil, "as the proxy's flag")
+	f.BoolVar(&masqAll, "masquerade-all", false, "as the proxy's flag")
+	f.StringSliceVar(&dead, "dead-node", nil, "treat these nodes as declared dead by the liveness detector")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// listObjects reads what the proxy's informers watch.
+func listObjects(ctx context.Context, cs kubernetes.Interface) (explain.Objects, error) {
+	var objs explain.Objects
+	sel := metav1.ListOptions{LabelSelector: convert.InformerSelector}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return objs, fmt.Errorf("listing nodes: %w", err)
+	}
+	svcs, err := cs.CoreV1().Services("").List(ctx, sel)
+	if err != nil {
+		return objs, fmt.Errorf("listing services: %w", err)
+	}
+	slices, err := cs.DiscoveryV1().EndpointSlices("").List(ctx, sel)
+	if err != nil {
+		return objs, fmt.Errorf("listing endpointslices: %w", err)
+	}
+	for i := range nodes.Items {
+		objs.Nodes = append(objs.Nodes, &nodes.Items[i])
+	}
+	for i := range svcs.Items {
+		objs.Services = append(objs.Services, &svcs.Items[i])
+	}
+	for i := range slices.Items {
+		objs.Slices = append(objs.Slices, &slices.Items[i])
+	}
+	return objs, nil
+}

@@ -1,0 +1,69 @@
+package conntrack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// TestExecKernel deletes entries from a real conntrack table, in a throwaway network namespace:
+// the filters select exactly the entries they mean to. Skipped unless root with conntrack and ip.
+func TestExecKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	ct, err1 := exec.LookPath("conntrack")
+	ip, err2 := exec.LookPath("ip")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs conntrack and ip")
+	}
+	ns := fmt.Sprintf("ironlb-cttest-%d", os.Getpid())
+	if out, err := exec.Command(ip, "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(ip, "netns", "del", ns).Run() })
+	inNS := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ip, append([]string{"netns", "exec", ns, ct}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("conntrack %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	// Client 10.244.1.9 to the ClusterIP, DNATed to two endpoints; a node-port flow; IPv6.
+	for _, e := range []string{
+		"-I -p udp -s 10.244.1.9 -d 10.96.0.10 --sport 4000 --dport 53 --reply-src 10.244.2.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4000 -t 100",
+		"-I -p udp -s 10.244.1.9 -d 10.96.0.10 --sport 4001 --dport 53 --reply-src 10.244.3.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4001 -t 100",
+		"-I -p udp -s 192.168.5.5 -d 192.168.0.10 --sport 4002 --dport 30053 --reply-src 10.244.2.5 --reply-dst 192.168.0.10 --reply-port-src 5353 --reply-port-dst 4002 -t 100",
+		"-I -p udp -s fd00:244:1::9 -d fd00::10 --sport 4003 --dport 53 --reply-src fd00:244:2::5 --reply-dst fd00:244:1::9 --reply-port-src 5353 --reply-port-dst 4003 -t 100",
+	} {
+		inNS(strings.Fields(e)...)
+	}
+	e := NewExecPath(ip, func(ctx context.Context, name string, args ...string) ([]byte, int, error) {
+		return osRun(ctx, name, append([]string{"netns", "exec", ns, ct}, args...)...)
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		f    Filter
+		want int
+	}{
+		{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 1},
+		{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 0},
+		{Filter{Protocol: nftrules.UDP, DPort: 30053, ReplySrc: a("10.244.2.5")}, 1},
+		{Filter{IPv6: true, Protocol: nftrules.UDP, OrigDst: a("fd00::10"), DPort: 53, ReplySrc: a("fd00:244:2::5")}, 1},
+	} {
+		n, err := e.Delete(ctx, tc.f)
+		if err != nil || n != tc.want {
+			t.Errorf("%s: deleted %d, %v; want %d", tc.f, n, err, tc.want)
+		}
+	}
+	left := inNS("-L") + inNS("-L", "-f", "ipv6")
+	if strings.Count(left, "udp ") != 1 || !strings.Contains(left, "src=10.244.3.5") {
+		t.Errorf("left in the table:\n%s", left)
+	}
+}

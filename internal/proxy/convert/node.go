@@ -1,0 +1,218 @@
+package convert
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// NodePorts is the parsed --nodeport-addresses: which local addresses accept node-port traffic.
+// The zero value means every local address except loopback (kube-proxy's iptables default).
+type NodePorts struct {
+	// Primary selects the node's primary addresses: its first InternalIP of each family
+	// (kube-proxy's nftables default, "primary").
+	Primary bool
+	// CIDRs select the local addresses inside them.
+	CIDRs []netip.Prefix
+}
+
+// All reports whether every local address accepts node ports.
+func (n NodePorts) All() bool {
+	if n.Primary {
+		return false
+	}
+	for _, p := range n.CIDRs {
+		if p.Bits() != 0 {
+			return false
+		}
+	}
+	return true // no CIDRs, or only 0.0.0.0/0 and ::/0
+}
+
+func (n NodePorts) String() string {
+	if n.All() {
+		return "all local addresses"
+	}
+	var parts []string
+	if n.Primary {
+		parts = append(parts, "primary")
+	}
+	for _, p := range n.CIDRs {
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseNodePorts parses --nodeport-addresses values: "primary" or CIDRs (comma-separated items
+// are split). Empty means all local addresses.
+func ParseNodePorts(vals []string) (NodePorts, error) {
+	var n NodePorts
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			switch {
+			case s == "":
+			case s == "primary":
+				n.Primary = true
+			default:
+				p, err := netip.ParsePrefix(s)
+				if err != nil {
+					return NodePorts{}, fmt.Errorf("node-port address %q is neither \"primary\" nor a CIDR", s)
+				}
+				n.CIDRs = append(n.CIDRs, p.Masked())
+			}
+		}
+	}
+	return n, nil
+}
+
+// ParsePrefixes parses a list of CIDRs (comma-separated items are split).
+func ParsePrefixes(vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("CIDR %q: %w", s, err)
+			}
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}
+
+// NodeConfig is what the proxy's flags say about the node it runs on.
+type NodeConfig struct {
+	Name      string
+	NodePorts NodePorts
+	// ClusterCIDRs are the pod networks (--cluster-cidr). Empty: the node's own spec.podCIDRs
+	// (kube-proxy's NodeCIDR local-traffic detection), which is enough for the rules, since only
+	// this node's pods send packets to a Service through this node.
+	ClusterCIDRs []netip.Prefix
+	// ServiceCIDRs are the Service networks (--service-cidr); traffic to unallocated addresses in
+	// them is dropped. Empty: no such rule.
+	ServiceCIDRs []netip.Prefix
+}
+
+// Node returns the dataplane's view of the node: node is its Node object (nil if unknown), local
+// the addresses configured on its interfaces (used to resolve NodePorts CIDRs), deadNodes the
+// nodes declared dead by the liveness detector (this node is never dead to itself).
+func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[string]bool) nftrules.Node {
+	n := nftrules.Node{Name: cfg.Name, ServiceCIDRs: slices.Clone(cfg.ServiceCIDRs)}
+	var internal []netip.Addr
+	if node != nil {
+		for _, a := range node.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			if !slices.Contains(n.IPs, ip) {
+				n.IPs = append(n.IPs, ip)
+			}
+			if a.Type == corev1.NodeInternalIP {
+				internal = append(internal, ip)
+			}
+		}
+	}
+	n.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
+	if len(n.ClusterCIDRs) == 0 && node != nil {
+		cidrs := node.Spec.PodCIDRs
+		if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
+			cidrs = []string{node.Spec.PodCIDR}
+		}
+		for _, c := range cidrs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				n.ClusterCIDRs = append(n.ClusterCIDRs, p.Masked())
+			}
+		}
+	}
+	if !cfg.NodePorts.All() {
+		add := func(a netip.Addr) {
+			if !slices.Contains(n.NodePortAddresses, a) {
+				n.NodePortAddresses = append(n.NodePortAddresses, a)
+			}
+		}
+		if cfg.NodePorts.Primary {
+			var have4, have6 bool
+			for _, a := range internal {
+				if a.Is4() && !have4 || a.Is6() && !have6 {
+					add(a)
+					have4, have6 = have4 || a.Is4(), have6 || a.Is6()
+				}
+			}
+		}
+		for _, a := range local {
+			a = a.Unmap()
+			if a.IsLoopback() || a.IsLinkLocalUnicast() || a.Zone() != "" {
+				continue
+			}
+			for _, p := range cfg.NodePorts.CIDRs {
+				if p.Contains(a) {
+					add(a)
+					break
+				}
+			}
+		}
+		slices.SortFunc(n.NodePortAddresses, netip.Addr.Compare)
+		if len(n.NodePortAddresses) == 0 {
+			// Nothing matched, so no address takes node ports; but an empty list means all of them
+			// to nftrules. The unspecified address is never the destination of a received packet.
+			n.NodePortAddresses = []netip.Addr{netip.IPv4Unspecified()}
+		}
+	}
+	for d, dead := range deadNodes {
+		if dead && d != cfg.Name {
+			if n.DeadNodes == nil {
+				n.DeadNodes = map[string]bool{}
+			}
+			n.DeadNodes[d] = true
+		}
+	}
+	return n
+}
+
+// NodeEligible reports whether the node should receive load-balancer traffic for Services with
+// externalTrafficPolicy Cluster (kube-proxy's /healthz, KEP-3836): not while it is being deleted
+// or has the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint.
+func NodeEligible(node *corev1.Node) bool {
+	if node == nil {
+		return true
+	}
+	if node.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == "ToBeDeletedByClusterAutoscaler" {
+			return false
+		}
+	}
+	return true
+}
+
+// InternalIP returns the node's first InternalIP of the family (v4 true: IPv4).
+func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) {
+	if node == nil {
+		return netip.Addr{}, false
+	}
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() == v4 {
+			return ip.Unmap(), true
+		}
+	}
+	return netip.Addr{}, false
+}

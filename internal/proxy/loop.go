@@ -1,0 +1,404 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/conntrack"
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/speaker/liveness"
+)
+
+// syncer applies models to one family's table (nftapply.Syncer).
+type syncer interface {
+	Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrules.Plan, error)
+	Pending() int
+}
+
+type family struct {
+	name knftables.Family
+	s    syncer
+}
+
+// echoer is the liveness view of the other nodes (liveness.Echoer).
+type echoer interface {
+	Up(node string) (bool, time.Time)
+	SetPeers(peers []liveness.Peer)
+}
+
+// eventRecorder records events on objects (record.EventRecorder).
+type eventRecorder interface {
+	Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// loopConfig is what the sync loop needs of Config.
+type loopConfig struct {
+	node          convert.NodeConfig
+	syncPeriod    time.Duration // full resync
+	minSyncPeriod time.Duration // least time between two syncs' starts
+	retryMax      time.Duration // longest wait before retrying a failed sync
+	addrRefresh   time.Duration // how often local addresses are re-read (CIDR node-port addresses only)
+	healthTimeout time.Duration // a change pending longer makes the proxy unhealthy (0: 1 minute)
+}
+
+// proxier owns the dataplane of one node. The sync loop (run) owns the fields marked so; the
+// informer handlers and the liveness callback only poke it.
+type proxier struct {
+	cfg        loopConfig
+	log        *slog.Logger
+	src        source
+	fams       []family
+	ct         conntrack.Deleter // nil: no conntrack cleanup
+	hc         *healthcheck.Services
+	health     *healthcheck.ProxyHealth
+	rec        eventRecorder // nil: no events
+	m          *metrics
+	localAddrs func() ([]netip.Addr, error) // addresses on the node's interfaces
+	kick       chan struct{}
+
+	mu   sync.Mutex // guards the following fields
+	echo echoer     // nil while the echo detector is off
+	dead map[string]bool
+
+	// owned by run
+	conv     *convert.Converter
+	applied  *nftrules.Model // last model applied to every family
+	chains   map[knftables.Family]int
+	skipped  map[nftrules.ServiceKey]string // logged invalid Services and why
+	peers    []liveness.Peer
+	addrs    []netip.Addr // local addresses, when node-port CIDRs need them
+	addrsErr error
+}
+
+func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
+	return &proxier{
+		cfg: cfg, log: log, src: src, fams: fams, m: m,
+		health:  healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
+		kick:    make(chan struct{}, 1),
+		dead:    map[string]bool{},
+		conv:    convert.NewConverter(cfg.node.Name),
+		chains:  map[knftables.Family]int{},
+		skipped: map[nftrules.ServiceKey]string{},
+	}
+}
+
+// poke asks the loop for a sync; it never blocks, and pokes coalesce.
+func (p *proxier) poke() {
+	p.health.Queued()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run syncs on every poke, at most once per minSyncPeriod, fully every syncPeriod, and retries
+// failures with a back-off (each retry a full sync). It returns when ctx ends.
+func (p *proxier) run(ctx context.Context) error {
+	resync := time.NewTimer(p.cfg.syncPeriod)
+	defer resync.Stop()
+	var retry <-chan time.Time
+	var addrTick <-chan time.Time
+	if p.needAddrs() && p.cfg.addrRefresh > 0 {
+		t := time.NewTicker(p.cfg.addrRefresh)
+		defer t.Stop()
+		addrTick = t.C
+	}
+	var last time.Time
+	backoff := time.Duration(0)
+	full := true
+	p.poke()
+	for {
+		kick := p.kick
+		if retry != nil {
+			kick = nil // failing: changes wait for the retry, which applies them all
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-resync.C:
+			full = true
+		case <-retry:
+		case <-addrTick:
+			if !p.refreshAddrs() {
+				continue
+			}
+		}
+		if wait := p.cfg.minSyncPeriod - time.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		select { // pokes that came meanwhile are served by this sync
+		case <-p.kick:
+		default:
+		}
+		last = time.Now()
+		if err := p.sync(ctx, full); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(max(2*backoff, time.Second), p.cfg.retryMax)
+			p.log.Error("sync failed; retrying with a full sync", "in", backoff, "err", err)
+			retry = time.After(backoff)
+			continue
+		}
+		backoff, retry = 0, nil
+		if full {
+			full = false
+			resync.Reset(p.cfg.syncPeriod)
+		}
+	}
+}
+
+// sync builds the model and applies it to every family, then flushes stale UDP conntrack
+// entries and updates the health checks.
+func (p *proxier) sync(ctx context.Context, full bool) error {
+	start := time.Now()
+	m := p.build()
+	kind := "partial"
+	var errs []error
+	skipped := map[nftrules.ServiceKey]error{}
+	for _, f := range p.fams {
+		plan, err := f.s.Sync(ctx, m, full)
+		if plan.Full {
+			kind = "full"
+		}
+		p.m.staleChains.WithLabelValues(string(f.name)).Set(float64(f.s.Pending()))
+		if err != nil {
+			p.m.syncErrors.WithLabelValues(string(f.name)).Inc()
+			errs = append(errs, err)
+			continue
+		}
+		p.m.operations.WithLabelValues(string(f.name)).Set(float64(plan.Ops))
+		p.m.changed.WithLabelValues(string(f.name)).Set(float64(len(plan.Changed)))
+		if plan.Full {
+			p.chains[f.name] = len(plan.AddedChains)
+		} else {
+			p.chains[f.name] += len(plan.AddedChains) - len(plan.StaleChains)
+		}
+		p.m.chains.WithLabelValues(string(f.name)).Set(float64(p.chains[f.name]))
+		for k, err := range plan.Skipped {
+			skipped[k] = err
+		}
+		for _, c := range plan.Conflicts {
+			p.log.Warn("address claimed by two Services; the first keeps it", "conflict", c, "family", f.name)
+		}
+	}
+	p.logSkipped(skipped)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	p.health.Updated(start)
+	p.m.syncDuration.WithLabelValues(kind).Observe(elapsed.Seconds())
+	p.m.lastSync.SetToCurrentTime()
+	p.m.services.Set(float64(len(m.Services)))
+	if kind == "full" {
+		p.log.Info("full sync", "services", len(m.Services), "took", elapsed)
+	} else {
+		p.log.Debug("sync", "services", len(m.Services), "took", elapsed)
+	}
+
+	old := p.applied
+	p.applied = m
+	if p.ct != nil {
+		p.flushConntrack(ctx, conntrack.Stale(old, m))
+	}
+	if p.hc != nil {
+		checks := nftrules.HealthChecks(m)
+		var addrs []netip.Addr
+		if !p.cfg.node.NodePorts.All() {
+			addrs = m.Node.NodePortAddresses
+		}
+		if err := p.hc.Sync(checks, addrs); err != nil {
+			p.log.Error("health-check node ports", "err", err)
+		}
+		p.m.healthChecks.Set(float64(len(p.hc.Ports())))
+	}
+	return nil
+}
+
+func (p *proxier) flushConntrack(ctx context.Context, filters []conntrack.Filter) {
+	for _, f := range filters {
+		n, err := p.ct.Delete(ctx, f)
+		if err != nil {
+			p.m.ctErrors.Inc()
+			p.log.Warn("deleting stale conntrack entries", "filter", f.String(), "err", err)
+			continue
+		}
+		p.m.ctDeleted.Add(float64(n))
+		if n > 0 {
+			p.log.Info("deleted stale UDP conntrack entries", "filter", f.String(), "entries", n)
+		}
+	}
+}
+
+// build converts the cluster's objects into the model of this sync.
+func (p *proxier) build() *nftrules.Model {
+	self := p.src.Node(p.cfg.node.Name)
+	p.health.SetNodeEligible(convert.NodeEligible(self))
+	dead := p.liveness()
+	p.m.deadNodes.Set(float64(len(dead)))
+	if p.needAddrs() && p.addrs == nil && p.addrsErr == nil {
+		p.refreshAddrs()
+	}
+	svcs, issues := p.conv.Services(p.src.Services(), p.src.SlicesOf)
+	for _, is := range issues {
+		key := is.Service.Namespace + "/" + is.Service.Name
+		if is.Skip != convert.NotSkipped {
+			p.log.Debug("service not proxied", "service", key, "reason", is.Skip.String())
+		}
+		for _, w := range is.Warnings {
+			p.m.serviceIssues.WithLabelValues(string(w.Reason)).Inc()
+			p.log.Warn("service problem worked around", "service", key, "reason", string(w.Reason), "msg", w.Message)
+			if p.rec != nil {
+				p.rec.Eventf(is.Service, corev1.EventTypeWarning, string(w.Reason), "%s", w.Message)
+			}
+		}
+	}
+	return &nftrules.Model{Node: convert.Node(p.cfg.node, self, p.addrs, dead), Services: svcs}
+}
+
+func (p *proxier) needAddrs() bool {
+	return len(p.cfg.node.NodePorts.CIDRs) > 0 && !p.cfg.node.NodePorts.All()
+}
+
+// refreshAddrs re-reads the local addresses; it reports whether they changed.
+func (p *proxier) refreshAddrs() bool {
+	if p.localAddrs == nil {
+		return false
+	}
+	addrs, err := p.localAddrs()
+	if err != nil {
+		if p.addrsErr == nil {
+			p.log.Error("reading the node's addresses for --nodeport-addresses", "err", err)
+		}
+		p.addrsErr = err
+		return false
+	}
+	p.addrsErr = nil
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	if slices.Equal(addrs, p.addrs) {
+		return false
+	}
+	p.addrs = addrs
+	return true
+}
+
+// logSkipped logs each invalid Service once per reason.
+func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
+	p.m.skipped.Set(float64(len(now)))
+	for k, err := range now {
+		if msg := err.Error(); p.skipped[k] != msg {
+			p.skipped[k] = msg
+			p.log.Error("service left out of the rules", "service", k.String(), "err", err)
+		}
+	}
+	for k := range p.skipped {
+		if _, ok := now[k]; !ok {
+			delete(p.skipped, k)
+		}
+	}
+}
+
+// liveness updates the echo detector's peers from the Nodes and returns the nodes declared dead
+// that are still dead (a node answering again, or gone from the cluster, is forgotten).
+func (p *proxier) liveness() map[string]bool {
+	p.mu.Lock()
+	e := p.echo
+	p.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	var peers []liveness.Peer
+	for _, n := range p.src.Nodes() {
+		if n.Name == p.cfg.node.Name {
+			continue
+		}
+		if ip, ok := convert.InternalIP(n, true); ok {
+			peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(ip, 0)})
+		}
+	}
+	slices.SortFunc(peers, func(a, b liveness.Peer) int {
+		if a.Node < b.Node {
+			return -1
+		}
+		if a.Node > b.Node {
+			return 1
+		}
+		return a.Addr.Compare(b.Addr)
+	})
+	if !slices.Equal(peers, p.peers) {
+		e.SetPeers(peers)
+		p.peers = peers
+	}
+	known := map[string]bool{}
+	for _, pe := range peers {
+		known[pe.Node] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]bool{}
+	for n := range p.dead {
+		if !known[n] {
+			delete(p.dead, n)
+			continue
+		}
+		if up, _ := e.Up(n); up {
+			delete(p.dead, n)
+			p.log.Info("node answers echo again: using its endpoints", "node", n)
+			continue
+		}
+		out[n] = true
+	}
+	return out
+}
+
+// onEcho is the echo detector's callback: downs are peers that stopped answering (nil when one
+// came up). Called from the detector's goroutine; it only records and pokes.
+func (p *proxier) onEcho(downs []liveness.Down) {
+	p.mu.Lock()
+	changed := false
+	for _, d := range downs {
+		if d.Peer == p.cfg.node.Name || p.dead[d.Peer] {
+			continue
+		}
+		p.dead[d.Peer] = true
+		changed = true
+		p.m.deaths.Inc()
+		p.log.Warn("node stopped answering echo: not using its endpoints", "node", d.Peer, "silence", d.Silence)
+	}
+	if e := p.echo; e != nil {
+		for n := range p.dead {
+			if up, _ := e.Up(n); up {
+				changed = true // build() forgets it
+			}
+		}
+	}
+	p.mu.Unlock()
+	if changed {
+		p.poke()
+	}
+}
+
+// setEcho installs the echo detector (nil: none).
+func (p *proxier) setEcho(e echoer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.echo = e
+}

@@ -1,0 +1,336 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/speaker/liveness"
+)
+
+// staticSource is a source over fixed objects.
+type staticSource struct {
+	mu     sync.Mutex
+	svcs   []*corev1.Service
+	slices []*discoveryv1.EndpointSlice
+	nodes  []*corev1.Node
+}
+
+func (s *staticSource) Services() []*corev1.Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.svcs
+}
+
+func (s *staticSource) SlicesOf(ns, name string) []*discoveryv1.EndpointSlice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return convert.GroupSlices(s.slices)(ns, name)
+}
+
+func (s *staticSource) Nodes() []*corev1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodes
+}
+
+func (s *staticSource) Node(name string) *corev1.Node {
+	for _, n := range s.Nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// recordingSyncer records the syncs asked of it and fails while err is set.
+type recordingSyncer struct {
+	mu    sync.Mutex
+	syncs []syncCall
+	err   error
+}
+
+type syncCall struct {
+	at   time.Time
+	full bool
+	m    *nftrules.Model
+}
+
+func (r *recordingSyncer) Sync(_ context.Context, m *nftrules.Model, full bool) (nftrules.Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.syncs = append(r.syncs, syncCall{time.Now(), full, m})
+	return nftrules.Plan{Full: full}, r.err
+}
+
+func (r *recordingSyncer) Pending() int { return 0 }
+
+func (r *recordingSyncer) calls() []syncCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]syncCall(nil), r.syncs...)
+}
+
+func (r *recordingSyncer) setErr(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+func testProxier(t *testing.T, src source, s syncer, cfg loopConfig) *proxier {
+	t.Helper()
+	if cfg.node.Name == "" {
+		cfg.node.Name = "node-a"
+	}
+	if cfg.syncPeriod == 0 {
+		cfg.syncPeriod = time.Hour
+	}
+	if cfg.retryMax == 0 {
+		cfg.retryMax = 30 * time.Second
+	}
+	return newProxier(cfg, slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
+}
+
+// TestLoopCoalescesAndRateLimits: after a quiet spell a poke is served at once; a burst of
+// pokes right after costs one more sync, a minimum interval later. The first sync is full, later
+// ones incremental.
+func TestLoopCoalescesAndRateLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rs := &recordingSyncer{}
+		p := testProxier(t, &staticSource{}, rs, loopConfig{minSyncPeriod: 100 * time.Millisecond})
+		stop := runLoop(t, p)
+		defer stop()
+		synctest.Wait()
+		if c := rs.calls(); len(c) != 1 || !c[0].full {
+			t.Fatalf("initial syncs %+v, want one full", c)
+		}
+		time.Sleep(time.Second)
+		start := time.Now()
+		for range 50 {
+			p.poke()
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		c := rs.calls()
+		if len(c) != 3 {
+			t.Fatalf("%d syncs after a burst of 50 pokes, want 3", len(c))
+		}
+		if c[1].full || c[2].full {
+			t.Error("a poke caused a full sync")
+		}
+		if c[1].at != start {
+			t.Errorf("first poke after a quiet spell served %v late", c[1].at.Sub(start))
+		}
+		if gap := c[2].at.Sub(c[1].at); gap != 100*time.Millisecond {
+			t.Errorf("burst served %v after its first poke, want the minimum interval", gap)
+		}
+	})
+}
+
+// runLoop runs p's loop until the returned stop is called.
+func runLoop(t *testing.T, p *proxier) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- p.run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLoopRetriesAndResyncs: a failed sync is retried with a growing back-off and a full sync;
+// a full resync comes every syncPeriod.
+func TestLoopRetriesAndResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rs := &recordingSyncer{err: errors.New("nft: boom")}
+		p := testProxier(t, &staticSource{}, rs, loopConfig{syncPeriod: 10 * time.Minute, retryMax: 4 * time.Second})
+		stop := runLoop(t, p)
+		defer stop()
+		time.Sleep(8 * time.Second) // fails at 0, 1, 3, 7 s (back-off 1, 2, 4 s)
+		synctest.Wait()
+		var at []time.Duration
+		c := rs.calls()
+		for _, s := range c {
+			at = append(at, s.at.Sub(c[0].at))
+			if !s.full {
+				t.Error("retry was not a full sync")
+			}
+		}
+		if want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second}; !equalDurations(at, want) {
+			t.Errorf("attempts at %v, want %v", at, want)
+		}
+		if p.health.Healthy() != true { // pending for 8 s < the 60 s timeout
+			t.Error("unhealthy too early")
+		}
+		p.poke() // while failing, changes wait for the next retry
+		synctest.Wait()
+		if n := len(rs.calls()); n != 4 {
+			t.Errorf("a poke during back-off caused a sync: %d attempts", n)
+		}
+		rs.setErr(nil)
+		time.Sleep(4 * time.Second) // succeeds at 11 s
+		synctest.Wait()
+		n := len(rs.calls())
+		p.poke()
+		synctest.Wait()
+		if c := rs.calls(); len(c) != n+1 || c[n].full {
+			t.Errorf("poke after recovery: %d syncs, full=%v", len(c)-n, c[len(c)-1].full)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if c := rs.calls(); !c[len(c)-1].full || len(c) != n+2 {
+			t.Errorf("no full resync after the sync period: %d more syncs", len(c)-n)
+		}
+	})
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fakeEcho is an echo detector whose answers the test decides.
+type fakeEcho struct {
+	mu    sync.Mutex
+	up    map[string]bool
+	peers []liveness.Peer
+}
+
+func (f *fakeEcho) Up(n string) (bool, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.up[n], time.Time{}
+}
+
+func (f *fakeEcho) SetPeers(p []liveness.Peer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.peers = p
+}
+
+func (f *fakeEcho) set(n string, up bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.up[n] = up
+}
+
+// TestDeadNodes: a node that stops answering is dead in the next model (never this node, never a
+// node that never answered), and alive again once it answers; nodes leaving the cluster are
+// forgotten.
+func TestDeadNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &staticSource{nodes: []*corev1.Node{testNode("node-a", "192.168.0.10"), testNode("node-b", "192.168.0.11"), testNode("node-c", "192.168.0.12")}}
+		rs := &recordingSyncer{}
+		p := testProxier(t, src, rs, loopConfig{})
+		fe := &fakeEcho{up: map[string]bool{"node-b": true, "node-c": true}}
+		p.setEcho(fe)
+		stop := runLoop(t, p)
+		defer stop()
+		synctest.Wait()
+		last := func() map[string]bool { c := rs.calls(); return c[len(c)-1].m.Node.DeadNodes }
+		if d := last(); len(d) != 0 {
+			t.Errorf("dead at start: %v", d)
+		}
+		if got := len(fe.peers); got != 2 {
+			t.Errorf("%d echo peers, want 2 (not this node)", got)
+		}
+
+		fe.set("node-b", false)
+		p.onEcho([]liveness.Down{{Peer: "node-b"}, {Peer: "node-a"}})
+		synctest.Wait()
+		if d := last(); !d["node-b"] || len(d) != 1 {
+			t.Errorf("after node-b went down: dead %v", d)
+		}
+		n := len(rs.calls())
+		p.onEcho([]liveness.Down{{Peer: "node-b"}}) // again: no change, no sync
+		synctest.Wait()
+		if len(rs.calls()) != n {
+			t.Error("a repeated death caused a sync")
+		}
+
+		fe.set("node-b", true)
+		p.onEcho(nil)
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Errorf("after node-b answered again: dead %v", d)
+		}
+
+		fe.set("node-c", false)
+		p.onEcho([]liveness.Down{{Peer: "node-c"}})
+		synctest.Wait()
+		src.mu.Lock()
+		src.nodes = src.nodes[:2]
+		src.mu.Unlock()
+		p.poke()
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Errorf("a deleted node stays dead: %v", d)
+		}
+	})
+}
+
+func testNode(name, ip string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+// TestNodePortAddressRefresh: with CIDR node-port addresses, the local addresses are read at the
+// first sync and re-read periodically; a change triggers a sync.
+func TestNodePortAddressRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rs := &recordingSyncer{}
+		np, _ := convert.ParseNodePorts([]string{"192.168.0.0/16"})
+		p := testProxier(t, &staticSource{}, rs, loopConfig{node: convert.NodeConfig{NodePorts: np}, addrRefresh: 30 * time.Second})
+		var mu sync.Mutex
+		addrs := []netip.Addr{netip.MustParseAddr("192.168.0.10"), netip.MustParseAddr("10.0.0.1")}
+		p.localAddrs = func() ([]netip.Addr, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]netip.Addr(nil), addrs...), nil
+		}
+		stop := runLoop(t, p)
+		defer stop()
+		synctest.Wait()
+		c := rs.calls()
+		if got := c[0].m.Node.NodePortAddresses; len(got) != 1 || got[0] != netip.MustParseAddr("192.168.0.10") {
+			t.Errorf("node-port addresses %v", got)
+		}
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if n := len(rs.calls()); n != 1 {
+			t.Errorf("%d syncs with unchanged addresses, want 1", n)
+		}
+		mu.Lock()
+		addrs = append(addrs, netip.MustParseAddr("192.168.0.20"))
+		mu.Unlock()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		c = rs.calls()
+		if len(c) != 2 || len(c[1].m.Node.NodePortAddresses) != 2 {
+			t.Errorf("after an address was added: %d syncs, last %v", len(c), c[len(c)-1].m.Node.NodePortAddresses)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/nftapply"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// TestKernelSync runs syncs of the converted objects into a real kernel, in a throwaway network
+// namespace (nft is pointed at it by a wrapper on PATH): what the converter makes of Kubernetes
+// objects, nft and the kernel accept, incrementally too. Skipped unless root with nft and ip.
+func TestKernelSync(t *testing.T) {
+	list := kernelNetns(t)
+	s, err := nftapply.NewKernel(nftrules.Config{Family: knftables.IPv4Family})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset(e2eObjects()...)
+	src := newInformerSource(cs, "node-a", true)
+	defer src.shutdown()
+	defer cancel()
+	if !src.start(ctx) {
+		t.Fatal("informers did not sync")
+	}
+	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
+		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
+	if err := p.sync(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	got := list()
+	for _, want := range []string{
+		"10.96.0.10 . tcp . 80 : goto service-",
+		"10.96.0.53 . udp . 53 : goto service-",
+		"192.168.1.240 . tcp . 80 : goto external-",
+		"dnat to 10.244.2.5:8080",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("kernel table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "10.96.0.30") {
+		t.Error("another proxy's Service programmed")
+	}
+
+	// Incremental: node-b declared dead, then a Service deleted.
+	p.dead["node-b"] = true
+	p.setEcho(&fakeEcho{up: map[string]bool{}})
+	if err := p.sync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); strings.Contains(got, "dnat to 10.244.2.5:8080") {
+		t.Errorf("dead node's endpoint still in the kernel:\n%s", got)
+	}
+	if err := cs.CoreV1().Services("ns1").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := src.svcLister.Services("ns1").Get("web"); err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := p.sync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); strings.Contains(got, "10.96.0.10 ") {
+		t.Errorf("deleted Service still in the kernel:\n%s", got)
+	}
+}
+
+// kernelNetns creates a throwaway network namespace (removed when the test ends) and points
+// PATH's nft at it through a wrapper, so that knftables programs the namespace. It returns a
+// function listing ironlb's IPv4 table there. It skips the test unless run as root with nft and
+// ip. Tests using it cannot run in parallel.
+func kernelNetns(t *testing.T) (list func() string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	nftPath, err1 := exec.LookPath("nft")
+	ipPath, err2 := exec.LookPath("ip")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs nft and ip")
+	}
+	ns := fmt.Sprintf("ironlb-proxytest-%d", os.Getpid())
+	if out, err := exec.Command(ipPath, "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(ipPath, "netns", "del", ns).Run() })
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ipPath, ns, nftPath)
+	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return func() string {
+		out, err := exec.Command(ipPath, "netns", "exec", ns, nftPath, "list", "table", "ip", nftrules.TableName).CombinedOutput()
+		if err != nil {
+			return "error: " + err.Error() + ": " + string(out)
+		}
+		return string(out)
+	}
+}

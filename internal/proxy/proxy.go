@@ -1,0 +1,320 @@
+// Package proxy is `ironlb proxy`: kube-proxy's job on one node, on nftables. Informers on
+// Services, EndpointSlices and Nodes only poke one sync loop; the loop converts the objects into
+// a model (internal/proxy/convert), has nftrules build one transaction per family from it,
+// incremental unless it is the first sync, a periodic resync or the retry of a failure, and has
+// nftapply run it. After each sync it flushes stale UDP conntrack entries (conntrack) and updates
+// the health-check node ports of Services with externalTrafficPolicy Local (healthcheck).
+//
+// Beyond kube-proxy, the proxy probes every other node with ICMP echoes (the speaker's echo
+// detector, internal/speaker/liveness) and stops choosing endpoints on a node that stops
+// answering, within tens of milliseconds instead of the 40-50 s before Kubernetes marks the node
+// NotReady; it takes them back as soon as the node answers again.
+//
+//	informers ──poke──▶ run loop ──▶ convert ──▶ nftrules ──▶ nftapply (nft -f -)
+//	echo detector ─poke─┘               │
+//	                                    ├──▶ conntrack -D (stale UDP flows)
+//	                                    └──▶ health-check node ports, /healthz
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/proxy/conntrack"
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
+	"github.com/ironlb/ironlb/internal/proxy/nftapply"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/speaker/liveness"
+)
+
+// Config is what `ironlb proxy` flags set. Durations of zero take the defaults noted.
+type Config struct {
+	Node       string // this node's name ($NODE_NAME); required
+	Kubeconfig string // "" = in-cluster
+	// APIServer overrides the apiserver address of the kubeconfig or in-cluster config
+	// (kube-proxy's --master): the in-cluster address is a ClusterIP, which this proxy programs.
+	APIServer string
+
+	ClusterCIDRs      []string // pod networks; empty: this node's spec.podCIDRs
+	ServiceCIDRs      []string // Service networks; traffic to unallocated addresses in them is dropped
+	NodePortAddresses []string // "primary" or CIDRs; empty: all local addresses
+	IPFamilies        string   // "auto" (the node's InternalIP families), "ipv4", "ipv6" or "dual"
+	MasqueradeAll     bool
+	MasqueradeBit     int // 0-31; the mark bit that requests SNAT (default 14)
+
+	SyncPeriod     time.Duration // full resync (default 1h)
+	MinSyncPeriod  time.Duration // least time between syncs
+	HealthzTimeout time.Duration // a change pending longer makes /healthz fail (default 60s)
+
+	HealthzAddr string // kube-proxy's health server (/healthz, /livez); "" disables
+	MetricsAddr string // Prometheus metrics; "" disables
+
+	ConntrackCleanup bool // flush stale UDP conntrack entries (needs the conntrack tool)
+
+	NodeLiveness bool          // run the echo detector and avoid endpoints on dead nodes
+	EchoInterval time.Duration // echo probe interval
+	EchoBurst    time.Duration // echo probe interval while an answer is overdue
+	EchoTimeout  time.Duration // how long a probe may wait for its answer
+	EchoMisses   int           // unanswered probes before a node is dead
+
+	Cleanup  bool   // delete ironlb's tables and exit
+	LogLevel string // debug, info, warn or error
+}
+
+func (c *Config) nodeConfig() (convert.NodeConfig, error) {
+	nc := convert.NodeConfig{Name: c.Node}
+	var err error
+	if nc.NodePorts, err = convert.ParseNodePorts(c.NodePortAddresses); err != nil {
+		return nc, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
+	if nc.ClusterCIDRs, err = convert.ParsePrefixes(c.ClusterCIDRs); err != nil {
+		return nc, fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	if nc.ServiceCIDRs, err = convert.ParsePrefixes(c.ServiceCIDRs); err != nil {
+		return nc, fmt.Errorf("--service-cidr: %w", err)
+	}
+	return nc, nil
+}
+
+// Run runs the proxy until ctx ends. The rules stay in place when it returns (as kube-proxy's
+// do), so a restart does not interrupt traffic; --cleanup removes them.
+func Run(ctx context.Context, cfg Config) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "proxy", "node", cfg.Node)
+	if cfg.Cleanup {
+		return cleanup(ctx, log)
+	}
+	if cfg.Node == "" {
+		return errors.New("proxy: --node (or $NODE_NAME) is required")
+	}
+	nodeCfg, err := cfg.nodeConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return fmt.Errorf("--masquerade-bit %d is not 0-31", cfg.MasqueradeBit)
+	}
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, "ironlb-proxy/"+cfg.Node, 50, 100)
+	if err != nil {
+		return err
+	}
+	if cfg.APIServer != "" {
+		rc.Host = cfg.APIServer
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	src := newInformerSource(cs, cfg.Node, cfg.NodeLiveness)
+	p := newProxier(loopConfig{
+		node:          nodeCfg,
+		syncPeriod:    cmp.Or(cfg.SyncPeriod, time.Hour),
+		minSyncPeriod: cfg.MinSyncPeriod,
+		retryMax:      30 * time.Second,
+		addrRefresh:   30 * time.Second,
+		healthTimeout: cfg.HealthzTimeout,
+	}, log, src, nil, m)
+	p.localAddrs = interfaceAddrs
+	src.onChange(p.poke)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Servers and detectors stop when Run returns, after the informers.
+	ioctx, stopIO := context.WithCancel(context.Background())
+	defer stopIO()
+	if cfg.HealthzAddr != "" {
+		if err := serve(ioctx, &wg, cfg.HealthzAddr, p.health.Handler(), log); err != nil {
+			return fmt.Errorf("--healthz-bind-address: %w", err)
+		}
+	}
+	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, log)
+
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	defer b.Shutdown()
+	p.rec = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-proxy", Host: cfg.Node})
+
+	ictx, stopInformers := context.WithCancel(ctx)
+	defer src.shutdown()
+	defer stopInformers() // before shutdown, which waits for them
+	if !src.start(ictx) {
+		return nil
+	}
+	self := waitNode(ctx, src, cfg.Node, log)
+	fams, err := families(cfg.IPFamilies, self, nodeCfg)
+	if err != nil {
+		return err
+	}
+	for _, f := range fams {
+		s, err := nftapply.NewKernel(nftrules.Config{Family: f, MasqueradeMark: 1 << cfg.MasqueradeBit, MasqueradeAll: cfg.MasqueradeAll})
+		if err != nil {
+			return err
+		}
+		p.fams = append(p.fams, family{name: f, s: s})
+	}
+	if cfg.ConntrackCleanup {
+		if ct, err := conntrack.NewExec(nil); err != nil {
+			log.Warn("stale UDP conntrack entries will not be flushed", "err", err)
+		} else {
+			p.ct = ct
+		}
+	}
+	p.hc = healthcheck.NewServices(nil, p.health.Healthy, log)
+	defer p.hc.Close()
+	if cfg.NodeLiveness {
+		startEcho(ioctx, &wg, cfg, self, p, log)
+	}
+	log.Info("proxy running", "families", fams, "nodePortAddresses", nodeCfg.NodePorts.String(),
+		"syncPeriod", p.cfg.syncPeriod, "minSyncPeriod", p.cfg.minSyncPeriod, "conntrackCleanup", p.ct != nil)
+	return p.run(ctx)
+}
+
+// startEcho runs the echo detector from this node's IPv4 InternalIP, if it has one.
+func startEcho(ctx context.Context, wg *sync.WaitGroup, cfg Config, self *corev1.Node, p *proxier, log *slog.Logger) {
+	ip, ok := convert.InternalIP(self, true)
+	if !ok {
+		log.Warn("node liveness off: this node has no IPv4 InternalIP to probe from")
+		return
+	}
+	tr := liveness.NewEchoTracker(cmp.Or(cfg.EchoInterval, 10*time.Millisecond), cfg.EchoBurst,
+		cmp.Or(cfg.EchoTimeout, 5*time.Millisecond), cmp.Or(cfg.EchoMisses, 6))
+	e, err := liveness.ListenEcho(ip, tr, p.onEcho, log.With("detector", "echo"))
+	if err != nil {
+		log.Error("node liveness off: echo detector unavailable", "err", err)
+		return
+	}
+	p.setEcho(e)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = e.Run(ctx)
+	}()
+	log.Info("node liveness on", "ip", ip, "detection", tr.DetectionTime())
+}
+
+// waitNode returns this node's object, waiting a little for it to appear; nil if it does not.
+func waitNode(ctx context.Context, src source, name string, log *slog.Logger) *corev1.Node {
+	for i := 0; ; i++ {
+		if n := src.Node(name); n != nil || i == 50 || ctx.Err() != nil {
+			if n == nil {
+				log.Warn("node object not found; node addresses unknown", "node", name)
+			}
+			return n
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// families decides which tables to program.
+func families(want string, self *corev1.Node, nc convert.NodeConfig) ([]knftables.Family, error) {
+	switch want {
+	case "ipv4":
+		return []knftables.Family{knftables.IPv4Family}, nil
+	case "ipv6":
+		return []knftables.Family{knftables.IPv6Family}, nil
+	case "dual":
+		return []knftables.Family{knftables.IPv4Family, knftables.IPv6Family}, nil
+	case "", "auto":
+	default:
+		return nil, fmt.Errorf("--ip-families %q: want auto, ipv4, ipv6 or dual", want)
+	}
+	_, v4 := convert.InternalIP(self, true)
+	_, v6 := convert.InternalIP(self, false)
+	for _, p := range nc.ClusterCIDRs {
+		v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+	}
+	var out []knftables.Family
+	if v4 || !v6 {
+		out = append(out, knftables.IPv4Family)
+	}
+	if v6 {
+		out = append(out, knftables.IPv6Family)
+	}
+	return out, nil
+}
+
+// cleanup deletes ironlb's tables in both families.
+func cleanup(ctx context.Context, log *slog.Logger) error {
+	var errs []error
+	for _, f := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		nft, err := knftables.New(f, nftrules.TableName)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := nftapply.Cleanup(ctx, nft); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.Info("table deleted", "family", f, "table", nftrules.TableName)
+	}
+	return errors.Join(errs...)
+}
+
+// serve serves h on addr until ctx ends.
+func serve(ctx context.Context, wg *sync.WaitGroup, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health server", "addr", addr, "err", err)
+		}
+	}()
+	return nil
+}
+
+// interfaceAddrs lists the addresses configured on the node's interfaces.
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		} else if ip, err := netip.ParseAddr(strings.TrimSpace(a.String())); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ironlb/ironlb/internal/proxy/convert"
+)
+
+// source is the proxy's read-only view of the cluster.
+type source interface {
+	Services() []*corev1.Service
+	SlicesOf(namespace, name string) []*discoveryv1.EndpointSlice
+	Nodes() []*corev1.Node
+	Node(name string) *corev1.Node
+}
+
+// informerSource is a source over shared informers: Services and EndpointSlices without the
+// service-proxy-name and headless labels (as kube-proxy selects them), and Nodes (all of them
+// when the liveness detector needs peers, else only this node's).
+type informerSource struct {
+	svcs, slices, nodes cache.SharedIndexInformer
+	svcLister           corelisters.ServiceLister
+	nodeLister          corelisters.NodeLister
+	factories           []informers.SharedInformerFactory
+}
+
+const sliceByService = "service"
+
+func newInformerSource(cs kubernetes.Interface, node string, allNodes bool) *informerSource {
+	sel := informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = convert.InformerSelector })
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, sel)
+	var nodeOpts []informers.SharedInformerOption
+	if !allNodes {
+		nodeOpts = append(nodeOpts, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+		}))
+	}
+	nf := informers.NewSharedInformerFactoryWithOptions(cs, 0, nodeOpts...)
+	s := &informerSource{
+		svcs:       f.Core().V1().Services().Informer(),
+		slices:     f.Discovery().V1().EndpointSlices().Informer(),
+		nodes:      nf.Core().V1().Nodes().Informer(),
+		svcLister:  f.Core().V1().Services().Lister(),
+		nodeLister: nf.Core().V1().Nodes().Lister(),
+		factories:  []informers.SharedInformerFactory{f, nf},
+	}
+	_ = s.slices.AddIndexers(cache.Indexers{sliceByService: func(obj any) ([]string, error) {
+		es, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		if k := convert.ServiceOf(es); k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}})
+	return s
+}
+
+// onChange calls fn on every add, update and delete.
+func (s *informerSource) onChange(fn func()) {
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { fn() }, UpdateFunc: func(_, _ any) { fn() }, DeleteFunc: func(any) { fn() }}
+	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes} {
+		_, _ = i.AddEventHandler(h)
+	}
+}
+
+// start starts the informers and waits for their caches; false if ctx ended first.
+func (s *informerSource) start(ctx context.Context) bool {
+	for _, f := range s.factories {
+		f.Start(ctx.Done())
+	}
+	return cache.WaitForCacheSync(ctx.Done(), s.svcs.HasSynced, s.slices.HasSynced, s.nodes.HasSynced)
+}
+
+// shutdown stops the informers and waits for their goroutines (after ctx, given to start, ended).
+func (s *informerSource) shutdown() {
+	done := make(chan struct{})
+	go func() {
+		for _, f := range s.factories {
+			f.Shutdown()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a watch stuck in a dial; do not hang the exit on it
+	}
+}
+
+func (s *informerSource) Services() []*corev1.Service {
+	out, _ := s.svcLister.List(labels.Everything())
+	return out
+}
+
+func (s *informerSource) SlicesOf(namespace, name string) []*discoveryv1.EndpointSlice {
+	objs, _ := s.slices.GetIndexer().ByIndex(sliceByService, namespace+"/"+name)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*discoveryv1.EndpointSlice))
+	}
+	return out
+}
+
+func (s *informerSource) Nodes() []*corev1.Node {
+	out, _ := s.nodeLister.List(labels.Everything())
+	return out
+}
+
+func (s *informerSource) Node(name string) *corev1.Node {
+	n, err := s.nodeLister.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
+}
