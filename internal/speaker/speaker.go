@@ -43,6 +43,7 @@ import (
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/layer2"
 	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
@@ -63,6 +64,7 @@ type Config struct {
 	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
 	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
 	MetricsAddr   string        // Prometheus endpoint, "" disables
+	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
 }
 
 var (
@@ -118,6 +120,13 @@ func Run(ctx context.Context, cfg Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "speaker", "node", cfg.Node)
 	if cfg.Node == "" {
 		return errors.New("speaker: --node (or $NODE_NAME) is required")
+	}
+	// Failure detection in tens of milliseconds needs the CPU within milliseconds even when other work
+	// saturates the node: run ahead of ordinary processes (threads created later inherit it).
+	if cfg.Nice != 0 {
+		if err := bfd.SetProcessNice(cfg.Nice); err != nil {
+			log.Warn("cannot raise scheduling priority (grant CAP_SYS_NICE); detection may be late when the CPU is saturated", "nice", cfg.Nice, "err", err)
+		}
 	}
 	cs, dyn, err := kube.Clients(cfg.Kubeconfig, "ironlb-speaker/"+cfg.Node, 50, 100)
 	if err != nil {
