@@ -121,6 +121,17 @@ func Analyze(ev []Event, cut, back, end time.Time, cutMAC string) Trial {
 			lastOK = e.At
 		}
 	}
+	// An outage still running when probing stops counts up to the last event.
+	last := end
+	if n := len(ev); n > 0 && ev[n-1].At.Before(end) {
+		last = ev[n-1].At
+	}
+	if !lastOK.IsZero() && lastOK.After(back) && last.Sub(lastOK) > t.BackGap {
+		t.BackGap = last.Sub(lastOK)
+	}
+	if !lastARP.IsZero() && lastARP.After(back) && last.Sub(lastARP) > t.BackARPGap {
+		t.BackARPGap = last.Sub(lastARP)
+	}
 	for _, at := range lastSeen {
 		if at.After(end.Add(-time.Second)) {
 			t.Answerers++

@@ -68,3 +68,18 @@ func TestSummarize(t *testing.T) {
 func sprintf(format string, args ...any) string { return fmtSprintf(format, args...) }
 
 var fmtSprintf = fmt.Sprintf
+
+// An outage still running when probing stops is counted up to the last event.
+func TestAnalyzeTrailingOutage(t *testing.T) {
+	at := func(n int) int64 { return time.Unix(100, 0).Add(time.Duration(n) * time.Millisecond).UnixNano() }
+	log := fmt.Sprintf("arp %d reply a\nhttp %d %d ok\narp %d reply b\nhttp %d %d ok\nhttp %d %d fail\nhttp %d %d fail\n",
+		at(0), at(0), at(1), at(1100), at(1100), at(1101), at(1500), at(1750), at(3000), at(3250))
+	ev, err := Parse(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Analyze(ev, time.Unix(0, at(500)), time.Unix(0, at(1000)), time.Unix(0, at(3000)), "a")
+	if got.BackGap != 1900*time.Millisecond || got.BackARPGap != 1900*time.Millisecond || got.Answerers != 0 || got.BackFailed != 2 {
+		t.Fatalf("trailing outage: %+v", got)
+	}
+}
