@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/ironlb
 
-.PHONY: all build k8s lab lab-down test unit e2e fuzz bench bench-controller clean
+.PHONY: all build k8s lab lab-down test unit e2e fuzz bench bench-controller bench-l2 metallb clean
 
 all: build
 
@@ -46,10 +46,24 @@ bench: build k8s
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate/' -benchtime 100000x -count 3 ./internal/allocator
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate10k' -benchtime 5x -count 3 ./internal/allocator
 
+# MetalLB v0.16.1's controller and speaker, built from its module, for side-by-side benchmarks.
+metallb:
+	GOBIN=$$HOME/.cache/ironlb/metallb-v0.16.1 $(GO) install go.universe.tf/metallb/controller@v0.16.1 go.universe.tf/metallb/speaker@v0.16.1
+
 # 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
-bench-controller: k8s
-	GOBIN=$$HOME/.cache/ironlb/metallb-v0.16.1 $(GO) install go.universe.tf/metallb/controller@v0.16.1
+bench-controller: k8s metallb
 	IRONLB_BENCH=1 IRONLB_BENCH_SERVICES=10000 $(GO) test -count=1 -run TestScaleVsMetalLB -v -timeout 90m ./internal/controller
+
+# Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes).
+bench-l2: build k8s metallb
+	$(BIN) lab up
+	$(BIN) lab bench-failover --trials 20
+	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist default
+	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist tuned
+	$(BIN) lab bench-soak --duration 10m
+	$(BIN) lab bench-soak --duration 10m --speaker metallb --memberlist tuned
+	$(BIN) lab bench-soak --duration 10m --speaker metallb --memberlist default
+	$(BIN) lab down
 
 clean:
 	rm -rf bin
