@@ -20,6 +20,16 @@ var nsCounter atomic.Int32
 // the test unless run as root with nft and ip installed. Tests using it cannot run in parallel.
 func testNetns(t testing.TB) string {
 	t.Helper()
+	name, dir := newNetns(t)
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return name
+}
+
+// newNetns creates a throwaway network namespace (removed when the test ends) with loopback up,
+// and returns its name and a directory holding an nft wrapper that runs inside it. It skips the
+// test unless run as root with nft and ip installed.
+func newNetns(t testing.TB) (name, nftDir string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace")
 	}
@@ -31,7 +41,7 @@ func testNetns(t testing.TB) string {
 	if strings.HasPrefix(nft, os.TempDir()) {
 		t.Fatal("PATH already points nft at a test namespace")
 	}
-	name := fmt.Sprintf("ironlb-nfttest-%d-%d", os.Getpid(), nsCounter.Add(1))
+	name = fmt.Sprintf("ironlb-nfttest-%d-%d", os.Getpid(), nsCounter.Add(1))
 	if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)
 	}
@@ -40,14 +50,25 @@ func testNetns(t testing.TB) string {
 			t.Errorf("removing netns %s: %v: %s", name, err, out)
 		}
 	})
-	dir := t.TempDir()
+	nftDir = t.TempDir()
 	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ip, name, nft)
-	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(nftDir, "nft"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	nsIP(t, name, "link", "set", "lo", "up")
-	return name
+	return name, nftDir
+}
+
+// netnsFD opens the namespace for netlink sockets (closed when the test ends, before the
+// namespace is removed).
+func netnsFD(t testing.TB, ns string) int {
+	t.Helper()
+	f, err := os.Open("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return int(f.Fd())
 }
 
 // nsIP runs `ip` inside the namespace.

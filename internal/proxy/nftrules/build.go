@@ -106,8 +106,18 @@ type Plan struct {
 	Ops int
 }
 
+// Writer receives the operations a Builder writes, in order. *knftables.Transaction is the
+// usual one; nftapply also records them to apply incremental syncs over netlink.
+type Writer interface {
+	Add(knftables.Object)
+	Flush(knftables.Object)
+	Delete(knftables.Object)
+}
+
+var _ Writer = (*knftables.Transaction)(nil)
+
 // DeleteChains adds the deletion of chains (from Plan.StaleChains) to tx.
-func DeleteChains(tx *knftables.Transaction, chains []string) {
+func DeleteChains(tx Writer, chains []string) {
 	for _, c := range chains {
 		tx.Delete(&knftables.Chain{Name: c})
 	}
@@ -117,7 +127,7 @@ func DeleteChains(tx *knftables.Transaction, chains []string) {
 // (flushed and refilled), every Service's chains and elements, and the cleanup of per-Service
 // chains and affinity sets in existing that m no longer uses. Affinity sets still in use keep
 // their contents. Errors, if any, surface when tx is run.
-func (b *Builder) Full(tx *knftables.Transaction, m *Model, existing Existing) Plan {
+func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
 	e := emitter{tx: tx}
 	b.writeBase(&e, &m.Node)
 

@@ -4,8 +4,8 @@
 //
 // The package is pure. It imports no client-go and opens no sockets (deps_test.go enforces it):
 // the caller converts Services and EndpointSlices into a [Model] once, a [Builder] writes
-// operations into a caller-made [knftables.Transaction], and the caller runs it (nftapply) or
-// hands it to [knftables.Fake] in tests.
+// operations into a caller-made [knftables.Transaction] (or any [Writer]), and the caller runs
+// it (nftapply) or hands it to [knftables.Fake] in tests.
 //
 // # Layout (one table per family, `ip ironlb` and `ip6 ironlb`)
 //

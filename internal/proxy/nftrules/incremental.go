@@ -3,8 +3,6 @@ package nftrules
 import (
 	"reflect"
 	"slices"
-
-	"sigs.k8s.io/knftables"
 )
 
 // Incremental writes into tx the changes from old, the model of the last transaction that ran
@@ -17,7 +15,7 @@ import (
 // If old is nil, or the Node differs in anything but DeadNodes, it writes Full(tx, m, ...)
 // instead, cleaning up what old produced. If running tx fails, the kernel state is unknown: do a
 // Full sync with the table's listed contents next. Errors surface when tx is run.
-func (b *Builder) Incremental(tx *knftables.Transaction, old, m *Model) Plan {
+func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 	if old == nil {
 		return b.Full(tx, m, Existing{})
 	}

@@ -389,7 +389,7 @@ type endpointNames = map[netip.AddrPort]string
 
 // emitter writes objects into a transaction and counts the operations.
 type emitter struct {
-	tx  *knftables.Transaction
+	tx  Writer
 	ops int
 }
 

@@ -1,0 +1,276 @@
+package nftapply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules/nftrulestest"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+)
+
+// twins are two namespaces that receive the same syncs: exec runs every transaction through nft,
+// nl writes incremental ones over netlink.
+type twins struct {
+	fam          knftables.Family
+	execNS, nlNS string
+	exec, nl     *Syncer
+	execNFT      knftables.Interface
+	nlNFT        knftables.Interface
+}
+
+func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock func() time.Time) *twins {
+	t.Helper()
+	execNS, execDir := newNetns(t)
+	nlNS, nlDir := newNetns(t)
+	path := os.Getenv("PATH")
+	nftIn := func(dir string) knftables.Interface {
+		// knftables resolves nft when it is created: point PATH at the namespace's wrapper.
+		t.Setenv("PATH", dir+string(os.PathListSeparator)+path)
+		nft, err := knftables.New(fam, nftrules.TableName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nft
+	}
+	tw := &twins{fam: fam, execNS: execNS, nlNS: nlNS, execNFT: nftIn(execDir), nlNFT: nftIn(nlDir)}
+	t.Setenv("PATH", path)
+	b, err := nftrules.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl, err := NewNetlink(fam, netnsFD(t, nlNS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.exec = New(tw.execNFT, b, clock)
+	tw.nl = New(tw.nlNFT, b, clock, WithNetlink(nl))
+	return tw
+}
+
+// sync applies m to both and checks that they agree.
+func (tw *twins) sync(t *testing.T, m *nftrules.Model, what string) nftrules.Plan {
+	t.Helper()
+	ctx := context.Background()
+	want, err := tw.exec.Sync(ctx, m, false)
+	if err != nil {
+		t.Fatalf("%s: through nft: %v", what, err)
+	}
+	got, err := tw.nl.Sync(ctx, m, false)
+	if err != nil {
+		t.Fatalf("%s: over netlink: %v", what, err)
+	}
+	if want.Full != got.Full || want.Ops != got.Ops {
+		t.Fatalf("%s: plans differ: nft full %v ops %d, netlink full %v ops %d", what, want.Full, want.Ops, got.Full, got.Ops)
+	}
+	for _, view := range []struct {
+		name string
+		list func(t *testing.T, ns string, fam knftables.Family) []string
+	}{{"nft -j list", jsonListing}, {"nft --debug=netlink list", netlinkListing}} {
+		if diff := cmp.Diff(view.list(t, tw.execNS, tw.fam), view.list(t, tw.nlNS, tw.fam)); diff != "" {
+			t.Fatalf("%s: %s differs (-nft +netlink):\n%s", what, view.name, diff)
+		}
+	}
+	return got
+}
+
+// jsonListing returns `nft -j list table` as sorted lines of canonical JSON, one per object,
+// without handles; rules carry their chain and position, set elements are sorted.
+func jsonListing(t *testing.T, ns string, fam knftables.Family) []string {
+	t.Helper()
+	out := nsRun(t, ns, "", "nft", "-j", "list", "table", string(fam), nftrules.TableName)
+	var doc struct {
+		Nftables []map[string]map[string]any `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("parsing nft -j output: %v", err)
+	}
+	var lines []string
+	pos := map[string]int{}
+	for _, obj := range doc.Nftables {
+		for kind, v := range obj {
+			if kind == "metainfo" {
+				continue
+			}
+			delete(v, "handle")
+			if els, ok := v["elem"].([]any); ok {
+				slices.SortFunc(els, func(a, b any) int { return strings.Compare(canonical(t, a), canonical(t, b)) })
+			}
+			prefix := kind + " " + fmt.Sprint(v["name"])
+			if kind == "rule" {
+				c := fmt.Sprint(v["chain"])
+				prefix = fmt.Sprintf("rule %s #%d", c, pos[c])
+				pos[c]++
+			}
+			lines = append(lines, prefix+" "+canonical(t, v))
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+func canonical(t *testing.T, v any) string {
+	b, err := json.Marshal(v) // maps marshal with sorted keys
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// netlinkListing returns `nft --debug=netlink list table`: what the kernel holds, expression by
+// expression with registers, lengths and userdata. Rule handles are cut from the rule headers
+// and set elements sorted within their set; the order of rules is kept.
+func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
+	t.Helper()
+	out := nsRun(t, ns, "", "nft", "--debug=netlink", "list", "table", string(fam), nftrules.TableName)
+	header := string(fam) + " " + nftrules.TableName + " "
+	var lines, elems []string
+	flush := func() {
+		slices.Sort(elems)
+		lines = append(lines, elems...)
+		elems = nil
+	}
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "\telement "):
+			elems = append(elems, l)
+			continue
+		case strings.HasPrefix(l, header) && !strings.HasPrefix(l, header+"@"):
+			f := strings.Fields(l)
+			l = strings.Join(f[:3], " ") // family table chain, without handle and position
+		}
+		flush()
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	flush()
+	return lines
+}
+
+// TestNetlinkMatchesNFT drives random chains of model changes through two namespaces, one
+// written only by nft and one whose incremental syncs (and stale-chain deletions) go over
+// netlink, and checks after every sync that both kernels list the same table, in JSON and
+// expression by expression.
+func TestNetlinkMatchesNFT(t *testing.T) {
+	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		t.Run(string(fam), func(t *testing.T) {
+			clock := time.Unix(0, 0)
+			tw := newTwins(t, fam, nftrules.Config{Family: fam, MaglevTableSize: 13}, func() time.Time { return clock })
+			seeds, length := uint64(4), 12
+			if testing.Short() {
+				seeds, length = 2, 6
+			}
+			for seed := range seeds {
+				g := nftrulestest.NewGen(100 + seed)
+				m := g.Model(6)
+				for step := range length {
+					if step > 0 {
+						m = g.Mutate(m, 10)
+					}
+					clock = clock.Add(2 * StaleChainDelay)
+					tw.sync(t, m, fmt.Sprintf("seed %d step %d", seed, step))
+				}
+			}
+			st := tw.nl.Stats()
+			t.Logf("netlink %d, nft %d (fallbacks %v), netlink errors %d", st.Netlink, st.Exec, st.Fallbacks, st.NetlinkErrors)
+			if st.Netlink == 0 || st.NetlinkErrors != 0 {
+				t.Errorf("stats %+v: want netlink writes and no netlink errors", st)
+			}
+		})
+	}
+}
+
+// TestNetlinkEndpointChanges: the changes the issue is about — an endpoint moving, appearing or
+// going, for random, round-robin and Maglev Services — go over netlink, not through nft.
+func TestNetlinkEndpointChanges(t *testing.T) {
+	clock := time.Unix(0, 0)
+	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family, MaglevTableSize: 13}, func() time.Time { return clock })
+	const n = 12
+	m := nftrulestest.Scale(n)
+	for i := range n {
+		s := m.Services[nftrules.ServiceKey{Namespace: "ns1", Name: fmt.Sprintf("svc-%d", i)}]
+		s.Algorithm = nftrules.Algorithm(i % 3)
+		s.SessionAffinityClientIP = i%2 == 0
+	}
+	tw.sync(t, m, "full")
+	st0 := tw.nl.Stats()
+	steps := 0
+	for i := range n {
+		for gen := range 2 {
+			clock = clock.Add(2 * StaleChainDelay)
+			m = nftrulestest.WithEndpointChange(m, i, byte(gen))
+			tw.sync(t, m, fmt.Sprintf("svc-%d move %d", i, gen))
+			steps++
+		}
+	}
+	st := tw.nl.Stats()
+	if st.Fallbacks != nil || st.NetlinkErrors != 0 || st.Netlink-st0.Netlink < steps {
+		t.Errorf("after %d endpoint changes: %+v (before %+v), want all over netlink", steps, st, st0)
+	}
+}
+
+// TestNetlinkRecoversWithFull: a netlink batch the kernel refuses (the table was deleted behind
+// the Syncer's back) fails the sync, without hanging for acknowledgements, and the next sync is
+// a full one through nft that rebuilds the table.
+func TestNetlinkRecoversWithFull(t *testing.T) {
+	ns := testNetns(t)
+	ctx := context.Background()
+	s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family}, WithNetlink(mustNetlink(t, knftables.IPv4Family, netnsFD(t, ns))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nftrulestest.Scale(4)
+	if _, err := s.Sync(ctx, m, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.NetlinkState != NetlinkOn {
+		t.Fatalf("netlink %v (%v) after a full sync in the namespace", st.NetlinkState, st.NetlinkOff)
+	}
+	if err := Cleanup(ctx, s.nft); err != nil {
+		t.Fatal(err)
+	}
+	m = nftrulestest.WithEndpointChange(m, 1, 1)
+	done := make(chan error, 1)
+	go func() { _, err := s.Sync(ctx, m, false); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, unix.ENOENT) {
+			t.Fatalf("netlink batch into a deleted table: %v, want ENOENT", err)
+		}
+		t.Logf("as expected: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("netlink batch hangs")
+	}
+	if st := s.Stats(); st.NetlinkErrors != 1 {
+		t.Errorf("stats %+v, want one netlink error", st)
+	}
+	plan, err := s.Sync(ctx, m, false)
+	if err != nil || !plan.Full {
+		t.Fatalf("sync after the failure: full %v, %v", plan.Full, err)
+	}
+	if got := nsRun(t, ns, "", "nft", "list", "table", "ip", nftrules.TableName); !strings.Contains(got, "dnat to 10.247.0.1:8080") {
+		t.Errorf("table not rebuilt:\n%s", got)
+	}
+	if err := Cleanup(ctx, s.nft); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustNetlink(t *testing.T, fam knftables.Family, fd int) *Netlink {
+	t.Helper()
+	nl, err := NewNetlink(fam, fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nl
+}
