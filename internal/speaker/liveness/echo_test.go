@@ -47,8 +47,8 @@ func TestEchoTracker(t *testing.T) {
 	if d := e.Check(ms(42)); len(d) != 0 {
 		t.Fatalf("reported twice: %v", d)
 	}
-	if got := NewEchoTracker(10*time.Millisecond, 2*time.Millisecond, 5*time.Millisecond, 6).DetectionTime(); got != 35*time.Millisecond {
-		t.Fatalf("DetectionTime of the defaults = %v, want 35ms", got)
+	if got := NewEchoTracker(8*time.Millisecond, 1500*time.Microsecond, 4*time.Millisecond, 6).DetectionTime(); got != 27500*time.Microsecond {
+		t.Fatalf("DetectionTime of the defaults = %v, want 27.5ms", got)
 	}
 	// Back: any answer to a pending probe brings it up again.
 	s = e.Sent("b", ms(100))
@@ -118,7 +118,7 @@ func simulate(e *EchoTracker, r *rand.Rand, loss float64, start, cut time.Time, 
 // DetectionTime, whatever the phase of the cut.
 func TestEchoTrackerLossAndDetection(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	e := NewEchoTracker(10*time.Millisecond, 2*time.Millisecond, 5*time.Millisecond, 6)
+	e := NewEchoTracker(8*time.Millisecond, 1500*time.Microsecond, 4*time.Millisecond, 6)
 	start := time.Unix(1000, 0)
 	e.Reply("b", e.Sent("b", start), start)
 	if f, _ := simulate(e, r, 0.04, start.Add(10*time.Millisecond), time.Time{}, 1_000_000); f > 0 {
@@ -126,7 +126,7 @@ func TestEchoTrackerLossAndDetection(t *testing.T) {
 	}
 	var worst time.Duration
 	for trial := 0; trial < 1000; trial++ {
-		e := NewEchoTracker(10*time.Millisecond, 2*time.Millisecond, 5*time.Millisecond, 6)
+		e := NewEchoTracker(8*time.Millisecond, 1500*time.Microsecond, 4*time.Millisecond, 6)
 		e.Reply("b", e.Sent("b", start), start)
 		cut := start.Add(time.Second + time.Duration(r.IntN(10000))*time.Microsecond)
 		f, down := simulate(e, r, 0.04, start.Add(10*time.Millisecond), cut, 10_000)
