@@ -31,6 +31,7 @@ func speakerCmd() *cobra.Command {
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a peer node is declared dead")
 	f.DurationVar(&cfg.HandoverGrace, "handover-grace", 300*time.Millisecond, "on SIGTERM, keep answering this long after telling peers this speaker leaves")
 	f.DurationVar(&cfg.HoldDown, "hold-down", 5*time.Second, "how long a returning node must be alive before it takes addresses back")
+	f.DurationVar(&cfg.Refresh, "refresh", 0, "re-announce every address this often against switch FDB and ARP/neighbor cache ageing (0 = never)")
 	f.IntVar(&cfg.Nice, "nice", -10, "scheduling priority (nice) to run at, ahead of ordinary work; needs CAP_SYS_NICE (0 leaves it)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7473", "Prometheus metrics address (empty disables)")
 	return cmd

@@ -65,6 +65,7 @@ type Config struct {
 	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
 	MetricsAddr   string        // Prometheus endpoint, "" disables
 	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
+	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
 }
 
 var (
@@ -175,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if s.arp, err = layer2.NewARP(ifi, conn, layer2.Config{OnConflict: onConflict, Logger: s.log}); err != nil {
+	if s.arp, err = layer2.NewARP(ifi, conn, layer2.Config{OnConflict: onConflict, Logger: s.log, Refresh: cfg.Refresh}); err != nil {
 		return err
 	}
 	s.arp.SetAnswerFunc(s.sp.answer)
@@ -187,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if hasIPv6(ifi) {
 		if nconn, err := layer2.ListenNDP(ifi); err == nil {
 			if groups, err := layer2.ListenGroups(ifi); err == nil {
-				if s.ndp, err = layer2.NewNDP(ifi, nconn, groups, layer2.Config{OnConflict: onConflict, Logger: s.log}); err == nil {
+				if s.ndp, err = layer2.NewNDP(ifi, nconn, groups, layer2.Config{OnConflict: onConflict, Logger: s.log, Refresh: cfg.Refresh}); err == nil {
 					s.ndp.SetAnswerFunc(s.sp.answer)
 					go func() { _ = s.ndp.Run(ioctx) }()
 				}
