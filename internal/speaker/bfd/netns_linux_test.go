@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ironlb/ironlb/internal/testenv/proc"
 	"io"
 	"maps"
 	"net/netip"
@@ -139,30 +140,8 @@ func inNetns(t *testing.T, ns string, fn func() error) {
 	}
 }
 
-// spawner is a goroutine locked to its thread for the life of the test binary: processes started
-// there with Pdeathsig die with the test binary, not with whichever thread happened to fork them
-// (Pdeathsig follows the forking thread, and Go ends threads whose locked goroutine exits).
-var spawner = sync.OnceValue(func() chan func() {
-	ch := make(chan func())
-	go func() {
-		runtime.LockOSThread()
-		for f := range ch {
-			f()
-		}
-	}()
-	return ch
-})
-
 // startKilledWithUs starts cmd so that it is killed if the test binary dies.
-func startKilledWithUs(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	errc := make(chan error)
-	spawner() <- func() { errc <- cmd.Start() }
-	return <-errc
-}
+func startKilledWithUs(cmd *exec.Cmd) error { return proc.StartKilledWithUs(cmd) }
 
 // helperEnv carries the child's configuration.
 const helperEnv = "IRONLB_BFD_HELPER"

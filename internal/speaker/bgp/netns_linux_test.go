@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ironlb/ironlb/internal/testenv/proc"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,30 +87,8 @@ func (n *testNet) mustExec(t *testing.T, ns, name string, args ...string) string
 	return string(out)
 }
 
-// spawner is a goroutine locked to its thread for the life of the test binary: processes started
-// there with Pdeathsig die with the test binary, not with whichever thread happened to fork them.
-var spawner = sync.OnceValue(func() chan func() {
-	ch := make(chan func())
-	go func() {
-		runtime.LockOSThread()
-		for f := range ch {
-			f()
-		}
-	}()
-	return ch
-})
-
-// startKilledWithUs starts cmd so that it is killed if the test binary dies (as long as it keeps
-// its credentials).
-func startKilledWithUs(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	errc := make(chan error)
-	spawner() <- func() { errc <- cmd.Start() }
-	return <-errc
-}
+// startKilledWithUs starts cmd so that it is killed if the test binary dies.
+func startKilledWithUs(cmd *exec.Cmd) error { return proc.StartKilledWithUs(cmd) }
 
 type prefixWriter struct {
 	t      *testing.T
