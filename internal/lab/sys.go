@@ -186,29 +186,55 @@ func (c Cgroup) Procs() []int {
 }
 
 // Kill SIGKILLs every process in the cgroup and its descendants and waits up to timeout for them to go.
+// The kill is repeated while waiting: a process that a parent outside the cgroup was cloning into it
+// at the moment of the first kill (CLONE_INTO_CGROUP) arrives after it. A process that stays names
+// itself in the error with its state and what it waits on.
 func (c Cgroup) Kill(timeout time.Duration) error {
 	if !c.Exists() {
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(string(c), "cgroup.kill"), []byte("1"), 0o644); err != nil {
-		// Older kernels: signal each process.
-		for _, pid := range c.Procs() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	kill := func() {
+		if err := os.WriteFile(filepath.Join(string(c), "cgroup.kill"), []byte("1"), 0o644); err != nil {
+			// Older kernels: signal each process.
+			for _, pid := range c.Procs() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	}
+	kill()
 	deadline := time.Now().Add(timeout)
-	for len(c.Procs()) > 0 {
+	for i := 1; len(c.Procs()) > 0; i++ {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cgroup %s: processes %v still alive after SIGKILL", c, c.Procs())
+			var desc []string
+			for _, pid := range c.Procs() {
+				desc = append(desc, describeProc(pid))
+			}
+			return fmt.Errorf("cgroup %s: processes still alive %s after SIGKILL: %s", c, timeout, strings.Join(desc, "; "))
 		}
 		time.Sleep(10 * time.Millisecond)
+		if i%10 == 0 {
+			kill()
+		}
 	}
 	return nil
 }
 
+// describeProc says what a process is and what it is doing: "1234 etcd state D wchan ...".
+func describeProc(pid int) string {
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+	state := "?"
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
+			state = string(b[i+2 : i+3])
+		}
+	}
+	return fmt.Sprintf("%d %s state %s wchan %s", pid, strings.TrimSpace(string(comm)), state, strings.TrimSpace(string(wchan)))
+}
+
 // Remove kills everything in the cgroup and removes it and its descendants.
 func (c Cgroup) Remove() error {
-	if err := c.Kill(5 * time.Second); err != nil {
+	if err := c.Kill(20 * time.Second); err != nil {
 		return err
 	}
 	var dirs []string
