@@ -17,7 +17,7 @@ import (
 func labCmd() *cobra.Command {
 	cfg := lab.DefaultConfig()
 	cfg.K8sBin = lab.DefaultK8sBin()
-	var nodeCIDR, nodeCIDR6, podCIDR, podCIDR6, svcCIDR, svcCIDR6, clientAddr string
+	var nodeCIDR, nodeCIDR6, podCIDR, podCIDR6, svcCIDR, svcCIDR6, clientAddr, routerCIDR string
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "The seeds' kind cluster on one machine: network namespaces, a real control plane, no Docker",
@@ -50,6 +50,9 @@ func labCmd() *cobra.Command {
 					return fmt.Errorf("bad CIDR: %w", err)
 				}
 			}
+			if cfg.RouterCIDR, err = netip.ParsePrefix(routerCIDR); err != nil {
+				return fmt.Errorf("--router-cidr: %w", err)
+			}
 			if cfg.ClientAddr, err = netip.ParseAddr(clientAddr); err != nil {
 				return fmt.Errorf("--client-addr: %w", err)
 			}
@@ -67,6 +70,9 @@ func labCmd() *cobra.Command {
 			}
 			fmt.Printf("\nUse it:\n  ironlb lab kubectl get nodes -o wide      (or: export KUBECONFIG=%s)\n", l.State.Kubeconfig())
 			fmt.Printf("  ironlb lab exec %s -- curl -s <ip>     (any host: %s, ...)\n", p.Client.Name, p.ControlPlane().Name)
+			if p.Router.Name != "" {
+				fmt.Printf("  ironlb lab exec %s -- vtysh -c 'show ip bgp'     (%s reaches service addresses through it)\n", p.Router.Name, p.Client2.Name)
+			}
 			fmt.Printf("  ironlb lab status | stop-node NODE | start-node NODE\nTake it down:\n  ironlb lab down\n")
 			return nil
 		},
@@ -84,6 +90,8 @@ func labCmd() *cobra.Command {
 	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
 	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4 or dual")
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "kube-proxy mode: iptables or nftables")
+	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
+	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
 
 	down := &cobra.Command{
@@ -94,7 +102,9 @@ func labCmd() *cobra.Command {
 			l, err := load()
 			if errors.Is(err, lab.ErrNoLab) {
 				// Sweep by name anyway: a crashed `up` may have left namespaces before writing its record.
-				p, perr := lab.NewPlan(withDefaults(cfg))
+				sweep := withDefaults(cfg)
+				sweep.BGP = true // also the router and mypc2 of a --bgp lab
+				p, perr := lab.NewPlan(sweep)
 				if perr != nil {
 					return perr
 				}

@@ -24,6 +24,12 @@ const (
 	IPFamilyDual       = "dual"
 	ProxyIPTables      = "iptables"
 	ProxyNFTables      = "nftables"
+	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
+	// peers from NodeASN with the router in RouterASN.
+	RouterName  = "router"
+	Client2Name = "mypc2"
+	RouterASN   = 64512
+	NodeASN     = 64513
 	apiserverPort      = 6443
 	controlPlaneSuffix = "-control-plane"
 )
@@ -47,6 +53,10 @@ type Config struct {
 	StateDir     string       `json:"stateDir"`   // where the lab keeps certificates, logs and its record
 	K8sBin       string       `json:"k8sBin"`     // directory with etcd, kube-apiserver, ... (see hack/k8s-binaries.sh)
 	Self         string       `json:"self"`       // path of the ironlb binary run inside the lab
+	// BGP adds seed 003's router (FRR on the bridge, peered with every node) and Client2 behind it on
+	// RouterCIDR.
+	BGP        bool         `json:"bgp,omitempty"`
+	RouterCIDR netip.Prefix `json:"routerCIDR,omitzero"` // the subnet between the router and mypc2
 }
 
 // DefaultConfig returns seed 000's cluster.
@@ -64,6 +74,7 @@ func DefaultConfig() Config {
 		ClientAddr:   netip.MustParseAddr("172.18.0.100"),
 		IPFamily:     IPFamilyIPv4,
 		ProxyMode:    ProxyIPTables,
+		RouterCIDR:   netip.MustParsePrefix("192.168.10.0/24"),
 		StateDir:     DefaultStateDir,
 	}
 }
@@ -149,6 +160,20 @@ func (c Config) Validate() error {
 	case ProxyIPTables, ProxyNFTables:
 	default:
 		errs = append(errs, fmt.Errorf("--proxy %q: want iptables or nftables", c.ProxyMode))
+	}
+	if c.BGP {
+		switch {
+		case !c.RouterCIDR.IsValid() || !c.RouterCIDR.Addr().Is4() || c.RouterCIDR.Bits() > 24:
+			errs = append(errs, fmt.Errorf("--router-cidr %s: want an IPv4 CIDR of /24 or more", c.RouterCIDR))
+		case c.RouterCIDR.Overlaps(c.NodeCIDR) || c.RouterCIDR.Overlaps(c.PodCIDR) || c.RouterCIDR.Overlaps(c.ServiceCIDR):
+			errs = append(errs, fmt.Errorf("--router-cidr %s must not overlap the node, pod or service CIDR", c.RouterCIDR))
+		}
+		if c.NodeCIDR.IsValid() && c.ClientAddr == routerAddr(c.NodeCIDR) {
+			errs = append(errs, fmt.Errorf("--client-addr %s is the router's address", c.ClientAddr))
+		}
+		if c.ClientName == RouterName || c.ClientName == Client2Name {
+			errs = append(errs, fmt.Errorf("--client %q: the BGP lab uses that name", c.ClientName))
+		}
 	}
 	if c.StateDir == "" || !strings.HasPrefix(c.StateDir, "/") {
 		errs = append(errs, fmt.Errorf("--state-dir %q: want an absolute path", c.StateDir))

@@ -99,6 +99,16 @@ func (l *Lab) preflight() error {
 			errs = append(errs, fmt.Errorf("missing %s on PATH (apt-get install iproute2 iptables nftables)", t))
 		}
 	}
+	if l.Plan.Config.BGP {
+		for _, d := range routerDaemons {
+			if _, err := os.Stat(filepath.Join(FRRDir, d)); err != nil {
+				errs = append(errs, fmt.Errorf("missing %s (--bgp runs FRR as the router: apt-get install frr)", filepath.Join(FRRDir, d)))
+			}
+		}
+		if _, err := exec.LookPath("vtysh"); err != nil {
+			errs = append(errs, errors.New("missing vtysh on PATH (apt-get install frr)"))
+		}
+	}
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("the lab needs root (network namespaces, cgroups)"))
 	}
@@ -121,7 +131,7 @@ func (l *Lab) Present() (netns []string, procs int, recorded bool) {
 // Healthy reports whether a lab that is up answers: every host namespace exists and the apiserver
 // answers through the host kubeconfig.
 func (l *Lab) Healthy(ctx context.Context) error {
-	for _, h := range l.Plan.Hosts() {
+	for _, h := range l.Plan.AllHosts() {
 		if !NetNSExists(h.Name) {
 			return fmt.Errorf("namespace %s is missing", h.Name)
 		}
@@ -239,6 +249,14 @@ func (l *Lab) writePKI() error {
 // finish installs the add-ons (kube-proxy) and waits until every node is Ready and kube-proxy runs on it.
 func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	t := time.Now()
+	if r := l.Plan.Router; r.Name != "" {
+		if err := l.startRouter(ctx); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
+		l.Log("✓ router %s at %s (FRR: zebra, bfdd, bgpd; AS %d, nodes peer from AS %d), %s behind it at %s (%.1fs)",
+			r.Name, r.Addr, RouterASN, NodeASN, l.Plan.Client2.Name, l.Plan.Client2.Addr, time.Since(t).Seconds())
+		t = time.Now()
+	}
 	var buf bytes.Buffer
 	clusterCIDR := l.Plan.Config.PodCIDR.String()
 	if l.Plan.Config.Dual() {
@@ -494,7 +512,7 @@ func (l *Lab) Exec(ctx context.Context, host string, argv []string) (int, error)
 	h, ok := l.Plan.Host(host)
 	if !ok && host != l.Plan.BridgeNS {
 		var names []string
-		for _, h := range l.Plan.Hosts() {
+		for _, h := range l.Plan.AllHosts() {
 			names = append(names, h.Name)
 		}
 		return 1, fmt.Errorf("no host %q in lab %s (hosts: %s)", host, l.Plan.Config.Name, strings.Join(names, ", "))
@@ -512,6 +530,9 @@ func (l *Lab) Exec(ctx context.Context, host string, argv []string) (int, error)
 	}
 	defer fd.Close()
 	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig())
+	if h.Role == RoleRouter && len(argv) > 0 && filepath.Base(argv[0]) == "vtysh" {
+		argv = append([]string{argv[0], "--vty_socket", l.routerDir()}, argv[1:]...)
+	}
 	cmd, err := Command(l.Plan.Config.Self, ExecSpec{NetNS: h.Name, Hostname: h.Name, MountNS: true, Argv: argv, Env: env}, fd)
 	if err != nil {
 		return 1, err
@@ -534,7 +555,7 @@ func (l *Lab) Status(ctx context.Context) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lab %s (state %s, kubeconfig %s)\n", l.Plan.Config.Name, l.State.Dir, l.State.Kubeconfig())
 	fmt.Fprintf(&b, "%-24s %-14s %-16s %-18s %-6s %s\n", "HOST", "ROLE", "ADDRESS", "MAC", "LINK", "PROCESSES")
-	for _, h := range l.Plan.Hosts() {
+	for _, h := range l.Plan.AllHosts() {
 		procs := 0
 		if cg, err := l.Cgroup(h.Name); err == nil {
 			procs = len(cg.Procs())
@@ -542,6 +563,8 @@ func (l *Lab) Status(ctx context.Context) string {
 		link := "down"
 		if !NetNSExists(h.Name) {
 			link = "absent"
+		} else if h.Index < 0 {
+			link = "-" // not on the bridge
 		} else if out, err := exec.CommandContext(ctx, "ip", "-n", l.Plan.BridgeNS, "-br", "link", "show", bridgePort(h)).Output(); err == nil && strings.Contains(string(out), " UP ") {
 			link = "up"
 		}

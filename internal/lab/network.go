@@ -68,6 +68,10 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 				kv["net.ipv6.conf.all.forwarding"] = "1"
 			}
 		}
+		if h.Role == RoleRouter {
+			// ECMP by 5-tuple, as routers do: one client's connections spread over the nodes.
+			kv["net.ipv4.fib_multipath_hash_policy"] = "1"
+		}
 		if c.Dual() {
 			kv["net.ipv6.conf.all.accept_dad"] = "0"
 			kv["net.ipv6.conf.default.accept_dad"] = "0"
@@ -76,6 +80,42 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 			if err := sysctls(h.Name, kv); err != nil {
 				return err
 			}
+		}
+	}
+	if p.Router.Name != "" {
+		return l.createRouterNetwork(ctx)
+	}
+	return nil
+}
+
+// createRouterNetwork links Client2 to the router (seed 003: a client on another subnet that reaches
+// the service addresses only through the router) and routes that subnet from every node via the
+// router, so replies that keep the client's address (externalTrafficPolicy: Local) find their way.
+func (l *Lab) createRouterNetwork(ctx context.Context) error {
+	p := l.Plan
+	c2, r := p.Client2, p.Router
+	bits := p.Config.RouterCIDR.Bits()
+	if err := ip(ctx, "netns", "add", c2.Name); err != nil {
+		return err
+	}
+	if err := ip(ctx, "-n", c2.Name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1", "netns", r.Name); err != nil {
+		return err
+	}
+	if err := ipBatch(ctx, c2.Name, []string{
+		"link set lo up",
+		"link set eth0 address " + c2.MAC,
+		fmt.Sprintf("addr add %s/%d dev eth0", c2.Addr, bits),
+		"link set eth0 up",
+		"route add default via " + p.RouterLANAddr.String(),
+	}); err != nil {
+		return err
+	}
+	if err := ipBatch(ctx, r.Name, []string{fmt.Sprintf("addr add %s/%d dev eth1", p.RouterLANAddr, bits), "link set eth1 up"}); err != nil {
+		return err
+	}
+	for _, n := range p.Nodes {
+		if err := ipBatch(ctx, n.Name, []string{fmt.Sprintf("route add %s via %s", p.Config.RouterCIDR, r.Addr)}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -169,7 +209,7 @@ func (l *Lab) labNetNS() []string {
 			}
 		}
 	}
-	for _, h := range l.Plan.Hosts() {
+	for _, h := range l.Plan.AllHosts() {
 		if NetNSExists(h.Name) {
 			hosts = append(hosts, h.Name)
 		}
@@ -185,7 +225,7 @@ func (l *Lab) labNetNS() []string {
 func (l *Lab) writeHosts() error {
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	for _, h := range l.Plan.Hosts() {
+	for _, h := range l.Plan.AllHosts() {
 		fmt.Fprintf(&b, "%s\t%s\n", h.Addr, h.Name)
 		if h.Addr6.IsValid() {
 			fmt.Fprintf(&b, "%s\t%s\n", h.Addr6, h.Name)

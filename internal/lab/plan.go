@@ -13,6 +13,7 @@ const (
 	RoleControlPlane Role = "control-plane"
 	RoleWorker       Role = "worker"
 	RoleClient       Role = "client"
+	RoleRouter       Role = "router"
 )
 
 // Host is one network namespace on the lab bridge: a node or the outside client.
@@ -43,6 +44,13 @@ type Plan struct {
 	Gateway6 netip.Addr `json:"gateway6,omitzero"`
 	Nodes    []Host     `json:"nodes"` // control plane first, then workers
 	Client   Host       `json:"client"`
+	// Router and Client2 exist in the BGP lab (Config.BGP), seed 003's topology: Router is on the
+	// bridge and runs FRR peered with every node; Client2 sits behind it on RouterCIDR and reaches
+	// service addresses only through it.
+	Router  Host `json:"router,omitzero"`
+	Client2 Host `json:"client2,omitzero"`
+	// RouterLANAddr is the router's address on Client2's subnet, Client2's default gateway.
+	RouterLANAddr netip.Addr `json:"routerLANAddr,omitzero"`
 }
 
 // zones are the seed's topology.kubernetes.io/zone labels: worker1 and the control plane in 2a, worker2 in 2b,
@@ -85,6 +93,13 @@ func NewPlan(c Config) (Plan, error) {
 		p.Nodes = append(p.Nodes, w)
 	}
 	p.Client = host(c.ClientName, RoleClient, len(p.Nodes), c.ClientAddr)
+	if c.BGP {
+		p.Router = Host{Name: RouterName, Role: RoleRouter, Index: len(p.Nodes) + 1, Addr: routerAddr(c.NodeCIDR)}
+		p.Router.MAC = macFor(p.Router.Addr)
+		p.RouterLANAddr = nthAddr(c.RouterCIDR, 1)
+		a2 := nthAddr(c.RouterCIDR, 100)
+		p.Client2 = Host{Name: Client2Name, Role: RoleClient, Index: -1, Addr: a2, MAC: macFor(a2)}
+	}
 	return p, nil
 }
 
@@ -97,12 +112,44 @@ func macFor(a netip.Addr) string {
 // ControlPlane returns the control-plane node.
 func (p Plan) ControlPlane() Host { return p.Nodes[0] }
 
-// Hosts returns the nodes and the client.
-func (p Plan) Hosts() []Host { return append(append([]Host(nil), p.Nodes...), p.Client) }
+// Hosts returns the hosts on the bridge: the nodes, the client and (BGP lab) the router.
+func (p Plan) Hosts() []Host {
+	hs := append(append([]Host(nil), p.Nodes...), p.Client)
+	if p.Router.Name != "" {
+		hs = append(hs, p.Router)
+	}
+	return hs
+}
 
-// Host finds a node or the client by name.
+// AllHosts returns every host namespace: the bridge's hosts and (BGP lab) Client2 behind the router.
+func (p Plan) AllHosts() []Host {
+	hs := p.Hosts()
+	if p.Client2.Name != "" {
+		hs = append(hs, p.Client2)
+	}
+	return hs
+}
+
+// NodeNames returns the names of the nodes, control plane first.
+func (p Plan) NodeNames() []string {
+	var n []string
+	for _, h := range p.Nodes {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
+// routerAddr is the router's address on the bridge: the last usable address of the nodes' subnet
+// (172.18.255.254 in kind's 172.18.0.0/16), away from the nodes, the client and address pools, which
+// users take from the top of the subnet but below .255.254 (seed: 172.18.255.200-250).
+func routerAddr(nodeCIDR netip.Prefix) netip.Addr {
+	size := uint64(1) << (32 - nodeCIDR.Bits())
+	return nthAddr(nodeCIDR, size-2)
+}
+
+// Host finds a host (node, client, router or Client2) by name.
 func (p Plan) Host(name string) (Host, bool) {
-	for _, h := range p.Hosts() {
+	for _, h := range p.AllHosts() {
 		if h.Name == name {
 			return h, true
 		}

@@ -275,3 +275,50 @@ func TestMACFor(t *testing.T) {
 		}
 	}
 }
+
+// The BGP lab adds seed 003's router on the bridge, at the top of the nodes' subnet, and mypc2 behind
+// it on its own subnet; the default lab has neither.
+func TestPlanBGP(t *testing.T) {
+	c := DefaultConfig()
+	c.BGP = true
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Router.Name != "router" || p.Router.Addr.String() != "172.18.255.254" || p.Router.Role != RoleRouter {
+		t.Errorf("router = %+v", p.Router)
+	}
+	if p.Client2.Name != "mypc2" || p.Client2.Addr.String() != "192.168.10.100" || p.RouterLANAddr.String() != "192.168.10.1" {
+		t.Errorf("mypc2 = %+v behind %s", p.Client2, p.RouterLANAddr)
+	}
+	if got := len(p.Hosts()); got != 6 { // 4 nodes, mypc, router
+		t.Errorf("%d hosts on the bridge, want 6", got)
+	}
+	if h, ok := p.Host("mypc2"); !ok || h.Index >= 0 {
+		t.Errorf("mypc2 should be found and not be on the bridge: %+v %v", h, ok)
+	}
+	if got := strings.Join(p.NodeNames(), ","); got != "myk8s-control-plane,myk8s-worker,myk8s-worker2,myk8s-worker3" {
+		t.Errorf("NodeNames = %s", got)
+	}
+	conf := RouterConfig(p, "/x")["bgpd.conf"]
+	for _, want := range []string{"router bgp 64512", "bgp router-id 172.18.255.254", "bgp listen range 172.18.0.0/16 peer-group nodes", "maximum-paths 16", "neighbor nodes bfd profile nodes"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("bgpd.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	d, _ := NewPlan(DefaultConfig())
+	if d.Router.Name != "" || d.Client2.Name != "" || len(d.AllHosts()) != 5 {
+		t.Errorf("the default lab has a router or mypc2: %+v %+v", d.Router, d.Client2)
+	}
+
+	bad := c
+	bad.RouterCIDR = netip.MustParsePrefix("10.10.0.0/24") // inside the pod CIDR
+	if _, err := NewPlan(bad); err == nil || !strings.Contains(err.Error(), "--router-cidr") {
+		t.Errorf("overlapping --router-cidr: %v", err)
+	}
+	bad = c
+	bad.ClientName = "router"
+	if _, err := NewPlan(bad); err == nil || !strings.Contains(err.Error(), "BGP lab uses that name") {
+		t.Errorf("--client router: %v", err)
+	}
+}

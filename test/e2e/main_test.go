@@ -97,7 +97,7 @@ func leftovers() []string {
 	var out []string
 	ents, _ := os.ReadDir("/run/netns")
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "myk8s-") || e.Name() == "mypc" {
+		if strings.HasPrefix(e.Name(), "myk8s-") || e.Name() == "mypc" || e.Name() == "mypc2" || e.Name() == "router" {
 			out = append(out, "netns "+e.Name())
 		}
 	}

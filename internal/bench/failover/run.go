@@ -96,12 +96,7 @@ func Address(node string, nodes []string) (netip.Addr, error) {
 
 // Run sets the lab up for the chosen speaker and runs the trials, logging each.
 func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
-	var nodes []string
-	for _, h := range l.Plan.Hosts() {
-		if h.Role != lab.RoleClient {
-			nodes = append(nodes, h.Name)
-		}
-	}
+	nodes := l.Plan.NodeNames()
 	cutHost, ok := l.Plan.Host(o.Cut)
 	if !ok {
 		return nil, fmt.Errorf("no node %q", o.Cut)

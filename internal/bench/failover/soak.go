@@ -52,12 +52,7 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	if o.Speaker == "metallb" {
 		res.Label = "MetalLB v0.16.1, memberlist " + o.Memberlist
 	}
-	var nodes []string
-	for _, h := range l.Plan.Hosts() {
-		if h.Role != lab.RoleClient {
-			nodes = append(nodes, h.Name)
-		}
-	}
+	nodes := l.Plan.NodeNames()
 	cutHost, _ := l.Plan.Host(o.Cut)
 	vip, err := Address(o.Cut, nodes)
 	if err != nil {
