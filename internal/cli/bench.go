@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ironlb/ironlb/internal/bench/bgpfail"
 	"github.com/ironlb/ironlb/internal/bench/failover"
 	"github.com/ironlb/ironlb/internal/lab"
 )
@@ -97,5 +99,94 @@ func benchSoakCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.StringVar(&o.Speaker, "speaker", "ironlb", "ironlb or metallb")
 	f.StringVar(&o.Memberlist, "memberlist", "default", "MetalLB's memberlist settings: default or tuned")
 	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the node that announces the address")
+	return cmd
+}
+
+func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var o bgpfail.Options
+	var restore, loadCPU bool
+	var spread int
+	var soak time.Duration
+	cmd := &cobra.Command{
+		Use:   "bench-bgp",
+		Short: "BGP mode (lab up --bgp): cut a node's power again and again and time the router's withdrawal and the client's outage; or count flaps over a soak",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = logf
+			if o.Speaker == "metallb" && o.BFD > 0 {
+				return fmt.Errorf("MetalLB's native BGP mode has no BFD: use --bfd 0")
+			}
+			if o.Window == 0 {
+				o.Window = 2 * time.Second
+				if o.BFD == 0 {
+					o.Window = o.HoldTime + 3*time.Second
+				}
+			}
+			defer func() {
+				if restore && o.Speaker != "ironlb" {
+					if rerr := failover.Restore(context.WithoutCancel(c.Context()), failover.Options{Self: o.Self, Log: logf}); rerr != nil {
+						logf("restoring ironlb's speaker: %v", rerr)
+					}
+				}
+			}()
+			if soak > 0 {
+				r, err := bgpfail.Soak(c.Context(), l, o, soak, loadCPU)
+				if err != nil {
+					return err
+				}
+				bgpfail.SoakTable(os.Stdout, []bgpfail.SoakResult{r})
+				return nil
+			}
+			if spread > 0 {
+				if err := bgpfail.Setup(c.Context(), l, o); err != nil {
+					return err
+				}
+				mon, err := bgpfail.Watch(l, bgpfail.VIP)
+				if err != nil {
+					return err
+				}
+				err = mon.WaitNextHops(c.Context(), bgpfail.NodeAddrs(l), 120*time.Second)
+				mon.Close()
+				if err != nil {
+					return err
+				}
+				byNode, byPod, err := bgpfail.MeasureSpread(c.Context(), l, o.Self, spread)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("\n%s: %d requests from %s, each on a new connection\nby receiving node (router's ECMP):\n", o.Label(), spread, lab.Client2Name)
+				bgpfail.SpreadTable(os.Stdout, byNode)
+				fmt.Println("by pod:")
+				bgpfail.SpreadTable(os.Stdout, byPod)
+				return nil
+			}
+			logf("bench-bgp: %s, %d trials, cut %s, %s probing every 10 ms", o.Label(), o.Trials, o.Cut, lab.Client2Name)
+			trials, err := bgpfail.Run(c.Context(), l, o)
+			bgpfail.Table(os.Stdout, o.Label(), trials)
+			if err != nil {
+				return fmt.Errorf("after %d trials: %w", len(trials), err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Trials, "trials", 10, "power cuts")
+	f.StringVar(&o.Speaker, "speaker", "ironlb", "ironlb or metallb (v0.16.1 native BGP, built by `make metallb`)")
+	f.DurationVar(&o.BFD, "bfd", 50*time.Millisecond, "BFD transmit/receive interval (multiplier 3); 0 for no BFD")
+	f.DurationVar(&o.HoldTime, "hold-time", 9*time.Second, "BGP hold time (keepalive a third)")
+	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the node to cut (it has no pod of the workload)")
+	f.DurationVar(&o.Window, "cut-window", 0, "probing after the cut before the node returns (default 2s with BFD, hold time + 3s without)")
+	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's route events and probe log here")
+	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
+	f.IntVar(&spread, "spread", 0, "instead of cutting nodes: send this many requests and print the spread over nodes and pods")
+	f.DurationVar(&soak, "soak", 0, "instead of cutting nodes: run this long without failures and count BFD/BGP flaps")
+	f.BoolVar(&loadCPU, "load", true, "with --soak: saturate both cores with stress-ng")
 	return cmd
 }

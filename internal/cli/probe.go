@@ -19,11 +19,13 @@ func probeCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			a, err := netip.ParseAddr(addr)
-			if err != nil {
-				return err
+			if addr != "" { // no --addr: HTTP only (a client behind a router cannot ARP for the address)
+				a, err := netip.ParseAddr(addr)
+				if err != nil {
+					return err
+				}
+				cfg.Addr = a
 			}
-			cfg.Addr = a
 			return probe.Run(c.Context(), cfg, os.Stdout)
 		},
 	}

@@ -167,6 +167,9 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	return trials, nil
 }
 
+// UseSpeaker runs o.Speaker's DaemonSet (ironlb, or MetalLB v0.16.1 with o.Memberlist) instead of the other.
+func UseSpeaker(ctx context.Context, o Options) error { return o.useSpeaker(ctx) }
+
 // Restore puts ironlb's speaker back (after a MetalLB run).
 func Restore(ctx context.Context, o Options) error {
 	o.Speaker = "ironlb"
