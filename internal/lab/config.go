@@ -16,20 +16,20 @@ import (
 
 // Defaults are seed 000's values.
 const (
-	DefaultName        = "myk8s"
-	DefaultWorkers     = 3
-	DefaultStateDir    = "/run/ironlb-lab"
-	DefaultClient      = "mypc"
-	IPFamilyIPv4       = "ipv4"
-	IPFamilyDual       = "dual"
-	ProxyIPTables      = "iptables"
-	ProxyNFTables      = "nftables"
+	DefaultName     = "myk8s"
+	DefaultWorkers  = 3
+	DefaultStateDir = "/run/ironlb-lab"
+	DefaultClient   = "mypc"
+	IPFamilyIPv4    = "ipv4"
+	IPFamilyDual    = "dual"
+	ProxyIPTables   = "iptables"
+	ProxyNFTables   = "nftables"
 	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
 	// peers from NodeASN with the router in RouterASN.
-	RouterName  = "router"
-	Client2Name = "mypc2"
-	RouterASN   = 64512
-	NodeASN     = 64513
+	RouterName         = "router"
+	Client2Name        = "mypc2"
+	RouterASN          = 64512
+	NodeASN            = 64513
 	apiserverPort      = 6443
 	controlPlaneSuffix = "-control-plane"
 )
