@@ -83,7 +83,8 @@ func setup() (int, error) {
 		return 1, fmt.Errorf("building ironlb: %w", err)
 	}
 	t0 := time.Now()
-	up := exec.Command(ironlb, "lab", "up")
+	// Seed 003's router and mypc2 too, for the BGP tests; the layer-2 tests ignore them.
+	up := exec.Command(ironlb, "lab", "up", "--bgp")
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	if err := up.Run(); err != nil {
 		return 1, fmt.Errorf("lab up: %w", err)

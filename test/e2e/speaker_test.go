@@ -74,9 +74,14 @@ func TestSeedLoadBalancerTraffic(t *testing.T) {
 // probeLoop requests url from mypc every 20 ms for d and returns the longest gap between successes and
 // how many requests failed.
 func probeLoop(url string, d time.Duration) (time.Duration, int, int, error) {
+	return probeLoopHost("mypc", url, d)
+}
+
+// probeLoopHost requests url from host every 20 ms for d and returns the longest gap between successes.
+func probeLoopHost(host, url string, d time.Duration) (time.Duration, int, int, error) {
 	script := fmt.Sprintf(`end=$(( $(date +%%s%%N) / 1000000 + %d )); while [ $(( $(date +%%s%%N) / 1000000 )) -lt $end ]; do
   t=$(( $(date +%%s%%N) / 1000000 )); if curl -s -o /dev/null --connect-timeout 0.2 --max-time 0.5 %s; then echo "$t ok"; else echo "$t fail"; fi; sleep 0.02; done`, d.Milliseconds(), url)
-	out, err := labExec("mypc", "bash", "-c", script)
+	out, err := labExec(host, "bash", "-c", script)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -10,7 +10,7 @@ func TestUpIsIdempotent(t *testing.T) {
 	kubectlApply(t, "testdata/webpods.yaml")
 	waitReady(t, "pod/webpod1")
 	before := kubectl(t, "get", "pod", "webpod1", "-o", "jsonpath={.metadata.uid} {.status.podIP}")
-	out := run(t, ironlb, "lab", "up")
+	out := run(t, ironlb, "lab", "up", "--bgp")
 	if !strings.Contains(out, "already up") {
 		t.Errorf("second lab up should say the lab is already up:\n%s", out)
 	}
@@ -18,7 +18,7 @@ func TestUpIsIdempotent(t *testing.T) {
 		t.Errorf("webpod1 changed across a second lab up: %q -> %q", before, after)
 	}
 	// Other settings on a running lab are refused with a clear message.
-	out2, err := runErr(ironlb, "lab", "up", "--workers", "2")
+	out2, err := runErr(ironlb, "lab", "up", "--bgp", "--workers", "2")
 	if err == nil || !strings.Contains(out2, "already up with other settings") {
 		t.Errorf("lab up --workers 2 on a running 3-worker lab: err %v, output:\n%s", err, out2)
 	}
