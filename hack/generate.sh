@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates what is derived from the metallb.io API types in api/:
+# Regenerates what is derived from the API types in api/ (metallb.io, frrk8s.metallb.io):
 #   api/*/zz_generated.deepcopy.go   DeepCopy methods
 #   config/crd/bases/*.yaml          the CRDs (schemas, defaults, CEL rules, printer columns)
+#   config/*/kustomization.yml       the base folders' file lists, and charts/ironlb (hack/genchart)
 # Commit the result. api/v1beta1/crd_test.go checks the CRDs against MetalLB's API and
 # MetalLB's examples.
 #
@@ -18,11 +19,13 @@ cd "$(dirname "$0")/.."
 
 controller_gen object paths=./api/...
 # Remove the CRDs first so a kind dropped from the types leaves no stale file behind.
-rm -f config/crd/bases/metallb.io_*.yaml
+rm -f config/crd/bases/metallb.io_*.yaml config/crd/bases/frrk8s.metallb.io_*.yaml
 controller_gen crd paths=./api/... output:crd:dir=./config/crd/bases
+# From config/: the base folders' kustomization.yml (config/default) and the Helm chart charts/ironlb.
+go run ./hack/genchart
 
 if [[ "${1:-}" == "--check" ]]; then
-  changed=$(git status --porcelain -- api config/crd/bases)
+  changed=$(git status --porcelain -- api config/crd/bases config/controller config/speaker charts)
   if [[ -n "$changed" ]]; then
     echo "generated files are stale; run hack/generate.sh and commit:" >&2
     echo "$changed" >&2

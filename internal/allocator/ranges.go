@@ -286,3 +286,30 @@ func buggyIn(r Range) int64 {
 	}
 	return c
 }
+
+// Prefixes returns the fewest CIDRs that cover r exactly, in address order ("10.0.0.1-10.0.0.6"
+// gives 10.0.0.1/32, 10.0.0.2/31, 10.0.0.4/31, 10.0.0.6/32); nil when r is malformed.
+func (r Range) Prefixes() []netip.Prefix {
+	if !r.valid() {
+		return nil
+	}
+	var out []netip.Prefix
+	bits := r.First.BitLen()
+	for a := r.First; ; {
+		// The shortest prefix starting at a that ends within r.
+		p := netip.PrefixFrom(a, bits)
+		for l := 0; l < bits; l++ {
+			q := netip.PrefixFrom(a, l)
+			if q.Masked().Addr() == a && lastOf(q).Compare(r.Last) <= 0 {
+				p = q
+				break
+			}
+		}
+		out = append(out, p)
+		end := lastOf(p)
+		if end.Compare(r.Last) >= 0 {
+			return out
+		}
+		a = end.Next()
+	}
+}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -165,5 +166,33 @@ func TestBuggyIn(t *testing.T) {
 	}
 	if got, want := buggyIn(rng("0.0.0.0", "255.255.255.255")), int64(1<<25); got != want {
 		t.Errorf("buggyIn(0.0.0.0/0) = %d, want %d", got, want)
+	}
+}
+
+func TestRangePrefixes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"10.0.0.0/24", []string{"10.0.0.0/24"}},
+		{"10.0.0.7-10.0.0.7", []string{"10.0.0.7/32"}},
+		{"10.0.0.1-10.0.0.6", []string{"10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"}},
+		{"172.18.255.200-172.18.255.250", []string{"172.18.255.200/29", "172.18.255.208/28", "172.18.255.224/28", "172.18.255.240/29", "172.18.255.248/31", "172.18.255.250/32"}},
+		{"0.0.0.0-255.255.255.255", []string{"0.0.0.0/0"}},
+		{"255.255.255.254-255.255.255.255", []string{"255.255.255.254/31"}},
+		{"fc00::1-fc00::3", []string{"fc00::1/128", "fc00::2/127"}},
+	}
+	for _, tt := range tests {
+		rs, err := ParseRange(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range rs[0].Prefixes() {
+			got = append(got, p.String())
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: Prefixes() = %v, want %v", tt.in, got, tt.want)
+		}
 	}
 }

@@ -19,18 +19,12 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// Main runs ironlb with args and returns the process exit code.
+// Main runs ironlb with args and returns the process exit code. Invoked as kubectl-ironlb (the name
+// in os.Args[0]), it is the kubectl plugin: `kubectl ironlb status`.
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := &cobra.Command{
-		Use:           "ironlb",
-		Short:         "LoadBalancer Services for bare-metal Kubernetes (MetalLB's API, kube-proxy's job, one binary)",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
-	root.AddCommand(proxyCmd(), traceCmd())
+	root := newRoot(os.Args[0])
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError
@@ -42,6 +36,27 @@ func Main(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// newRoot returns the root command for a process invoked as argv0: ironlb with every role, or, as the
+// kubectl plugin, the commands that make sense under kubectl.
+func newRoot(argv0 string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ironlb",
+		Short:         "LoadBalancer Services for bare-metal Kubernetes (MetalLB's API, kube-proxy's job, one binary)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	if isPlugin(argv0) {
+		root.Use = pluginName
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ironlb"}
+		root.Short = "ironlb's view of the cluster's LoadBalancer Services (kubectl plugin)"
+		root.AddCommand(statusCmd())
+		return root
+	}
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
+	root.AddCommand(proxyCmd(), traceCmd(), statusCmd())
+	return root
 }
 
 // whoamiCmd is the traefik/whoami-compatible echo server the lab runs for that image.

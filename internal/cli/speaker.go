@@ -13,7 +13,7 @@ func speakerCmd() *cobra.Command {
 	var cfg speaker.Config
 	cmd := &cobra.Command{
 		Use:   "speaker",
-		Short: "Announce the Services' external addresses from this node (layer 2: ARP/NDP)",
+		Short: "Announce the Services' external addresses from this node (layer 2: ARP/NDP; BGP to the BGPPeers selecting it)",
 		Args:  cobra.NoArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return speaker.Run(c.Context(), cfg) },
 	}

@@ -1,5 +1,6 @@
 // Package speaker is `ironlb speaker`: on every node it makes the Services' external addresses reachable
-// on the nodes' network in layer-2 mode. For each address covered by an L2Advertisement, one node is
+// on the nodes' network in layer-2 mode, and in BGP mode advertises them to the routers that BGPPeers
+// name (bgp.go, through package bgp). For each address covered by an L2Advertisement, one node is
 // elected (internal/election, MetalLB's ranking) among the nodes whose speaker is alive by ironlb's own
 // heartbeats (internal/speaker/liveness, tens of milliseconds instead of memberlist's seconds); that
 // node answers ARP / neighbor solicitations for it and sends gratuitous announcements when it takes over
@@ -84,6 +85,7 @@ type speaker struct {
 	echo  *liveness.Echoer // nil when the echo detector is off
 	st    *statusWriter
 	sp    *spreadState
+	bgp   *bgpMode
 	ifi   *net.Interface
 	kick  chan struct{}
 	start time.Time
@@ -232,8 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 			go func() { _ = e.Run(ioctx) }()
 		}
 	}
-	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
-	s.st = newStatusWriter(dyn, cfg.Namespace, cfg.Node, s.log)
+	s.st = newStatusWriter(dyn, l2StatusKind, cfg.Namespace, cfg.Node, s.log)
 	go s.st.Run(ioctx)
 	go s.watchStrictARP(ioctx, 5*time.Minute)
 	inf := informers.NewSharedInformerFactory(cs, 0)
@@ -243,13 +244,28 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	s.ads = dinf.ForResource(l2AdGVR).Informer()
 	s.pools = dinf.ForResource(poolGVR).Informer()
+	// BGP mode: its informers, status writers and the GoBGP adapter. The adapter stops when ctx
+	// ends, closing its sessions with a Cease NOTIFICATION while the layer-2 handover runs.
+	bgpDone := s.startBGP(ctx, ioctx, dyn, cs, reg)
+	defer func() {
+		select {
+		case <-bgpDone:
+		case <-time.After(bgpStopTimeout):
+			s.log.Warn("bgp did not stop in time", "timeout", bgpStopTimeout)
+		}
+	}()
+	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
 	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
-	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes, s.ads, s.pools} {
+	all := []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes, s.ads, s.pools,
+		s.bgp.peers, s.bgp.ads, s.bgp.profiles, s.bgp.communities, s.bgp.secrets}
+	synced := make([]cache.InformerSynced, 0, len(all))
+	for _, i := range all {
 		_, _ = i.AddEventHandler(h)
+		synced = append(synced, i.HasSynced)
 	}
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), s.svcs.HasSynced, s.slices.HasSynced, s.nodes.HasSynced, s.ads.HasSynced, s.pools.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
@@ -377,33 +393,20 @@ func (s *speaker) reconcile(ctx context.Context) {
 	pools := s.poolMap()
 	ads := s.advertisements()
 	eps := s.endpoints()
+	lbs := lbServices(s.svcs.GetStore().List(), s.cfg.LBClass, pools)
+	if s.bgp != nil {
+		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(pools, lbs, eps))
+	}
 	var svcs []election.Service
 	adsFor := map[string][]election.Advertisement{}
 	spreadKeys := map[string]bool{}
-	for _, o := range s.svcs.GetStore().List() {
-		svc := o.(*corev1.Service)
-		if !config.Ours(svc, s.cfg.LBClass) {
-			continue
-		}
-		var addrs []netip.Addr
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
-				addrs = append(addrs, a.Unmap())
-			}
-		}
-		if len(addrs) == 0 {
-			continue
-		}
-		key := svc.Namespace + "/" + svc.Name
-		pool := poolOf(svc, addrs[0], pools)
-		if pool == nil {
-			continue // an address in no pool is never announced, even if someone forged the status
-		}
-		adsFor[key] = selecting(ads, pool)
+	for _, l := range lbs {
+		svc, key := l.svc, l.key
+		adsFor[key] = selecting(ads, l.pool)
 		if svc.Annotations[AnnotationSpread] == "true" {
 			spreadKeys[key] = true
 		}
-		svcs = append(svcs, election.Service{Key: key, Addrs: addrs,
+		svcs = append(svcs, election.Service{Key: key, Addrs: l.addrs,
 			Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 			Endpoints: eps[key]})
 	}
@@ -488,9 +491,9 @@ func (s *speaker) reconcile(ctx context.Context) {
 		}
 	}
 	s.m.announced.Set(float64(len(s.announced)))
-	status := map[string][]string{}
+	status := map[string]map[string]any{}
 	for _, key := range s.announced {
-		status[key] = []string{s.ifi.Name}
+		status[key] = l2Status(key, s.cfg.Node, []string{s.ifi.Name})
 	}
 	s.st.Set(status)
 }
@@ -624,12 +627,8 @@ func (s *speaker) withdrawAll() {
 func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness.Peer, returned []string) {
 	for _, o := range s.nodes.GetStore().List() {
 		n := o.(*corev1.Node)
-		en := election.Node{Name: n.Name, Labels: n.Labels, Excluded: election.ExcludedByLabel(n.Labels)}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue {
-				en.NetworkUnavailable = true
-			}
-		}
+		en := election.Node{Name: n.Name, Labels: n.Labels}
+		en.Excluded, en.NetworkUnavailable = nodeExcluded(n)
 		if n.Name == s.cfg.Node {
 			s.mu.Lock()
 			en.Alive, en.ReadySince, en.Interfaces = true, s.readyAt, []string{s.ifi.Name}
@@ -674,10 +673,58 @@ func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness
 	return out, peers, returned
 }
 
+// nodeExcluded says whether a node may not announce: it carries the
+// exclude-from-external-load-balancers label, or its NetworkUnavailable condition is True.
+func nodeExcluded(n *corev1.Node) (excluded, networkUnavailable bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue {
+			networkUnavailable = true
+		}
+	}
+	return election.ExcludedByLabel(n.Labels), networkUnavailable
+}
+
 type poolInfo struct {
 	name   string
 	labels map[string]string
 	ranges []allocator.Range
+}
+
+// lbService is a Service this speaker serves (config.Ours) with its load-balancer addresses and
+// the pool holding them.
+type lbService struct {
+	svc   *corev1.Service
+	key   string // "namespace/name"
+	addrs []netip.Addr
+	pool  *poolInfo
+}
+
+// lbServices picks, from the Services' store, those this speaker serves that have an address in a
+// known pool: an address in no pool is never announced, even if someone forged the status.
+func lbServices(objs []any, lbClass string, pools map[string]*poolInfo) []lbService {
+	var out []lbService
+	for _, o := range objs {
+		svc := o.(*corev1.Service)
+		if !config.Ours(svc, lbClass) {
+			continue
+		}
+		var addrs []netip.Addr
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(in.IP); err == nil {
+				addrs = append(addrs, a.Unmap())
+			}
+		}
+		if len(addrs) == 0 {
+			continue
+		}
+		pool := poolOf(svc, addrs[0], pools)
+		if pool == nil {
+			continue
+		}
+		out = append(out, lbService{svc: svc, key: svc.Namespace + "/" + svc.Name, addrs: addrs, pool: pool})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
 }
 
 func (s *speaker) poolMap() map[string]*poolInfo {

@@ -1,11 +1,15 @@
 package speaker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	frrk8s "github.com/ironlb/ironlb/api/frrk8s/v1beta1"
 )
 
-var l2StatusGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
-
-// MetalLB's labels on ServiceL2Status objects.
+// MetalLB's labels on ServiceL2Status and ServiceBGPStatus objects.
 const (
 	labelNode         = "metallb.io/node"
 	labelServiceName  = "metallb.io/service-name"
@@ -26,30 +30,118 @@ const (
 	statusSyncBackoff = time.Second
 )
 
-// statusWriter keeps, in the configuration namespace, one ServiceL2Status per Service this node
-// announces (MetalLB's shape and labels: status.node, serviceName, serviceNamespace, interfaces), and
-// deletes this node's objects for Services it no longer announces. The API is slow next to failover,
-// so the run loop only records what it wants (Set) and a goroutine catches up.
+// statusKind is one kind of status object a statusWriter keeps: one object per key (a Service, a
+// BGP peer) and node, found again by the node label.
+type statusKind struct {
+	gvr              schema.GroupVersionResource
+	apiVersion, kind string
+	nodeLabel        string
+	// prefix starts the objects' names: prefix + a hash of key and node.
+	prefix string
+	// labels are an object's labels besides the node label.
+	labels func(key string) map[string]string
+	// minInterval is the least time between two syncs: sessions that retry every few seconds
+	// would otherwise write on every attempt.
+	minInterval time.Duration
+}
+
+var (
+	// MetalLB's ServiceL2Status: key "namespace/name", status {node, serviceName, serviceNamespace,
+	// interfaces}.
+	l2StatusKind = statusKind{
+		gvr:        schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"},
+		apiVersion: "metallb.io/v1beta1", kind: "ServiceL2Status", nodeLabel: labelNode, prefix: "l2-",
+		labels: serviceLabels,
+	}
+	// MetalLB's ServiceBGPStatus: key "namespace/name", status {node, serviceName, serviceNamespace,
+	// peers}.
+	bgpStatusKind = statusKind{
+		gvr:        schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicebgpstatuses"},
+		apiVersion: "metallb.io/v1beta1", kind: "ServiceBGPStatus", nodeLabel: labelNode, prefix: "bgp-",
+		labels: serviceLabels,
+	}
+	// frr-k8s' BGPSessionState: key the peer's address, status {bgpStatus, bfdStatus, node, peer,
+	// vrf}.
+	sessionStateKind = statusKind{
+		gvr:        frrk8s.GroupVersion.WithResource("bgpsessionstates"),
+		apiVersion: frrk8s.GroupVersion.String(), kind: "BGPSessionState", nodeLabel: frrk8s.LabelNode, prefix: "bgp-session-",
+		labels: func(peer string) map[string]string {
+			// A label value has no ':': an IPv6 address is written with '-' (the full address is
+			// in status.peer).
+			return map[string]string{frrk8s.LabelPeer: strings.ReplaceAll(peer, ":", "-")}
+		},
+		minInterval: time.Second,
+	}
+)
+
+func serviceLabels(key string) map[string]string {
+	ns, name := splitKey(key)
+	return map[string]string{labelServiceName: name, labelServiceNS: ns}
+}
+
+// l2Status is the status of a ServiceL2Status.
+func l2Status(key, node string, ifaces []string) map[string]any {
+	ns, name := splitKey(key)
+	list := []any{}
+	for _, i := range ifaces {
+		list = append(list, map[string]any{"name": i})
+	}
+	return map[string]any{"node": node, "serviceName": name, "serviceNamespace": ns, "interfaces": list}
+}
+
+// bgpStatus is the status of a ServiceBGPStatus.
+func bgpStatus(key, node string, peers []string) map[string]any {
+	ns, name := splitKey(key)
+	list := []any{}
+	for _, p := range peers {
+		list = append(list, p)
+	}
+	return map[string]any{"node": node, "serviceName": name, "serviceNamespace": ns, "peers": list}
+}
+
+// statusWriter keeps, in the configuration namespace, one status object of its kind per key this
+// node reports (a Service it announces, a BGP session it has), and deletes this node's objects of
+// keys it no longer reports. The API is slow next to failover, so the run loop only records what it
+// wants (Set) and a goroutine catches up.
 type statusWriter struct {
 	dyn  dynamic.Interface
+	kind statusKind
 	ns   string
 	node string
 	log  *slog.Logger
 	kick chan struct{}
 
-	mu   sync.Mutex          // guards want
-	want map[string][]string // "namespace/name" -> interfaces
+	mu   sync.Mutex                // guards want
+	want map[string]map[string]any // key -> status
 }
 
-func newStatusWriter(dyn dynamic.Interface, ns, node string, log *slog.Logger) *statusWriter {
-	return &statusWriter{dyn: dyn, ns: ns, node: node, log: log, kick: make(chan struct{}, 1), want: map[string][]string{}}
+func newStatusWriter(dyn dynamic.Interface, kind statusKind, ns, node string, log *slog.Logger) *statusWriter {
+	return &statusWriter{dyn: dyn, kind: kind, ns: ns, node: node, log: log, kick: make(chan struct{}, 1), want: map[string]map[string]any{}}
 }
 
-// Set records the Services this node announces now, with the interfaces it announces on.
-func (w *statusWriter) Set(want map[string][]string) {
+// Set records every key this node reports now with its status; it never blocks.
+func (w *statusWriter) Set(want map[string]map[string]any) {
 	w.mu.Lock()
 	w.want = want
 	w.mu.Unlock()
+	w.poke()
+}
+
+// Put records one key's status (nil removes the key); it never blocks.
+func (w *statusWriter) Put(key string, status map[string]any) {
+	w.mu.Lock()
+	want := maps.Clone(w.want)
+	if status == nil {
+		delete(want, key)
+	} else {
+		want[key] = status
+	}
+	w.want = want
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *statusWriter) poke() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -68,61 +160,64 @@ func (w *statusWriter) Run(ctx context.Context) {
 		case <-retry.C:
 		}
 		if err := w.sync(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("updating ServiceL2Status objects", "err", err)
+			w.log.Warn("updating status objects", "kind", w.kind.kind, "err", err)
 			retry.Reset(statusSyncBackoff)
+		}
+		if w.kind.minInterval > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(w.kind.minInterval):
+			}
 		}
 	}
 }
 
-func statusName(key, node string) string {
-	h := sha256.Sum256([]byte(key + "@" + node))
-	return "l2-" + hex.EncodeToString(h[:])[:12]
+func (w *statusWriter) name(key string) string {
+	h := sha256.Sum256([]byte(key + "@" + w.node))
+	return w.kind.prefix + hex.EncodeToString(h[:])[:12]
 }
 
 func (w *statusWriter) sync(ctx context.Context) error {
 	w.mu.Lock()
 	want := w.want
 	w.mu.Unlock()
-	c := w.dyn.Resource(l2StatusGVR).Namespace(w.ns)
-	list, err := c.List(ctx, metav1.ListOptions{LabelSelector: labelNode + "=" + w.node})
+	byName := map[string]string{}
+	for key := range want {
+		byName[w.name(key)] = key
+	}
+	c := w.dyn.Resource(w.kind.gvr).Namespace(w.ns)
+	list, err := c.List(ctx, metav1.ListOptions{LabelSelector: w.kind.nodeLabel + "=" + w.node})
 	if err != nil {
 		return err
 	}
 	have := map[string]*unstructured.Unstructured{}
 	for i := range list.Items {
 		o := &list.Items[i]
-		key := o.GetLabels()[labelServiceNS] + "/" + o.GetLabels()[labelServiceName]
-		if _, ok := want[key]; !ok || o.GetName() != statusName(key, w.node) {
-			if err := c.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
+		if key, ok := byName[o.GetName()]; ok {
+			have[key] = o
 			continue
 		}
-		have[key] = o
-	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		ns, name := splitKey(key)
-		ifaces := []any{}
-		for _, i := range want[key] {
-			ifaces = append(ifaces, map[string]any{"name": i})
+		if err := c.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
-		status := map[string]any{"node": w.node, "serviceName": name, "serviceNamespace": ns, "interfaces": ifaces}
+	}
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		status := want[key]
 		o, ok := have[key]
 		if !ok {
+			labels := map[string]any{w.kind.nodeLabel: w.node}
+			for k, v := range w.kind.labels(key) {
+				labels[k] = v
+			}
 			o = &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "metallb.io/v1beta1", "kind": "ServiceL2Status",
-				"metadata": map[string]any{"name": statusName(key, w.node), "namespace": w.ns,
-					"labels": map[string]any{labelNode: w.node, labelServiceName: name, labelServiceNS: ns}},
+				"apiVersion": w.kind.apiVersion, "kind": w.kind.kind,
+				"metadata": map[string]any{"name": w.name(key), "namespace": w.ns, "labels": labels},
 			}}
 			if o, err = c.Create(ctx, o, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-		} else if cur, _, _ := unstructured.NestedMap(o.Object, "status"); equalStatus(cur, status) {
+		} else if cur, _, _ := unstructured.NestedMap(o.Object, "status"); sameJSON(cur, status) {
 			continue
 		}
 		o.Object["status"] = status
@@ -133,30 +228,17 @@ func (w *statusWriter) sync(ctx context.Context) error {
 	return nil
 }
 
-func equalStatus(a, b map[string]any) bool {
-	if a["node"] != b["node"] || a["serviceName"] != b["serviceName"] || a["serviceNamespace"] != b["serviceNamespace"] {
-		return false
-	}
-	ai, _ := a["interfaces"].([]any)
-	bi, _ := b["interfaces"].([]any)
-	if len(ai) != len(bi) {
-		return false
-	}
-	for i := range ai {
-		am, _ := ai[i].(map[string]any)
-		bm, _ := bi[i].(map[string]any)
-		if am["name"] != bm["name"] {
-			return false
-		}
-	}
-	return true
+// sameJSON reports whether two statuses have the same JSON form (map keys are sorted by
+// encoding/json, so the order of fields does not matter).
+func sameJSON(a, b map[string]any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 func splitKey(key string) (string, string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
+	if ns, name, ok := strings.Cut(key, "/"); ok {
+		return ns, name
 	}
 	return "", key
 }

@@ -1,13 +1,10 @@
 package bgp
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,11 +18,11 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	frrtest "github.com/ironlb/ironlb/internal/testenv/frr"
 )
 
-// The FRR test runs Debian's FRR (zebra, bfdd, bgpd) as the router in namespace R, with its
-// config, sockets, pid files and logs in the test's temporary directory and no TCP vty ports, and
-// the Speaker in namespace N. The router has four addresses, one per BGPPeer, and the node one
+// The FRR test runs Debian's FRR (zebra, bfdd, bgpd) as the router in namespace R
+// (internal/testenv/frr), and the Speaker in namespace N. The router has four addresses, one per BGPPeer, and the node one
 // source address per session, since FRR tells its neighbors apart by address:
 //
 //	BGPPeer         router       node          ASNs (ours/router)  notes
@@ -34,8 +31,6 @@ import (
 //	wrong-asn       192.0.2.4    192.0.2.13    64514 / 64599≠64512
 //	wrong-password  192.0.2.5    192.0.2.14    64515 / 64512       FRR expects another password
 
-const frrDir = "/usr/lib/frr"
-
 var (
 	routerAddrs = []string{"192.0.2.1", "192.0.2.3", "192.0.2.4", "192.0.2.5"}
 	nodeAddrs   = []string{"192.0.2.2", "192.0.2.12", "192.0.2.13", "192.0.2.14"}
@@ -43,48 +38,15 @@ var (
 
 func needFRR(t *testing.T) {
 	t.Helper()
-	needRoot(t, "vtysh")
-	for _, d := range []string{"zebra", "bfdd", "bgpd"} {
-		if _, err := os.Stat(filepath.Join(frrDir, d)); err != nil {
-			t.Skipf("FRR's %s not installed (apt-get install frr): %v", d, err)
-		}
-	}
-}
-
-// frr is a running FRR router.
-type frr struct {
-	ns, dir string
-	procs   map[string]*frrProc
-}
-
-type frrProc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
+	frrtest.Need(t)
 }
 
 func frrConfig(t *testing.T) string {
 	t.Helper()
-	// Not t.TempDir: its parent is private, and zebra and bfdd drop to user frr.
-	dir, err := os.MkdirTemp("", "ironlb-bgpt-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, d := range []string{"bgpd", "bfdd", "zebra"} {
-				if b, err := os.ReadFile(filepath.Join(dir, d+".log")); err == nil {
-					t.Logf("%s.log:\n%s", d, tail(string(b), 80))
-				}
-			}
-		}
-		os.RemoveAll(dir)
-	})
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"zebra.conf": fmt.Sprintf("hostname router\nlog file %s/zebra.log\n", dir),
-		"bfdd.conf": fmt.Sprintf(`hostname router
+	return frrtest.Config(t, func(dir string) map[string]string {
+		return map[string]string{
+			"zebra.conf": fmt.Sprintf("hostname router\nlog file %s/zebra.log\n", dir),
+			"bfdd.conf": fmt.Sprintf(`hostname router
 log file %s/bfdd.log debugging
 log timestamp precision 6
 debug bfd peer
@@ -96,7 +58,7 @@ bfd
  !
 !
 `, dir),
-		"bgpd.conf": fmt.Sprintf(`hostname router
+			"bgpd.conf": fmt.Sprintf(`hostname router
 log file %s/bgpd.log debugging
 log timestamp precision 6
 debug bgp neighbor-events
@@ -117,260 +79,11 @@ router bgp 64512
  neighbor 192.0.2.14 password right
 !
 `, dir),
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-func tail(s string, lines int) string {
-	ls := strings.Split(s, "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
-
-func startFRR(t *testing.T, ns, dir string) *frr {
-	t.Helper()
-	f := &frr{ns: ns, dir: dir, procs: map[string]*frrProc{}}
-	t.Cleanup(func() {
-		for _, d := range []string{"bgpd", "bfdd", "zebra"} {
-			f.kill(d)
 		}
 	})
-	for _, d := range []string{"zebra", "bfdd", "bgpd"} {
-		f.start(t, d)
-	}
-	// Ready when bgpd answers with its neighbors.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if ns := f.neighbors(t); len(ns) == 4 {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("FRR did not come up")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
-// start starts one daemon with everything in f.dir. bgpd stays root (-S), so that it dies with the
-// test binary; zebra and bfdd insist on dropping to user frr, which clears the parent-death
-// signal: the test's cleanup kills them.
-func (f *frr) start(t *testing.T, daemon string) {
-	t.Helper()
-	args := []string{"netns", "exec", f.ns, filepath.Join(frrDir, daemon),
-		"-f", filepath.Join(f.dir, daemon+".conf"), "-i", filepath.Join(f.dir, daemon+".pid"),
-		"--vty_socket", f.dir, "-P", "0", "-z", filepath.Join(f.dir, "zserv.api")}
-	switch daemon {
-	case "bgpd":
-		args = append(args, "-S")
-	case "bfdd":
-		args = append(args, "--bfdctl", filepath.Join(f.dir, "bfdd.sock"), "-u", "frr", "-g", "frr")
-	default:
-		args = append(args, "-u", "frr", "-g", "frr")
-	}
-	p := &frrProc{cmd: exec.Command("ip", args...), exited: make(chan struct{})}
-	p.cmd.Stdout = &prefixWriter{t: t, prefix: daemon + ": "}
-	p.cmd.Stderr = p.cmd.Stdout
-	if err := startKilledWithUs(p.cmd); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	f.procs[daemon] = p
-	if daemon == "zebra" { // the others connect to its socket
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if _, err := os.Stat(filepath.Join(f.dir, "zserv.api")); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("zebra did not open its socket")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
-// kill crashes a daemon (if running) and returns when.
-func (f *frr) kill(daemon string) time.Time {
-	at := time.Now()
-	if p := f.procs[daemon]; p != nil {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		delete(f.procs, daemon)
-	}
-	return at
-}
-
-func (f *frr) vtysh(cmds ...string) (string, error) {
-	args := []string{"--vty_socket", f.dir}
-	for _, c := range cmds {
-		args = append(args, "-c", c)
-	}
-	out, err := exec.Command("vtysh", args...).CombinedOutput()
-	return string(out), err
-}
-
-// neighbors returns bgpd's neighbors by address: state and why it is down.
-func (f *frr) neighbors(t *testing.T) map[string]frrNeighbor {
-	out, err := f.vtysh("show bgp neighbors json")
-	if err != nil {
-		return nil
-	}
-	var m map[string]frrNeighbor
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
-		return nil
-	}
-	return m
-}
-
-type frrNeighbor struct {
-	BGPState               string `json:"bgpState"`
-	LastResetDueTo         string `json:"lastResetDueTo"`
-	LastNotificationReason string `json:"lastNotificationReason"`
-	PeerBFDInfo            *struct {
-		Status string `json:"status"`
-	} `json:"peerBfdInfo"`
-}
-
-// frrPath is one path of a prefix in bgpd's RIB.
-type frrPath struct {
-	Peer        string
-	NextHop     string
-	ASPath      string
-	Communities []string
-	Large       []string
-	LocalPref   int
-}
-
-// paths returns bgpd's paths for prefix, by peer.
-func (f *frr) paths(t *testing.T, prefix string) map[string]frrPath {
-	t.Helper()
-	out, err := f.vtysh("show bgp ipv4 unicast " + prefix + " json")
-	if err != nil {
-		t.Fatalf("vtysh: %v: %s", err, out)
-	}
-	var detail struct {
-		Paths []struct {
-			ASPath struct {
-				String string `json:"string"`
-			} `json:"aspath"`
-			Community *struct {
-				String string `json:"string"`
-			} `json:"community"`
-			LargeCommunity *struct {
-				String string `json:"string"`
-			} `json:"largeCommunity"`
-			LocalPref int `json:"locPrf"`
-			Nexthops  []struct {
-				IP string `json:"ip"`
-			} `json:"nexthops"`
-			Peer struct {
-				PeerID string `json:"peerId"`
-			} `json:"peer"`
-		} `json:"paths"`
-	}
-	if err := json.Unmarshal([]byte(out), &detail); err != nil {
-		t.Fatalf("show bgp %s: %v: %s", prefix, err, out)
-	}
-	m := map[string]frrPath{}
-	for _, p := range detail.Paths {
-		fp := frrPath{Peer: p.Peer.PeerID, ASPath: p.ASPath.String, LocalPref: p.LocalPref}
-		if len(p.Nexthops) > 0 {
-			fp.NextHop = p.Nexthops[0].IP
-		}
-		if p.Community != nil {
-			fp.Communities = strings.Fields(p.Community.String)
-			slices.Sort(fp.Communities)
-		}
-		if p.LargeCommunity != nil {
-			fp.Large = strings.Fields(p.LargeCommunity.String)
-		}
-		m[fp.Peer] = fp
-	}
-	return m
-}
-
-// routes returns, from `show bgp ipv4 unicast json`, the peers each prefix is learned from.
-func (f *frr) routes(t *testing.T) map[string][]string {
-	t.Helper()
-	out, err := f.vtysh("show bgp ipv4 unicast json")
-	if err != nil {
-		t.Fatalf("vtysh: %v: %s", err, out)
-	}
-	var table struct {
-		Routes map[string][]struct {
-			PeerID string `json:"peerId"`
-			Valid  bool   `json:"valid"`
-		} `json:"routes"`
-	}
-	if err := json.Unmarshal([]byte(out), &table); err != nil {
-		t.Fatalf("show bgp: %v: %s", err, out)
-	}
-	m := map[string][]string{}
-	for p, paths := range table.Routes {
-		for _, path := range paths {
-			if path.Valid {
-				m[p] = append(m[p], path.PeerID)
-			}
-		}
-		slices.Sort(m[p])
-	}
-	return m
-}
-
-// waitRoutes polls until `show bgp ipv4 unicast json` gives want (prefix → peers), and returns
-// when it first did.
-func (f *frr) waitRoutes(t *testing.T, what string, want map[string][]string, timeout time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := f.routes(t)
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: FRR routes %v after %v, want %v", what, got, timeout, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-var logTimeRE = regexp.MustCompile(`^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d+) `)
-
-// logged returns when a line of daemon's log after since first matched re.
-func (f *frr) logged(t *testing.T, daemon string, re *regexp.Regexp, since time.Time, timeout time.Duration) (time.Time, string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		file, err := os.Open(filepath.Join(f.dir, daemon+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(file)
-		for sc.Scan() {
-			m := logTimeRE.FindStringSubmatch(sc.Text())
-			if m == nil || !re.MatchString(sc.Text()) {
-				continue
-			}
-			at, err := time.ParseInLocation("2006/01/02 15:04:05.000000", m[1], time.Local)
-			if err == nil && !at.Before(since.Add(-time.Millisecond)) {
-				file.Close()
-				return at, sc.Text()
-			}
-		}
-		file.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("%s logged nothing matching %v after %v", daemon, re, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+func startFRR(t *testing.T, ns, dir string) *frrtest.Router { return frrtest.Start(t, ns, dir, 4) }
 
 // routeVia returns the gateways of the router's kernel route to prefix, sorted and space-separated.
 func (n *testNet) routeVia(t *testing.T, prefix string) string {
@@ -472,7 +185,7 @@ func TestFRR(t *testing.T) {
 	wrongPW := node.wait(t, "wrong-password", 20*time.Second, func(s SessionStatus) bool { return s.Reason == ConnectFailed })
 	t.Logf("wrong-asn: %s, %s: %s", wrongAS.BGPStatus, wrongAS.Reason, wrongAS.Message)
 	t.Logf("wrong-password: %s, %s: %s", wrongPW.BGPStatus, wrongPW.Reason, wrongPW.Message)
-	nb := router.neighbors(t)
+	nb := router.Neighbors(t)
 	for addr, want := range map[string]string{"192.0.2.2": "Established", "192.0.2.12": "Established"} {
 		if nb[addr].BGPState != want {
 			t.Errorf("FRR neighbor %s: %+v, want %s", addr, nb[addr], want)
@@ -491,14 +204,14 @@ func TestFRR(t *testing.T) {
 	// The routes, with their attributes: next hop = the session's local address, LOCAL_PREF on
 	// iBGP, communities (FRR names 65535:65282 no-advertise), the eBGP-only community, our AS.
 	both := []string{"192.0.2.12", "192.0.2.2"}
-	router.waitRoutes(t, "initial", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
-	want := map[string]frrPath{
+	router.WaitRoutes(t, "initial", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
+	want := map[string]frrtest.Path{
 		"192.0.2.2": {Peer: "192.0.2.2", NextHop: "192.0.2.2", ASPath: "Local", Communities: []string{"64512:7", "noAdvertise"},
 			Large: []string{"64512:1:2"}, LocalPref: 150},
 		"192.0.2.12": {Peer: "192.0.2.12", NextHop: "192.0.2.12", ASPath: "64513", Communities: []string{"64512:7", "64513:100", "noAdvertise"},
 			Large: []string{"64512:1:2"}, LocalPref: 0},
 	}
-	got := router.paths(t, "198.51.100.1/32")
+	got := router.Paths(t, "198.51.100.1/32")
 	for peer, w := range want {
 		g := got[peer]
 		// FRR spells no-advertise "noAdvertise" in JSON, and shows no locPrf for eBGP paths.
@@ -516,13 +229,13 @@ func TestFRR(t *testing.T) {
 	// The local endpoint leaves the node: withdrawn from both sessions.
 	in.Services[1].Endpoints[0].Node = "node-b"
 	node.set(t, mustBuild(t, in))
-	router.waitRoutes(t, "withdrawn", map[string][]string{"198.51.100.1/32": both}, 5*time.Second)
+	router.WaitRoutes(t, "withdrawn", map[string][]string{"198.51.100.1/32": both}, 5*time.Second)
 	in.Services[1].Endpoints[0].Node = "node-a"
 	node.set(t, mustBuild(t, in))
-	router.waitRoutes(t, "advertised again", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
+	router.WaitRoutes(t, "advertised again", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
 
 	// FRR takes BFD down administratively: the peer meant it (RFC 5882 §3.2), BGP stays up.
-	if out, err := router.vtysh("configure terminal", "bfd", "profile fast", "shutdown"); err != nil {
+	if out, err := router.Vtysh("configure terminal", "bfd", "profile fast", "shutdown"); err != nil {
 		t.Fatalf("bfd shutdown: %v: %s", err, out)
 	}
 	node.wait(t, "ibgp", 3*time.Second, func(s SessionStatus) bool { return s.BFDStatus == "down" })
@@ -530,26 +243,26 @@ func TestFRR(t *testing.T) {
 	if s := node.wait(t, "ibgp", time.Second, func(SessionStatus) bool { return true }); !s.Established() {
 		t.Errorf("BFD admin down reset the BGP session: %+v", s.SessionStatus)
 	}
-	if out, err := router.vtysh("configure terminal", "bfd", "profile fast", "no shutdown"); err != nil {
+	if out, err := router.Vtysh("configure terminal", "bfd", "profile fast", "no shutdown"); err != nil {
 		t.Fatalf("bfd no shutdown: %v: %s", err, out)
 	}
 	node.wait(t, "ibgp", 5*time.Second, func(s SessionStatus) bool { return s.BFDStatus == "up" && s.Established() })
 
 	// FRR's bfdd dies (BGP's TCP connection is fine): our BFD detects it and holds the BGP session
 	// down at once; when bfdd is back, so is the session.
-	killed := router.kill("bfdd")
+	killed := router.Kill("bfdd")
 	held := node.wait(t, "ibgp", 2*time.Second, func(s SessionStatus) bool { return s.Reason == BFDDown })
 	t.Logf("bfdd killed → our session held down after %v (%s, %s: %s)", held.at.Sub(killed).Round(time.Millisecond),
 		held.BGPStatus, held.Reason, held.Message)
 	if d := held.at.Sub(killed); d > 500*time.Millisecond {
 		t.Errorf("held down %v after bfdd died, want ≈ 150 ms", d)
 	}
-	router.waitRoutes(t, "bfd down on our side", map[string][]string{"198.51.100.1/32": {"192.0.2.12"}, "198.51.100.2/32": {"192.0.2.12"}}, 2*time.Second)
-	router.start(t, "bfdd")
+	router.WaitRoutes(t, "bfd down on our side", map[string][]string{"198.51.100.1/32": {"192.0.2.12"}, "198.51.100.2/32": {"192.0.2.12"}}, 2*time.Second)
+	router.Start(t, "bfdd")
 	restarted := time.Now()
 	back := node.wait(t, "ibgp", 30*time.Second, func(s SessionStatus) bool { return s.Established() && s.BFDStatus == "up" })
 	t.Logf("bfdd restarted → session established again after %v", back.at.Sub(restarted).Round(time.Millisecond))
-	router.waitRoutes(t, "bfd up again", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
+	router.WaitRoutes(t, "bfd up again", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
 
 	// The node hangs (SIGSTOP: it sends nothing, and its TCP connections stay open, as when a node
 	// loses power): FRR's BFD drops the iBGP path within its detection time; the eBGP path,
@@ -559,38 +272,38 @@ func TestFRR(t *testing.T) {
 	}
 	frozen := node.signal(t, syscall.SIGSTOP)
 	fib := n.waitRouteVia(t, "198.51.100.1/32", "192.0.2.12", 3*time.Second)
-	rib := router.waitRoutes(t, "node hung (BFD)", map[string][]string{"198.51.100.1/32": {"192.0.2.12"}, "198.51.100.2/32": {"192.0.2.12"}}, 3*time.Second)
-	bfdDown, _ := router.logged(t, "bfdd", regexp.MustCompile(`state-change: \[mhop:no peer:192\.0\.2\.2 .*up -> down`), frozen, 3*time.Second)
-	bgpDown, _ := router.logged(t, "bgpd", regexp.MustCompile(`192\.0\.2\.2 went from Established to`), frozen, 3*time.Second)
+	rib := router.WaitRoutes(t, "node hung (BFD)", map[string][]string{"198.51.100.1/32": {"192.0.2.12"}, "198.51.100.2/32": {"192.0.2.12"}}, 3*time.Second)
+	bfdDown, _ := router.Logged(t, "bfdd", regexp.MustCompile(`state-change: \[mhop:no peer:192\.0\.2\.2 .*up -> down`), frozen, 3*time.Second)
+	bgpDown, _ := router.Logged(t, "bgpd", regexp.MustCompile(`192\.0\.2\.2 went from Established to`), frozen, 3*time.Second)
 	t.Logf("node hung → FRR: BFD down after %v, BGP neighbor down after %v, kernel route moved off the node after %v, "+
 		"gone from `show bgp` after %v (vtysh polling)", bfdDown.Sub(frozen).Round(time.Millisecond), bgpDown.Sub(frozen).Round(time.Millisecond),
 		fib.Sub(frozen).Round(time.Millisecond), rib.Sub(frozen).Round(time.Millisecond))
 	if d := fib.Sub(frozen); d > 400*time.Millisecond {
 		t.Errorf("the router forwarded to the hung node for %v, want within a few hundred ms", d)
 	}
-	holdGone := router.waitRoutes(t, "node hung (hold time)", map[string][]string{}, 15*time.Second)
+	holdGone := router.WaitRoutes(t, "node hung (hold time)", map[string][]string{}, 15*time.Second)
 	t.Logf("node hung → eBGP route without BFD gone after %v (hold time 9 s)", holdGone.Sub(frozen).Round(100*time.Millisecond))
 
 	// The node wakes up: both sessions come back by themselves.
 	thawed := node.signal(t, syscall.SIGCONT)
 	node.waitAfter(t, "ibgp", thawed, 30*time.Second, func(s SessionStatus) bool { return s.Established() && s.BFDStatus == "up" })
 	node.waitAfter(t, "ebgp", thawed, 30*time.Second, established)
-	router.waitRoutes(t, "node back", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
+	router.WaitRoutes(t, "node back", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
 
 	// The speaker crashes (SIGKILL): the node's kernel closes its TCP connections, and FRR drops
 	// both paths at once.
 	crashed := node.kill(t)
-	gone := router.waitRoutes(t, "speaker killed", map[string][]string{}, 3*time.Second)
+	gone := router.WaitRoutes(t, "speaker killed", map[string][]string{}, 3*time.Second)
 	t.Logf("speaker killed → all routes gone (polled) after %v", gone.Sub(crashed).Round(time.Millisecond))
 
 	// The node comes back, then stops gracefully: Cease NOTIFICATIONs withdraw at once.
 	node = startChild(t, n.nsN, mustBuild(t, in))
 	node.wait(t, "ibgp", 20*time.Second, func(s SessionStatus) bool { return s.Established() && s.BFDStatus == "up" })
 	node.wait(t, "ebgp", 20*time.Second, established)
-	router.waitRoutes(t, "restarted", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
+	router.WaitRoutes(t, "restarted", map[string][]string{"198.51.100.1/32": both, "198.51.100.2/32": both}, 5*time.Second)
 	stopping := time.Now()
 	node.stop(t)
-	withdrawn := router.waitRoutes(t, "stopped", map[string][]string{}, 3*time.Second)
+	withdrawn := router.WaitRoutes(t, "stopped", map[string][]string{}, 3*time.Second)
 	t.Logf("graceful stop → routes withdrawn after %v", withdrawn.Sub(stopping).Round(time.Millisecond))
 	t.Logf("FRR test took %v", time.Since(start).Round(100*time.Millisecond))
 }

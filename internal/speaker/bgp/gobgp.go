@@ -265,3 +265,31 @@ func (g *gobgpServer) deletePaths(ps []netip.Prefix) error {
 
 // isDynamicExternal reports whether a session accepts any AS number but its own.
 func isDynamicExternal(s *bgpconfig.Session) bool { return s.DynamicASN == v1beta2.ExternalASNMode }
+
+// counters reads every neighbor's message counters and, for Established ones, how many prefixes
+// the export policy lets through to it.
+func (g *gobgpServer) counters() ([]PeerCounters, error) {
+	var out []PeerCounters
+	err := g.s.ListPeer(context.Background(), &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+		if p.Conf == nil {
+			return
+		}
+		addr, err := netip.ParseAddr(p.Conf.NeighborAddress)
+		if err != nil {
+			return
+		}
+		c := PeerCounters{Name: p.Conf.Description, Peer: addr.Unmap()}
+		if m := p.GetState().GetMessages(); m != nil {
+			c.UpdatesSent, c.UpdatesReceived = m.GetSent().GetUpdate(), m.GetReceived().GetUpdate()
+			c.NotificationsSent = m.GetSent().GetNotification()
+		}
+		for _, af := range p.AfiSafis {
+			c.Advertised += af.GetState().GetAdvertised()
+		}
+		out = append(out, c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing peers: %w", err)
+	}
+	return out, nil
+}

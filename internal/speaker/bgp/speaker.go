@@ -176,6 +176,49 @@ func (s *Speaker) BFDStats() (st bfd.Stats, ok bool) {
 	return m.Stats(), true
 }
 
+// PeerCounters are GoBGP's counters of one neighbor, for metrics. They restart from zero when the
+// neighbor is re-created (a configuration change, a GoBGP restart).
+type PeerCounters struct {
+	// Name is the BGPPeer's name; Peer its address.
+	Name string
+	Peer netip.Addr
+	// UpdatesSent and UpdatesReceived count UPDATE messages; NotificationsSent NOTIFICATIONs.
+	UpdatesSent, UpdatesReceived, NotificationsSent uint64
+	// Advertised is the number of prefixes advertised to the peer now; 0 unless Established.
+	Advertised uint64
+}
+
+// Counters returns GoBGP's counters of every neighbor, ordered by name, read on Run's goroutine
+// (which owns GoBGP); nil while GoBGP does not run. It returns ctx's error if Run does not answer
+// before ctx ends (Run is not running, or busy).
+func (s *Speaker) Counters(ctx context.Context) ([]PeerCounters, error) {
+	type result struct {
+		c   []PeerCounters
+		err error
+	}
+	res := make(chan result, 1) // Run may answer after we gave up
+	read := func() {
+		if s.srv == nil {
+			res <- result{}
+			return
+		}
+		c, err := s.srv.counters()
+		res <- result{c, err}
+	}
+	select {
+	case s.events <- read:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-res:
+		slices.SortFunc(r.c, func(a, b PeerCounters) int { return cmp.Or(cmp.Compare(a.Name, b.Name), a.Peer.Compare(b.Peer)) })
+		return r.c, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // Run runs the speaker until ctx ends. It then closes every BGP session with a Cease
 // NOTIFICATION (routers withdraw the routes at once, without waiting for BFD or the hold time),
 // tells BFD peers AdminDown, and returns nil. It returns an error if BFD's connection fails, and
@@ -531,7 +574,7 @@ func (s *Speaker) handle(ev event) {
 	case bfdEvent:
 		s.onBFDEvent(ev.StateChange)
 	case func():
-		ev() // tests: run on Run's goroutine
+		ev() // Counters, and tests: run on Run's goroutine
 	}
 }
 

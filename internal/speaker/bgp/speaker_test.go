@@ -288,6 +288,7 @@ func TestSpeakerLoopback(t *testing.T) {
 		Large: []string{"1:2:3"}, LocalPref: 0}
 	ra.waitRoutes(t, "initial", map[netip.Prefix]route{p1: ibgp, p2: ibgp}, 5*time.Second)
 	rb.waitRoutes(t, "initial", map[netip.Prefix]route{p1: ebgp, p2: ebgp}, 5*time.Second)
+	checkCounters(t, sp, map[string]uint64{"a": 2, "b": 2})
 
 	// Routes the routers send are not accepted: GoBGP's global RIB holds our paths only.
 	if _, err := rb.s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{routerPath(t, "203.0.113.0/24", rb.addr)}}); err != nil {
@@ -311,6 +312,7 @@ func TestSpeakerLoopback(t *testing.T) {
 	sp.Set(mustBuild(t, in))
 	ra.waitRoutes(t, "no local endpoint", map[netip.Prefix]route{p1: ibgp}, 5*time.Second)
 	rb.waitRoutes(t, "no local endpoint", map[netip.Prefix]route{p1: ebgp}, 5*time.Second)
+	checkCounters(t, sp, map[string]uint64{"a": 1, "b": 1})
 
 	// The per-peer advertisement moves from b to a: both sessions stay up, and each router gets
 	// the prefix again with its new attributes (soft reset out).
@@ -552,4 +554,26 @@ func TestSpeakerIPv6AndDynamicASN(t *testing.T) {
 	rExt.waitRoutes(t, "dynamic external", map[netip.Prefix]route{v4: {
 		NextHop: netip.MustParseAddr("127.0.0.16"), ASPath: "64512", Communities: []string{"64512:1"}}}, 5*time.Second)
 	rBad.waitRoutes(t, "dynamic external refused", nil, 5*time.Second)
+}
+
+// checkCounters checks Counters: every session has sent UPDATEs and has the wanted number of
+// prefixes advertised.
+func checkCounters(t *testing.T, sp *Speaker, advertised map[string]uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cs, err := sp.Counters(ctx)
+	if err != nil {
+		t.Fatalf("Counters: %v", err)
+	}
+	got := map[string]uint64{}
+	for _, c := range cs {
+		got[c.Name] = c.Advertised
+		if c.UpdatesSent == 0 {
+			t.Errorf("%s: no UPDATE sent: %+v", c.Name, c)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(advertised) {
+		t.Errorf("advertised prefixes %v, want %v", got, advertised)
+	}
 }

@@ -47,5 +47,6 @@
 // Build never fails as a whole: an invalid object is left out, with a *ConfigError naming it, and
 // everything else is still computed. Every ConfigError wraps one of the Err sentinels. A caller that
 // prefers MetalLB's behaviour (keep the last good configuration while any object is invalid) keeps
-// its previous State when Build reports errors.
+// its previous State when Build reports errors; LastValid, which the speaker uses, keeps the last
+// valid version of each invalid object instead.
 package bgpconfig
