@@ -89,7 +89,7 @@ func labCmd() *cobra.Command {
 	f.StringVar(&cfg.ClientName, "client", d.ClientName, "name of the outside client's namespace")
 	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
 	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4 or dual")
-	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "kube-proxy mode: iptables or nftables")
+	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")

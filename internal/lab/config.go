@@ -24,6 +24,8 @@ const (
 	IPFamilyDual    = "dual"
 	ProxyIPTables   = "iptables"
 	ProxyNFTables   = "nftables"
+	// ProxyIronLB runs `ironlb proxy` (config/proxy) instead of kube-proxy.
+	ProxyIronLB = "ironlb"
 	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
 	// peers from NodeASN with the router in RouterASN.
 	RouterName         = "router"
@@ -157,9 +159,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--ip-family %q: want ipv4 or dual", c.IPFamily))
 	}
 	switch c.ProxyMode {
-	case ProxyIPTables, ProxyNFTables:
+	case ProxyIPTables, ProxyNFTables, ProxyIronLB:
 	default:
-		errs = append(errs, fmt.Errorf("--proxy %q: want iptables or nftables", c.ProxyMode))
+		errs = append(errs, fmt.Errorf("--proxy %q: want iptables, nftables (kube-proxy's modes) or ironlb", c.ProxyMode))
 	}
 	if c.BGP {
 		switch {

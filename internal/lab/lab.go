@@ -257,19 +257,7 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 			r.Name, r.Addr, RouterASN, NodeASN, l.Plan.Client2.Name, l.Plan.Client2.Addr, time.Since(t).Seconds())
 		t = time.Now()
 	}
-	var buf bytes.Buffer
-	clusterCIDR := l.Plan.Config.PodCIDR.String()
-	if l.Plan.Config.Dual() {
-		clusterCIDR += "," + l.Plan.Config.PodCIDR6.String()
-	}
-	err := template.Must(template.New("kube-proxy").Parse(kubeProxyYAML)).Execute(&buf, map[string]string{
-		"ClusterCIDR": clusterCIDR, "Mode": l.Plan.Config.ProxyMode, "Version": KubeVersion,
-		"Server": fmt.Sprintf("https://%s:%d", l.Plan.ControlPlane().Name, apiserverPort),
-	})
-	if err != nil {
-		return err
-	}
-	if err := l.kubectlApply(ctx, buf.String()); err != nil {
+	if err := l.installProxy(ctx); err != nil {
 		return err
 	}
 	if err := l.WaitNodesReady(ctx, 90*time.Second); err != nil {
@@ -278,10 +266,17 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	l.Log("✓ %d nodes Ready with pod CIDRs from kube-controller-manager (%.1fs; %.1fs after start)", len(l.Plan.Nodes),
 		time.Since(t).Seconds(), time.Since(start).Seconds())
 	t = time.Now()
-	if err := l.WaitDaemonSet(ctx, "kube-system", "kube-proxy", 90*time.Second); err != nil {
-		return err
+	if l.Plan.Config.ProxyMode == ProxyIronLB {
+		if err := l.WaitDaemonSet(ctx, "metallb-system", "ironlb-proxy", 90*time.Second); err != nil {
+			return err
+		}
+		l.Log("✓ ironlb proxy (config/proxy, instead of kube-proxy) running on every node (%.1fs)", time.Since(t).Seconds())
+	} else {
+		if err := l.WaitDaemonSet(ctx, "kube-system", "kube-proxy", 90*time.Second); err != nil {
+			return err
+		}
+		l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
 	}
-	l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
 	t = time.Now()
 	if err := l.installIronLB(ctx); err != nil {
 		return err
@@ -289,6 +284,42 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	l.Log("✓ ironlb (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
 	l.Log("lab %s is up in %.1fs", l.Plan.Config.Name, time.Since(start).Seconds())
 	return nil
+}
+
+// installProxy applies the Service dataplane: kubeadm's kube-proxy DaemonSet in the chosen mode, or
+// ironlb's proxy from its own manifests (config/proxy) with the ConfigMap that gives it the apiserver's
+// real address (the kubernetes Service's ClusterIP is what it programs).
+func (l *Lab) installProxy(ctx context.Context) error {
+	c := l.Plan.Config
+	if c.ProxyMode == ProxyIronLB {
+		cm := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: metallb-system}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ironlb-proxy, namespace: metallb-system}
+data: {apiServerHost: "%s", apiServerPort: "%d"}
+`, l.Plan.ControlPlane().Addr, apiserverPort)
+		px, err := manifests.Bundle("proxy")
+		if err != nil {
+			return err
+		}
+		return l.kubectlApply(ctx, cm+px)
+	}
+	var buf bytes.Buffer
+	clusterCIDR := c.PodCIDR.String()
+	if c.Dual() {
+		clusterCIDR += "," + c.PodCIDR6.String()
+	}
+	err := template.Must(template.New("kube-proxy").Parse(kubeProxyYAML)).Execute(&buf, map[string]string{
+		"ClusterCIDR": clusterCIDR, "Mode": c.ProxyMode, "Version": KubeVersion,
+		"Server": fmt.Sprintf("https://%s:%d", l.Plan.ControlPlane().Name, apiserverPort),
+	})
+	if err != nil {
+		return err
+	}
+	return l.kubectlApply(ctx, buf.String())
 }
 
 // installIronLB applies ironlb's own manifests (config/) and waits for the controller and its webhook.

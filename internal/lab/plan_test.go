@@ -301,7 +301,7 @@ func TestPlanBGP(t *testing.T) {
 		t.Errorf("NodeNames = %s", got)
 	}
 	conf := RouterConfig(p, "/x")["bgpd.conf"]
-	for _, want := range []string{"router bgp 64512", "bgp router-id 172.18.255.254", "bgp listen range 172.18.0.0/16 peer-group nodes", "maximum-paths 16", "neighbor nodes bfd profile nodes"} {
+	for _, want := range []string{"router bgp 64512", "bgp router-id 172.18.255.254", "bgp listen range 172.18.0.2/32 peer-group nodes\n bgp listen range 172.18.0.3/32 peer-group nodes", "maximum-paths 16", "neighbor nodes bfd profile nodes"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("bgpd.conf lacks %q:\n%s", want, conf)
 		}

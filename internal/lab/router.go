@@ -12,7 +12,7 @@ import (
 
 // The BGP lab's router runs Debian's FRR (zebra, bfdd, bgpd) in its own namespace, peered with every
 // node: seed 003's top-of-rack router. It accepts any node of the bridge's subnet as a dynamic neighbor
-// in AS NodeASN (eBGP), installs up to 16 equal paths (ECMP) and runs BFD with every neighbor that
+// in AS NodeASN (eBGP), one listen range per node address, installs up to 16 equal paths (ECMP) and runs BFD with every neighbor that
 // speaks it. Its BFD profile is fast (50 ms × 3); the detection time of a session is set by the slower
 // side, so the nodes' BFDProfile decides.
 
@@ -27,7 +27,11 @@ func (l *Lab) routerDir() string { return filepath.Join(l.State.Dir, "router") }
 // RouterConfig returns FRR's configuration files for the plan's router, by file name. dir is where the
 // daemons keep their logs.
 func RouterConfig(p Plan, dir string) map[string]string {
-	c := p.Config
+	// One listen range per node, so that a node can be moved to another peer group (say, iBGP) alone.
+	var ranges strings.Builder
+	for _, n := range p.Nodes {
+		fmt.Fprintf(&ranges, " bgp listen range %s/32 peer-group nodes\n", n.Addr)
+	}
 	return map[string]string{
 		"zebra.conf": fmt.Sprintf("hostname %s\nlog file %s/zebra.log\n", p.Router.Name, dir),
 		"bfdd.conf": fmt.Sprintf(`hostname %s
@@ -51,12 +55,11 @@ router bgp %d
  neighbor nodes peer-group
  neighbor nodes remote-as external
  neighbor nodes bfd profile nodes
- bgp listen range %s peer-group nodes
- address-family ipv4 unicast
+%s address-family ipv4 unicast
   maximum-paths 16
  exit-address-family
 !
-`, p.Router.Name, dir, RouterASN, p.Router.Addr, c.NodeCIDR),
+`, p.Router.Name, dir, RouterASN, p.Router.Addr, ranges.String()),
 	}
 }
 

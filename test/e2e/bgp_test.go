@@ -244,12 +244,14 @@ func TestBGPECMP(t *testing.T) {
 
 	// LOCAL_PREF travels on iBGP sessions only (as in MetalLB): worker3 peers over iBGP for a moment.
 	if _, err := labExec("router", "vtysh", "-c", "configure terminal", "-c", "router bgp 64512",
-		"-c", "neighbor ibgp peer-group", "-c", "neighbor ibgp remote-as internal", "-c", "bgp listen range 172.18.0.5/32 peer-group ibgp"); err != nil {
+		"-c", "neighbor ibgp peer-group", "-c", "neighbor ibgp remote-as internal",
+		"-c", "no bgp listen range 172.18.0.5/32 peer-group nodes", "-c", "bgp listen range 172.18.0.5/32 peer-group ibgp"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_, _ = labExec("router", "vtysh", "-c", "configure terminal", "-c", "router bgp 64512",
-			"-c", "no bgp listen range 172.18.0.5/32 peer-group ibgp", "-c", "no neighbor ibgp peer-group")
+			"-c", "no bgp listen range 172.18.0.5/32 peer-group ibgp", "-c", "no neighbor ibgp peer-group",
+			"-c", "bgp listen range 172.18.0.5/32 peer-group nodes")
 	})
 	ibgp := `apiVersion: metallb.io/v1beta2
 kind: BGPPeer
