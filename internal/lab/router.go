@@ -24,6 +24,10 @@ var routerDaemons = []string{"zebra", "bfdd", "bgpd"}
 
 func (l *Lab) routerDir() string { return filepath.Join(l.State.Dir, "router") }
 
+// RouterLog is the path of one of the router's FRR daemon logs ("bfdd", "bgpd", "zebra"). bfdd logs
+// every BFD state change with microsecond timestamps.
+func (l *Lab) RouterLog(daemon string) string { return filepath.Join(l.routerDir(), daemon+".log") }
+
 // RouterConfig returns FRR's configuration files for the plan's router, by file name. dir is where the
 // daemons keep their logs.
 func RouterConfig(p Plan, dir string) map[string]string {
@@ -37,6 +41,7 @@ func RouterConfig(p Plan, dir string) map[string]string {
 		"bfdd.conf": fmt.Sprintf(`hostname %s
 log file %s/bfdd.log
 log timestamp precision 6
+debug bfd peer
 bfd
  profile nodes
   receive-interval 50

@@ -115,6 +115,8 @@ func TestDualStackNFTablesLab(t *testing.T) {
 	if tables, err := labExec("myk8s-worker", "nft", "list", "tables"); err != nil || !strings.Contains(tables, "table ip kube-proxy") {
 		t.Errorf("no kube-proxy nftables table on myk8s-worker: %q %v", tables, err)
 	}
+	// The Service suite, as on the shared lab (kube-proxy iptables) and the ironlb-proxy lab.
+	t.Run("ServiceSuite", serviceSuite)
 
 	// IPv6 layer 2: one node answers neighbor solicitations for the Service's IPv6 address, and
 	// requests reach the pods.
@@ -171,5 +173,30 @@ spec:
 		t.Errorf("ndisc6 %s: link-layer addresses %v, want exactly one node's\n%s", vip, macs, out)
 	} else {
 		t.Logf("ndisc6 %s: answered by %v only", vip, macs)
+	}
+}
+
+
+// ironlb's proxy instead of kube-proxy (lab up --proxy=ironlb, installed from config/proxy): the same
+// Service suite passes, and the node's rules are ironlb's nftables table with no kube-proxy.
+func TestServiceSuiteIronLBProxy(t *testing.T) {
+	run(t, ironlb, "lab", "down")
+	out := run(t, ironlb, "lab", "up", "--proxy=ironlb")
+	t.Cleanup(func() {
+		run(t, ironlb, "lab", "down")
+		if left := leftovers(); len(left) > 0 {
+			t.Errorf("after lab down of the ironlb-proxy lab: %s", strings.Join(left, "\n"))
+		}
+	})
+	if !strings.Contains(out, "ironlb proxy") {
+		t.Errorf("lab up --proxy=ironlb did not report the proxy:\n%s", out)
+	}
+	if ds := kubectl(t, "get", "ds", "-A", "-o", "jsonpath={.items[*].metadata.name}"); strings.Contains(ds, "kube-proxy") || !strings.Contains(ds, "ironlb-proxy") {
+		t.Errorf("DaemonSets %q: want ironlb-proxy and no kube-proxy", ds)
+	}
+	serviceSuite(t)
+	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
+	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
+		t.Errorf("nftables tables on myk8s-worker: %q %v; want ironlb's and no kube-proxy's", tables, err)
 	}
 }

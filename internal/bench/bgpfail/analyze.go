@@ -26,6 +26,7 @@ type RouteEvent struct {
 
 // Trial is one power cut and return. Durations are -1 when the event never came.
 type Trial struct {
+	BFDDown      time.Duration // cut -> the router's BFD session with the dead node goes down (-1 without BFD)
 	Withdrawn    time.Duration // cut -> the router's route loses the dead node's next hop
 	ClientOutage time.Duration // cut -> start of the last failed request before the return (0: none failed)
 	Sent, Failed int           // requests started between the cut and the return, and how many failed
@@ -37,22 +38,23 @@ type Trial struct {
 // Analyze computes a trial: routes are the router's route events, reqs the client's requests (kind
 // "http"), dead the cut node's address, cut and back the power cut and return.
 func Analyze(routes []RouteEvent, reqs []failover.Event, dead netip.Addr, cut, back time.Time) Trial {
-	t := Trial{Withdrawn: -1, Readded: -1}
+	t := Trial{BFDDown: -1, Withdrawn: -1, Readded: -1}
 	has := func(e RouteEvent) bool { return slices.Contains(e.NextHops, dead) }
+	present := true // the dead node's next hop is in the route
 	for _, e := range routes {
 		if !e.At.After(cut) {
 			t.NextHops = len(e.NextHops)
+			present = has(e)
 			continue
 		}
 		if e.At.Before(back) {
 			if t.Withdrawn < 0 && !has(e) {
 				t.Withdrawn = e.At.Sub(cut)
 			}
-			continue
-		}
-		if t.Readded < 0 && has(e) {
+		} else if t.Readded < 0 && has(e) && !present {
 			t.Readded = e.At.Sub(back)
 		}
+		present = has(e)
 	}
 	for _, r := range reqs {
 		if r.Kind != "http" {
@@ -75,13 +77,32 @@ func Analyze(routes []RouteEvent, reqs []failover.Event, dead netip.Addr, cut, b
 	return t
 }
 
+// BFDDownAt finds, in bfdd's log, the first state change of peer's session from up to down at or
+// after since ("2026/11/23 04:01:31.365872 BFD: [...] state-change: [mhop:no peer:172.18.0.5 ...] up
+// -> down reason:control-expired"; FRR logs local time).
+func BFDDownAt(log string, peer netip.Addr, since time.Time) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "peer:"+peer.String()+" ") || !strings.Contains(line, "] up -> down") || len(line) < 26 {
+			continue
+		}
+		at, err := time.ParseInLocation("2006/01/02 15:04:05.000000", line[:26], time.Local)
+		if err == nil && !at.Before(since) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // Table prints the trials and their median, p90 and max.
 func Table(w io.Writer, label string, ts []Trial) {
 	fmt.Fprintf(w, "\n%s: %d trials\n", label, len(ts))
-	fmt.Fprintf(w, "%-6s %-14s %-16s %-16s %-14s %-12s\n", "trial", "route withdrawn", "client outage", "failed/sent", "route re-added", "failed after return")
-	var wd, co, ra []time.Duration
+	fmt.Fprintf(w, "%-6s %-14s %-16s %-16s %-16s %-15s %s\n", "trial", "BFD down", "route withdrawn", "client outage", "failed/sent", "route re-added", "failed after return")
+	var bd, wd, co, ra []time.Duration
 	for i, t := range ts {
-		fmt.Fprintf(w, "%-6d %-14s %-16s %-16s %-14s %-12d\n", i+1, ms(t.Withdrawn), ms(t.ClientOutage), fmt.Sprintf("%d/%d", t.Failed, t.Sent), ms(t.Readded), t.BackFailed)
+		fmt.Fprintf(w, "%-6d %-14s %-16s %-16s %-16s %-15s %d\n", i+1, ms(t.BFDDown), ms(t.Withdrawn), ms(t.ClientOutage), fmt.Sprintf("%d/%d", t.Failed, t.Sent), ms(t.Readded), t.BackFailed)
+		if t.BFDDown >= 0 {
+			bd = append(bd, t.BFDDown)
+		}
 		if t.Withdrawn >= 0 {
 			wd = append(wd, t.Withdrawn)
 		}
@@ -93,6 +114,9 @@ func Table(w io.Writer, label string, ts []Trial) {
 	row := func(name string, ds []time.Duration) {
 		s := failover.Summarize(ds)
 		fmt.Fprintf(w, "%-16s median %-9s p90 %-9s max %-9s (n=%d)\n", name, ms(s.Median), ms(s.P90), ms(s.Max), len(ds))
+	}
+	if len(bd) > 0 {
+		row("BFD down", bd)
 	}
 	row("route withdrawn", wd)
 	row("client outage", co)

@@ -241,6 +241,25 @@ func (m *Monitor) WaitNextHops(ctx context.Context, want []netip.Addr, timeout t
 	}
 }
 
+// WaitBFDUp waits until the router's BFD session with peer is up.
+func WaitBFDUp(ctx context.Context, l *lab.Lab, peer netip.Addr, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := l.Vtysh(ctx, "show bfd peer "+peer.String()+" json")
+		if err == nil && strings.Contains(out, `"status":"up"`) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the router's BFD session with %s is not up after %s: %s", peer, timeout, out)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // NodeAddrs returns the nodes' addresses on the bridge.
 func NodeAddrs(l *lab.Lab) []netip.Addr {
 	var out []netip.Addr
@@ -269,6 +288,13 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	for i := 1; i <= o.Trials; i++ {
 		if err := mon.WaitNextHops(ctx, NodeAddrs(l), 120*time.Second); err != nil {
 			return trials, fmt.Errorf("before trial %d: %w", i, err)
+		}
+		// The router starts BFD once the BGP session is up, and BFD takes a second or two to come
+		// up (FRR sends slowly until then): a cut before that would measure the hold time.
+		if o.BFD > 0 && o.Speaker != "metallb" {
+			if err := WaitBFDUp(ctx, l, cutHost.Addr, 60*time.Second); err != nil {
+				return trials, fmt.Errorf("before trial %d: %w", i, err)
+			}
 		}
 		back := 6 * time.Second
 		total := time.Second + o.Window + back
@@ -314,9 +340,14 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 			_ = os.WriteFile(filepath.Join(o.RawDir, fmt.Sprintf("trial-%02d.log", i)), []byte(b.String()), 0o644)
 		}
 		t := Analyze(routes, reqs, cutHost.Addr, cut, backAt)
+		if b, err := os.ReadFile(l.RouterLog("bfdd")); err == nil && o.BFD > 0 {
+			if at, ok := BFDDownAt(string(b), cutHost.Addr, cut); ok && at.Before(backAt) {
+				t.BFDDown = at.Sub(cut)
+			}
+		}
 		trials = append(trials, t)
-		o.Log("trial %2d/%d: route withdrawn after %s, client outage %s (%d/%d failed) | return: route back after %s, %d failed",
-			i, o.Trials, ms(t.Withdrawn), ms(t.ClientOutage), t.Failed, t.Sent, ms(t.Readded), t.BackFailed)
+		o.Log("trial %2d/%d: BFD down at the router after %s, route withdrawn after %s, client outage %s (%d/%d failed) | return: route back after %s, %d failed",
+			i, o.Trials, ms(t.BFDDown), ms(t.Withdrawn), ms(t.ClientOutage), t.Failed, t.Sent, ms(t.Readded), t.BackFailed)
 	}
 	return trials, nil
 }
