@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ironlb/ironlb/internal/bench/bgpfail"
 	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/bench/proxybench"
 	"github.com/ironlb/ironlb/internal/lab"
 )
 
@@ -188,5 +190,54 @@ func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.IntVar(&spread, "spread", 0, "instead of cutting nodes: send this many requests and print the spread over nodes and pods")
 	f.DurationVar(&soak, "soak", 0, "instead of cutting nodes: run this long without failures and count BFD/BGP flaps")
 	f.BoolVar(&loadCPU, "load", true, "with --soak: saturate both cores with stress-ng")
+	return cmd
+}
+
+func benchProxyCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	o := proxybench.Options{Log: logf}
+	var cidr string
+	cmd := &cobra.Command{
+		Use:   "bench-proxy",
+		Short: "kube-proxy (nftables) vs ironlb proxy in one lab (lab up --proxy=nftables): full sync time and peak RSS at 1k-30k Services, one endpoint change, wrk through a NodePort",
+		Long: `Runs ironlb's proxy on one node (--ironlb-node) and kube-proxy on the others, creates Services with
+two fake endpoints each, restarts each proxy on its node from an empty ruleset and times its first full
+sync (start -> the last Service's ClusterIP in the node's nftables, read over netlink) and its peak RSS,
+then changes one endpoint at a time (at the count closest to 10,000) and times its arrival in each
+node's ruleset, then runs wrk from the client through a NodePort on each node and directly to the pod.
+Everything it creates or changes is undone at the end, on failure and on Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			if o.ServiceCIDR, err = netip.ParsePrefix(cidr); err != nil {
+				return fmt.Errorf("--service-cidr: %w", err)
+			}
+			wrk := o.WrkDuration.String()
+			if o.SkipWrk {
+				wrk = "skipped"
+			}
+			logf("bench-proxy: kube-proxy on %s vs ironlb on %s; Services %v (%d restarts each), %d endpoint changes, wrk %s",
+				o.KubeProxyNode, o.IronLBNode, o.Services, o.SyncTrials, o.Changes, wrk)
+			r, err := proxybench.Run(c.Context(), l, o)
+			proxybench.Table(os.Stdout, r)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Services, "services", []int{1000, 10000, 30000}, "Service counts (2 endpoints each) for the full syncs")
+	f.IntVar(&o.SyncTrials, "sync-trials", 3, "restarts of each proxy per Service count")
+	f.IntVar(&o.Changes, "changes", 10, "endpoint changes at the Service count closest to 10,000 (0: none)")
+	f.DurationVar(&o.WrkDuration, "wrk-duration", 10*time.Second, "each wrk run")
+	f.IntVar(&o.WrkRounds, "wrk-rounds", 3, "wrk runs per target (interleaved)")
+	f.BoolVar(&o.SkipWrk, "skip-wrk", false, "no wrk")
+	f.BoolVar(&o.SkipSync, "skip-sync", false, "no restarts (the Services are still made for --changes)")
+	f.StringVar(&o.KubeProxyNode, "kube-proxy-node", "myk8s-worker2", "the node whose kube-proxy is measured")
+	f.StringVar(&o.IronLBNode, "ironlb-node", "myk8s-worker3", "the node that runs ironlb's proxy instead of kube-proxy")
+	f.StringVar(&cidr, "service-cidr", "10.201.0.0/16", "added as a ServiceCIDR when the lab's service CIDR is too small for the Services")
 	return cmd
 }

@@ -475,3 +475,38 @@ func speakerLogLines(node, s string) []string {
 	}
 	return lines
 }
+
+// A speaker restart (its Pod deleted; the DaemonSet makes a new one) re-establishes that node's
+// session and brings its next hop back; the other nodes' sessions are not touched.
+func TestBGPSpeakerRestart(t *testing.T) {
+	setupBGP(t)
+	const ip = "172.30.1.6"
+	applyBGPService(t, "bgp-restart", ip, "")
+	waitNextHops(t, ip, addrsOf(labNodes...), 30*time.Second)
+	type nbr struct {
+		Dropped     int `json:"connectionsDropped"`
+		Established int `json:"connectionsEstablished"`
+	}
+	var before map[string]nbr
+	vtyshJSON(t, "show bgp neighbors", &before)
+	pod := strings.TrimSpace(kubectl(t, "get", "pods", "-n", "metallb-system", "-l", "component=speaker",
+		"--field-selector", "spec.nodeName=myk8s-worker3", "-o", "jsonpath={.items[0].metadata.name}"))
+	kubectl(t, "delete", "pod", "-n", "metallb-system", pod)
+	// The stopping speaker closes its session (a Cease), so worker3's next hop goes, then comes back
+	// with the new speaker.
+	eventually(t, 30*time.Second, "worker3's next hop withdrawn by the stopping speaker", func() error {
+		if hops := routeNextHops(t, ip); slices.Contains(hops, "172.18.0.5") {
+			return fmt.Errorf("next hops %v", hops)
+		}
+		return nil
+	})
+	waitNextHops(t, ip, addrsOf(labNodes...), 60*time.Second)
+	var after map[string]nbr
+	vtyshJSON(t, "show bgp neighbors", &after)
+	for _, n := range []string{"myk8s-control-plane", "myk8s-worker", "myk8s-worker2"} {
+		a := nodeAddr[n]
+		if after[a] != before[a] {
+			t.Errorf("%s's session changed across worker3's speaker restart: %+v -> %+v", n, before[a], after[a])
+		}
+	}
+}

@@ -296,7 +296,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 				return trials, fmt.Errorf("before trial %d: %w", i, err)
 			}
 		}
-		back := 6 * time.Second
+		back := 10 * time.Second
 		total := time.Second + o.Window + back
 		probe := exec.CommandContext(ctx, o.Self, "lab", "exec", lab.Client2Name, "--", o.Self, "probe",
 			"--url", url, "--every", "10ms", "--for", total.String(), "--timeout", "200ms")
