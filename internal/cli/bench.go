@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironlb/ironlb/internal/bench/bgpfail"
 	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/bench/nodeloss"
 	"github.com/ironlb/ironlb/internal/bench/proxybench"
 	"github.com/ironlb/ironlb/internal/lab"
 )
@@ -239,5 +240,40 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 	f.StringVar(&o.KubeProxyNode, "kube-proxy-node", "myk8s-worker2", "the node whose kube-proxy is measured")
 	f.StringVar(&o.IronLBNode, "ironlb-node", "myk8s-worker3", "the node that runs ironlb's proxy instead of kube-proxy")
 	f.StringVar(&cidr, "service-cidr", "10.201.0.0/16", "added as a ServiceCIDR when the lab's service CIDR is too small for the Services")
+	return cmd
+}
+
+func benchNodeLossCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var o nodeloss.Options
+	cmd := &cobra.Command{
+		Use:   "bench-nodeloss",
+		Short: "Cut the power of a worker holding one of a Service's endpoints and count the requests lost until the dataplane stops using it (the lab's proxy: kube-proxy or ironlb)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = logf
+			label := "kube-proxy " + l.Plan.Config.ProxyMode
+			if l.Plan.Config.ProxyMode == lab.ProxyIronLB {
+				label = "ironlb proxy"
+			}
+			logf("bench-nodeloss: %s, %d trials, cut %s, mypc probing every 10 ms for %s", label, o.Trials, o.Cut, o.For)
+			trials, err := nodeloss.Run(c.Context(), l, o)
+			nodeloss.Table(os.Stdout, label, trials)
+			if err != nil {
+				return fmt.Errorf("after %d trials: %w", len(trials), err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Trials, "trials", 5, "power cuts")
+	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the worker to cut")
+	f.DurationVar(&o.For, "for", 60*time.Second, "probing after each cut (kube-proxy needs the node controller's 40-50 s)")
 	return cmd
 }

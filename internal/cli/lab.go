@@ -235,7 +235,7 @@ func labCmd() *cobra.Command {
 		Use: "nsinit", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error { return lab.NSInit() },
 	}
-	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchProxyCmd(load))
+	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load))
 	return cmd
 }
 

@@ -195,6 +195,8 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 		t.Errorf("DaemonSets %q: want ironlb-proxy and no kube-proxy", ds)
 	}
 	serviceSuite(t)
+	t.Run("Algorithms", algorithmSuite)
+	t.Run("NodeLoss", nodeLossSuite)
 	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
 	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
 		t.Errorf("nftables tables on myk8s-worker: %q %v; want ironlb's and no kube-proxy's", tables, err)
