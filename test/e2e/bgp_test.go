@@ -463,7 +463,6 @@ spec:
 	}
 }
 
-
 // speakerLogLines returns the lines of the ironlb speaker's log on node that contain s.
 func speakerLogLines(node, s string) []string {
 	out, _ := runErr("sh", "-c", fmt.Sprintf("cat %s/logs/%s/pods/metallb-system_ironlb-speaker-*_speaker.log", stateDir, node))

@@ -176,7 +176,6 @@ spec:
 	}
 }
 
-
 // ironlb's proxy instead of kube-proxy (lab up --proxy=ironlb, installed from config/proxy): the same
 // Service suite passes, and the node's rules are ironlb's nftables table with no kube-proxy.
 func TestServiceSuiteIronLBProxy(t *testing.T) {
