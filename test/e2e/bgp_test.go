@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/bench/nodeloss"
 )
 
 // Seed 003's BGP mode in the lab's router topology (lab up --bgp): every node peers with FRR on the
@@ -306,14 +309,13 @@ func TestBGPNodeLoss(t *testing.T) {
 		return nil
 	})
 	type result struct {
-		gap       time.Duration
-		ok, fails int
-		err       error
+		out string
+		err error
 	}
 	done := make(chan result, 1)
-	go func() {
-		gap, ok, fails, err := probeLoopHost("mypc2", "http://"+ip, 6*time.Second)
-		done <- result{gap, ok, fails, err}
+	go func() { // a request every 10 ms, each on a new connection, so ECMP spreads them over the nodes
+		out, err := labExec("mypc2", ironlb, "probe", "--url", "http://"+ip+"/", "--every", "10ms", "--for", "6s", "--timeout", "200ms")
+		done <- result{out, err}
 	}()
 	time.Sleep(1500 * time.Millisecond)
 	cut := time.Now()
@@ -330,10 +332,15 @@ func TestBGPNodeLoss(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	t.Logf("worker3 stopped: next hop gone from the router's FIB within %s (polled); mypc2's loop: %d ok, %d failed, longest gap between successes %s",
-		withdrawn.Round(time.Millisecond), r.ok, r.fails, r.gap)
-	if withdrawn > 3*time.Second {
-		t.Errorf("with BFD 50 ms × 3 the route took %s to go (hold time 9 s: BFD did not act)", withdrawn)
+	reqs, err := failover.Parse(strings.NewReader(r.out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := nodeloss.Analyze(reqs, cut)
+	t.Logf("worker3 stopped: next hop gone from the router's FIB within %s (polled through vtysh); mypc2's requests: %d of %d failed, the last %s after the cut",
+		withdrawn.Round(time.Millisecond), tr.Failed, tr.Sent, tr.Window.Round(time.Millisecond))
+	if withdrawn > 3*time.Second || tr.Window > time.Second {
+		t.Errorf("with BFD 50 ms × 3 the route took %s to go and requests failed for %s (hold time 9 s: BFD did not act)", withdrawn, tr.Window)
 	}
 	run(t, ironlb, "lab", "start-node", "myk8s-worker3")
 	waitNextHops(t, ip, addrsOf(labNodes...), 90*time.Second)
