@@ -179,8 +179,9 @@ spec: {type: LoadBalancer, selector: {app: algo}, ports: [{port: 80}]}
 		cip := strings.TrimSpace(kubectl(t, "get", "svc", svc, "-o", "jsonpath={.spec.clusterIP}"))
 		var counts map[string]int
 		eventually(t, 30*time.Second, svc+": 1000 requests answered", func() error {
+			// One curl for the 1000 requests (a URL range), each on a new connection (Connection: close).
 			out, err := labExec("myk8s-control-plane", "bash", "-c",
-				fmt.Sprintf(`for i in $(seq 1000); do curl -s --max-time 2 http://%s/ | grep Hostname; done | sort | uniq -c`, cip))
+				fmt.Sprintf(`curl -s --max-time 60 -H 'Connection: close' 'http://%s/?[1-1000]' | grep Hostname | sort | uniq -c`, cip))
 			if err != nil {
 				return err
 			}
