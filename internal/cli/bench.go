@@ -275,5 +275,6 @@ func benchNodeLossCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.IntVar(&o.Trials, "trials", 5, "power cuts")
 	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the worker to cut")
 	f.DurationVar(&o.For, "for", 60*time.Second, "probing after each cut (kube-proxy needs the node controller's 40-50 s)")
+	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's probe log here")
 	return cmd
 }

@@ -28,6 +28,8 @@ type harness struct {
 	t   *testing.T
 	env *testenv.Env
 	cs  kubernetes.Interface
+	// webhookAddr is where the controller's admission webhook listens, when the test runs it.
+	webhookAddr string
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWithCRDs(t, "../../config/crd/bases") }

@@ -33,13 +33,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 )
 
-// webhook refuses configuration that can never work, at admission: pools whose ranges are malformed,
-// reversed or overlap another pool, and Services whose address requests contradict themselves or can
-// never share with the Services already holding the requested address. It runs on every replica with a
+// webhook refuses configuration that can never work, at admission: pools and BGPPeers outside the
+// configuration namespace (nothing reads them there), pools whose ranges are malformed, reversed or
+// overlap another pool, BGPPeers the speakers would refuse (config.ValidatePeer), and Services whose
+// address requests contradict themselves or can never share with the Services already holding the
+// requested address. It runs on every replica with a
 // certificate kept in a Secret (so all replicas serve the same one) whose CA it writes into the
 // ValidatingWebhookConfiguration.
 type webhook struct {
@@ -76,6 +79,7 @@ func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 func (w *webhook) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/validate-metallb-io-v1beta1-ipaddresspool", w.handle(w.validatePool))
+	mux.HandleFunc("/validate-metallb-io-v1beta2-bgppeer", w.handle(w.validatePeer))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
@@ -121,6 +125,9 @@ func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return fmt.Errorf("decoding IPAddressPool: %w", err)
 	}
+	if err := w.inNamespace(p.Namespace); err != nil {
+		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
+	}
 	var others []v1beta1.IPAddressPool
 	for _, o := range w.pools.GetStore().List() {
 		var op v1beta1.IPAddressPool
@@ -130,6 +137,28 @@ func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
 	}
 	if err := config.ValidatePool(&p, others); err != nil {
 		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// validatePeer refuses a BGPPeer that no speaker could use (MetalLB's BGPPeer webhook, failurePolicy
+// Fail, does the same). The objects it names (bfdProfile, passwordSecret) are not required to exist.
+func (w *webhook) validatePeer(raw []byte, _ admissionv1.Operation) error {
+	var p v1beta2.BGPPeer
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("decoding BGPPeer: %w", err)
+	}
+	if err := w.inNamespace(p.Namespace); err != nil {
+		return fmt.Errorf("bgppeer %s: %w", p.Name, err)
+	}
+	return config.ValidatePeer(&p) // its errors name the BGPPeer and the field
+}
+
+// inNamespace refuses configuration objects outside the configuration namespace, as MetalLB does:
+// neither the controller nor the speakers would ever read them, and the user would see nothing happen.
+func (w *webhook) inNamespace(objNS string) error {
+	if objNS != w.cfg.Namespace {
+		return fmt.Errorf("must be created in namespace %s, the only one ironlb reads (not %q)", w.cfg.Namespace, objNS)
 	}
 	return nil
 }

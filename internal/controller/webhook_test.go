@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
 )
 
 // The webhook's decisions on AdmissionReviews (its wiring to a real apiserver is covered by the lab's
@@ -57,6 +59,19 @@ func TestWebhookDecisions(t *testing.T) {
 	p := func(name string, addrs ...string) v1beta1.IPAddressPool {
 		return v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs}}
 	}
+	elsewhere := p("elsewhere", "172.18.253.0/24")
+	elsewhere.Namespace = "default"
+	peer := func(name string, asn uint32, hold string) *v1beta2.BGPPeer {
+		pr := &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v1beta2.BGPPeerSpec{MyASN: 64513, ASN: asn, Address: "172.18.255.254"}}
+		if hold != "" {
+			d, _ := time.ParseDuration(hold)
+			pr.Spec.HoldTime = &metav1.Duration{Duration: d}
+		}
+		return pr
+	}
+	peerElsewhere := peer("r2", 64512, "")
+	peerElsewhere.Namespace = "default"
 	for _, tt := range []struct {
 		obj  any
 		want string // "" = allowed
@@ -66,6 +81,11 @@ func TestWebhookDecisions(t *testing.T) {
 		{p("my-ippool", "172.18.255.200-172.18.255.240"), "", w.handle(w.validatePool)},
 		{p("overlap", "172.18.255.240/28"), "overlaps 172.18.255.200-172.18.255.250 of ipaddresspool my-ippool", w.handle(w.validatePool)},
 		{p("reversed", "172.18.1.9-172.18.1.1"), "ipaddresspool reversed", w.handle(w.validatePool)},
+		{elsewhere, `ipaddresspool elsewhere: must be created in namespace metallb-system, the only one ironlb reads (not "default")`, w.handle(w.validatePool)},
+		{peer("r1", 64512, ""), "", w.handle(w.validatePeer)},
+		{peer("bad-hold", 64512, "2s"), "BGPPeer bad-hold: spec.holdTime: invalid timers", w.handle(w.validatePeer)},
+		{peer("no-asn", 0, ""), "BGPPeer no-asn: spec.peerASN", w.handle(w.validatePeer)},
+		{peerElsewhere, "bgppeer r2: must be created in namespace metallb-system", w.handle(w.validatePeer)},
 		{svcWith(map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.0.0.7"}, 443), "", w.handle(w.validateService)},
 		{svcWith(map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.0.0.7"}, 80), "already uses TCP/80", w.handle(w.validateService)},
 		{svcWith(map[string]string{"metallb.io/loadBalancerIPs": "10.0.0.1,10.0.0.2"}, 80), "same family", w.handle(w.validateService)},

@@ -339,7 +339,8 @@ func nodeLossSuite(t *testing.T) {
 	if tr.Sent < 500 {
 		t.Fatalf("only %d requests sent in 12 s", tr.Sent)
 	}
-	if tr.Window > 5*time.Second {
-		t.Errorf("requests still failed %s after the cut: the proxy kept the dead node's endpoint", tr.Window)
+	t.Logf("requests failing at >= 5%% until %s after the cut", tr.Sustained)
+	if tr.Sustained > 2*time.Second {
+		t.Errorf("requests kept failing for %s after the cut: the proxy kept the dead node's endpoint", tr.Sustained)
 	}
 }

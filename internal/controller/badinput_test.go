@@ -1,0 +1,481 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+)
+
+// TestBadInput applies every kind of invalid object a user can write, one row each, to a real
+// kube-apiserver with the CRDs, ironlb's ValidatingWebhookConfiguration (config/controller, pointed
+// at the test's webhook) and a running controller, and asserts the exact outcome: refused at
+// admission with a message naming the fault (by the CRD schema or by the webhook), or accepted
+// with a specific event, status or speaker error. Throughout, a healthy Service keeps its address
+// (a watch sees every change of it), gets no failure event, and the controller keeps running.
+func TestBadInput(t *testing.T) {
+	h := newHarness(t)
+	h.installWebhookConfig()
+	done := h.startWithWebhook()
+	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
+	h.apply(pool("main", "172.18.255.200-172.18.255.250"))
+	h.apply(pool("tiny", "10.60.0.1/32"))
+
+	// The healthy Service holds .200 and shares it (key "web", TCP/80): rows ask for its address.
+	h.createService("healthy", func(s *corev1.Service) {
+		s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "web", "metallb.io/loadBalancerIPs": "172.18.255.200"}
+	})
+	h.waitIP("healthy", "172.18.255.200")
+	h.createService("tiny-holder", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "tiny"} })
+	h.waitIP("tiny-holder", "10.60.0.1")
+	guard := h.guardIP("healthy", "172.18.255.200")
+
+	type row struct {
+		name string
+		yaml string
+		// refused: a substring of kubectl's error ("" = the object must be accepted).
+		refused string
+		// For accepted Services: the event (reason, message substring) on the object, and the
+		// address it gets ("" = none is checked).
+		reason, event, ip string
+		// For accepted BGP objects: a substring of the error the speakers' bgpconfig.Build gives on
+		// the object as stored (their InvalidConfiguration event message); "-" = no error.
+		speaker string
+	}
+	rows := []row{
+		// IPAddressPools.
+		{name: "pool: malformed CIDR", yaml: poolYAML("NAME", ns, `["172.18.300.0/24"]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: prefix length 33", yaml: poolYAML("NAME", ns, `["172.18.10.0/33"]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: bare address", yaml: poolYAML("NAME", ns, `["172.18.10.1"]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: reversed range", yaml: poolYAML("NAME", ns, `["172.18.10.9-172.18.10.1"]`, ""),
+			refused: `ipaddresspool NAME: addresses: invalid range "172.18.10.9-172.18.10.1": start 172.18.10.9 is after end 172.18.10.1`},
+		{name: "pool: range across families", yaml: poolYAML("NAME", ns, `["172.18.10.1-fd00::1"]`, ""), refused: "of the same IP family"},
+		{name: "pool: IPv4-mapped IPv6 CIDR", yaml: poolYAML("NAME", ns, `["::ffff:172.18.10.0/120"]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: IPv4-mapped IPv6 range", yaml: poolYAML("NAME", ns, `["::ffff:172.18.10.1-::ffff:172.18.10.9"]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: no addresses", yaml: poolYAML("NAME", ns, `[]`, ""), refused: "spec.addresses: Invalid value: 0: spec.addresses in body should have at least 1 items"},
+		{name: "pool: empty address", yaml: poolYAML("NAME", ns, `[""]`, ""), refused: "each address must be a CIDR prefix"},
+		{name: "pool: overlaps another pool", yaml: poolYAML("NAME", ns, `["172.18.255.240/28"]`, ""),
+			refused: "ipaddresspool NAME: range 172.18.255.240/28 overlaps 172.18.255.200-172.18.255.250 of ipaddresspool main"},
+		{name: "pool: overlaps itself", yaml: poolYAML("NAME", ns, `["172.18.10.0/24", "172.18.10.7-172.18.10.9"]`, ""),
+			refused: "172.18.10.0/24 overlaps 172.18.10.7-172.18.10.9 in the same pool"},
+		{name: "pool: outside the configuration namespace", yaml: poolYAML("NAME", "default", `["172.18.10.0/24"]`, ""),
+			refused: `ipaddresspool NAME: must be created in namespace metallb-system, the only one ironlb reads (not "default")`},
+		{name: "pool: namespace listed twice", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  serviceAllocation:\n    namespaces: [a, a]\n"),
+			refused: `serviceAllocation.namespaces: "a" is listed twice`},
+		{name: "pool: bad namespaceSelector", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`,
+			"  serviceAllocation:\n    namespaceSelectors:\n    - matchExpressions: [{key: team, operator: Near, values: [a]}]\n"),
+			refused: `serviceAllocation.namespaceSelectors[0]: "Near" is not a valid label selector operator`},
+		{name: "pool: negative priority", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  serviceAllocation:\n    priority: -1\n"),
+			refused: "serviceAllocation.priority -1: must not be negative"},
+		{name: "pool: unknown field", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  autoassign: false\n"), refused: `unknown field "spec.autoassign"`},
+		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "")},
+
+		// Advertisements naming pools that do not exist: accepted as MetalLB does (the pool may
+		// come later); they select nothing, and no Service is disturbed.
+		{name: "l2advertisement: missing pool", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns, "  ipAddressPools: [missing]\n")},
+		{name: "bgpadvertisement: missing pool", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  ipAddressPools: [missing]\n"), speaker: "-"},
+		{name: "bgpadvertisement: community out of range", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  communities: [\"70000:1\"]\n"),
+			speaker: "BGPAdvertisement NAME: spec.communities[0]: invalid community"},
+		{name: "bgpadvertisement: aggregationLength 33", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  aggregationLength: 33\n"),
+			speaker: "BGPAdvertisement NAME: spec.aggregationLength: invalid aggregation length: 33 is not within 1–32"},
+
+		// BGPPeers (v1beta2): the schema refuses out-of-range numbers, the webhook the rest.
+		{name: "bgppeer: myASN 0", yaml: peerYAML("NAME", ns, "  myASN: 0\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n"),
+			refused: "BGPPeer NAME: spec.myASN: invalid AS number: 0 is reserved"},
+		{name: "bgppeer: peerASN above 32 bits", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 4294967296\n  peerAddress: 172.18.255.254\n"),
+			refused: "spec.peerASN in body should be less than or equal to 4294967295"},
+		{name: "bgppeer: myASN above 32 bits", yaml: peerYAML("NAME", ns, "  myASN: 4294967296\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n"),
+			refused: "spec.myASN in body should be less than or equal to 4294967295"},
+		{name: "bgppeer: dynamicASN neither internal nor external", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  dynamicASN: sideways\n  peerAddress: 172.18.255.254\n"),
+			refused: `spec.dynamicASN: Unsupported value: "sideways"`},
+		{name: "bgppeer: port 0", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  peerPort: 0\n"),
+			refused: "spec.peerPort in body should be greater than or equal to 1"},
+		{name: "bgppeer: connectTime below a second", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  connectTime: 500ms\n"),
+			refused: "connect time should be between 1 seconds to 65535"},
+		{name: "bgppeer: peerASN and dynamicASN", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64513\n  dynamicASN: internal\n  peerAddress: 172.18.255.254\n"),
+			refused: "BGPPeer NAME: spec.peerASN: invalid AS number: peerASN and dynamicASN are both set"},
+		{name: "bgppeer: no peer AS", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerAddress: 172.18.255.254\n"),
+			refused: "BGPPeer NAME: spec.peerASN: invalid AS number: one of peerASN and dynamicASN is required"},
+		{name: "bgppeer: AS_TRANS", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 23456\n  peerAddress: 172.18.255.254\n"),
+			refused: "BGPPeer NAME: spec.peerASN: invalid AS number"},
+		{name: "bgppeer: holdTime 2s", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 2s\n"),
+			refused: "BGPPeer NAME: spec.holdTime: invalid timers: hold time 2s must be 0 or at least 3s"},
+		{name: "bgppeer: keepalive above hold", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 9s\n  keepaliveTime: 10s\n"),
+			refused: "keepalive 10s must be less than hold time 9s"},
+		{name: "bgppeer: keepalive equal to hold", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 9s\n  keepaliveTime: 9s\n"),
+			refused: "keepalive 9s must be less than hold time 9s"},
+		{name: "bgppeer: bad peerAddress", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.300\n"),
+			refused: `BGPPeer NAME: spec.peerAddress: invalid address: "172.18.255.300" is not a unicast IP address`},
+		{name: "bgppeer: no peerAddress", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n"),
+			refused: "one of peerAddress and interface is required"},
+		{name: "bgppeer: bad sourceAddress", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  sourceAddress: 172.18.0.x\n"),
+			refused: `BGPPeer NAME: spec.sourceAddress: invalid address: "172.18.0.x" is not a unicast IP address`},
+		{name: "bgppeer: sourceAddress of the other family", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  sourceAddress: fd00::3\n"),
+			refused: "fd00::3 is not of the family of peer address 172.18.255.254"},
+		{name: "bgppeer: IPv6 routerID", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  routerID: fd00::3\n"),
+			refused: `spec.routerID: invalid address: "fd00::3" is not an IPv4 address`},
+		{name: "bgppeer: password and passwordSecret", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  password: s3cret-in-spec\n  passwordSecret: {name: bgp-auth}\n"),
+			refused: "spec.password: invalid password: password and passwordSecret are both set"},
+		{name: "bgppeer: ebgpMultiHop on iBGP", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64513\n  peerAddress: 172.18.255.254\n  ebgpMultiHop: true\n"),
+			refused: "ebgpMultiHop is set on an iBGP session"},
+		{name: "bgppeer: peerAddress and interface", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  interface: eth0\n"),
+			refused: "peerAddress and interface are both set"},
+		{name: "bgppeer: nodeSelector twice", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  nodeSelectors:\n  - matchLabels: {rack: a}\n  - matchLabels: {rack: a}\n"),
+			refused: "spec.nodeSelectors[1]: duplicate of [0] (rack=a)"},
+		{name: "bgppeer: outside the configuration namespace", yaml: peerYAML("NAME", "default", "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n"),
+			refused: "bgppeer NAME: must be created in namespace metallb-system"},
+		{name: "bgppeer: unknown bfdProfile (may come later)", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  bfdProfile: nope\n"),
+			speaker: `BGPPeer NAME: spec.bfdProfile: unknown bfd profile: "nope" (missing or invalid)`},
+		{name: "bgppeer: missing passwordSecret (may come later)", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  passwordSecret: {name: bgp-auth}\n"),
+			speaker: `BGPPeer NAME: spec.passwordSecret: password secret not found: secret "bgp-auth"`},
+		{name: "bgppeer: valid", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 9s\n"), speaker: "-"},
+
+		// Services: what contradicts itself is refused by the Service webhook; what the pools
+		// cannot give is accepted and fails with an AllocationFailed event naming the reason.
+		{name: "service: unknown pool", yaml: svcYAML("NAME", map[string]string{"metallb.io/address-pool": "nope"}, ""),
+			reason: "AllocationFailed", event: `UnknownPool: service default/NAME: unknown pool "nope"`},
+		{name: "service: requested IP outside every pool", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "10.99.0.1"}, ""),
+			reason: "AllocationFailed", event: "AddressNotInPool: service default/NAME: address 10.99.0.1 is in no pool"},
+		{name: "service: spec.loadBalancerIP outside every pool", yaml: svcYAML("NAME", nil, "  loadBalancerIP: 10.99.0.2\n"),
+			reason: "AllocationFailed", event: "AddressNotInPool: service default/NAME: address 10.99.0.2 is in no pool"},
+		{name: "service: requested IP in another pool than the annotated one", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.230", "metallb.io/address-pool": "tiny"}, ""),
+			reason: "AllocationFailed", event: `PoolMismatch: service default/NAME: address 172.18.255.230 is in pool "main", not in the requested pool "tiny"`},
+		{name: "service: pool exhausted", yaml: svcYAML("NAME", map[string]string{"metallb.io/address-pool": "tiny"}, ""),
+			reason: "AllocationFailed", event: `PoolExhausted: service default/NAME: no free IPv4 address in pool "tiny"`},
+		{name: "service: dual stack required, pool has no IPv6", yaml: svcYAML("NAME", map[string]string{"metallb.io/address-pool": "main"},
+			"  ipFamilyPolicy: RequireDualStack\n  ipFamilies: [IPv4, IPv6]\n"),
+			reason: "AllocationFailed", event: "NoPoolForFamily"},
+		{name: "service: loadBalancerIP and annotation", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.241"}, "  loadBalancerIP: 172.18.255.240\n"),
+			refused: "spec.loadBalancerIP and the metallb.io/loadBalancerIPs annotation are both set; use one"},
+		{name: "service: malformed loadBalancerIPs", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.x"}, ""),
+			refused: `metallb.io/loadBalancerIPs: "172.18.255.x" is not an IP address`},
+		{name: "service: two IPv4 addresses", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.241,172.18.255.242"}, ""),
+			refused: "more than one address of the same family"},
+		{name: "service: IPv6 address on an IPv4 Service", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "fd00::5"}, ""),
+			refused: "requested address fd00::5 is not of the Service's IP family"},
+		{name: "service: malformed spec.loadBalancerIP", yaml: svcYAML("NAME", nil, "  loadBalancerIP: 172.18.255.x\n"),
+			refused: "spec.loadBalancerIP"},
+		{name: "service: another's address, no sharing key", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200"}, ""),
+			reason: "AllocationFailed", event: "172.18.255.200"},
+		{name: "service: another's address, other sharing key", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "other"}, ""),
+			reason: "AllocationFailed", event: "172.18.255.200"},
+		{name: "service: impossible sharing, same port", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, ""),
+			refused: `172.18.255.200 is shared (key "web") with default/healthy, which already uses TCP/80`},
+		{name: "service: impossible sharing, other traffic policy", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "  externalTrafficPolicy: Local\n", 443),
+			refused: "which has a different externalTrafficPolicy or selector"},
+		{name: "service: possible sharing", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "", 443),
+			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
+		{name: "service: deprecated annotation still works", yaml: svcYAML("NAME", map[string]string{"metallb.universe.tf/address-pool": "main"}, ""),
+			reason: "deprecatedAnnotation", event: "annotation metallb.universe.tf/address-pool is deprecated; use metallb.io/address-pool", ip: "172.18.255.201"},
+	}
+	dir := t.TempDir()
+	for i, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			// Each row's object has a name of its own, so events of earlier rows never match.
+			name := fmt.Sprintf("row%02d", i)
+			r.yaml, r.refused, r.event, r.speaker = strings.ReplaceAll(r.yaml, "NAME", name), strings.ReplaceAll(r.refused, "NAME", name),
+				strings.ReplaceAll(r.event, "NAME", name), strings.ReplaceAll(r.speaker, "NAME", name)
+			f := filepath.Join(dir, name+".yaml")
+			if err := os.WriteFile(f, []byte(r.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := h.env.Kubectl("create", "-f", f)
+			if r.refused != "" {
+				if err == nil {
+					t.Errorf("accepted, want refused with %q", r.refused)
+				} else if !strings.Contains(out, r.refused) {
+					t.Errorf("refused with %q, want a message containing %q", strings.TrimSpace(out), r.refused)
+				}
+			} else if err != nil {
+				t.Errorf("refused: %s", strings.TrimSpace(out))
+			}
+			if err == nil {
+				defer func() {
+					if out, err := h.env.Kubectl("delete", "--wait", "-f", f); err != nil {
+						t.Errorf("deleting: %v\n%s", err, out)
+					}
+				}()
+				obj := decodeObject(t, r.yaml)
+				if r.reason != "" {
+					h.waitEventT(t, obj.Name, r.reason, r.event)
+				}
+				if r.ip != "" {
+					h.waitIP(obj.Name, r.ip)
+				}
+				if r.speaker != "" {
+					stored, err := h.env.Kubectl("get", "-n", obj.Namespace, strings.ToLower(obj.Kind)+"."+strings.Split(obj.APIVersion, "/")[0], obj.Name, "-o", "json")
+					if err != nil {
+						t.Fatalf("reading back: %v\n%s", err, stored)
+					}
+					got := speakerErrors(t, obj.Kind, []byte(stored))
+					if r.speaker == "-" && got != "" || r.speaker != "-" && !strings.Contains(got, r.speaker) {
+						t.Errorf("speakers' configuration errors %q, want %q", got, r.speaker)
+					}
+				}
+			}
+			h.checkHealthy(t, guard, done)
+		})
+	}
+	// After every row, with every object deleted: the healthy Service still holds its address, and
+	// the address the sharing and failing rows asked for is free again for a new Service.
+	h.createService("after")
+	h.waitIP("after", "172.18.255.201")
+	h.checkHealthy(t, guard, done)
+}
+
+// installWebhookConfig creates config/controller's ValidatingWebhookConfiguration, with each
+// webhook's Service reference replaced by the URL of the test's webhook (https://localhost:port,
+// which the certificate the controller issues for WebhookService "localhost" covers). The
+// controller writes the CA into it at start.
+func (h *harness) installWebhookConfig() {
+	h.t.Helper()
+	b, err := os.ReadFile("../../config/controller/30-webhook.yaml")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(b, &vwc); err != nil {
+		h.t.Fatal(err)
+	}
+	h.webhookAddr = freeAddr(h.t)
+	_, port, _ := net.SplitHostPort(h.webhookAddr)
+	for i := range vwc.Webhooks {
+		cc := &vwc.Webhooks[i].ClientConfig
+		url := "https://localhost:" + port + *cc.Service.Path
+		cc.Service, cc.URL = nil, &url
+	}
+	if _, err := h.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), &vwc, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startWithWebhook runs the controller with its webhook; the returned channel is closed if Run
+// returns before the test ends (a crash would end the test binary itself).
+func (h *harness) startWithWebhook() <-chan struct{} {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, FlushInterval: 100 * time.Millisecond,
+			WebhookAddr: h.webhookAddr, WebhookService: "localhost", WebhookConfig: "ironlb-validating-webhook"})
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+			if runErr != nil {
+				h.t.Errorf("controller returned %v", runErr)
+			}
+		case <-time.After(10 * time.Second):
+			h.t.Errorf("controller did not stop within 10s of its context ending")
+		}
+	})
+	return done
+}
+
+// waitWebhook waits until the apiserver reaches the webhook (it refuses a reversed range, which
+// the CRD schema lets through).
+func (h *harness) waitWebhook() {
+	h.t.Helper()
+	f := filepath.Join(h.t.TempDir(), "probe.yaml")
+	if err := os.WriteFile(f, []byte(poolYAML("probe", ns, `["10.1.0.9-10.1.0.1"]`, "")), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := h.env.Kubectl("create", "--dry-run=server", "-f", f)
+		if err != nil && strings.Contains(out, "denied the request") {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("webhook not answering after 30s: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ipGuard watches a Service and records every state in which it does not hold exactly its address.
+type ipGuard struct {
+	name, want string
+	mu         sync.Mutex // guards bad
+	bad        []string
+}
+
+func (h *harness) guardIP(name, want string) *ipGuard {
+	h.t.Helper()
+	g := &ipGuard{name: name, want: want}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	w, err := h.cs.CoreV1().Services("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			svc, ok := ev.Object.(*corev1.Service)
+			if !ok {
+				continue
+			}
+			var ips []string
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				ips = append(ips, in.IP)
+			}
+			if ev.Type == watch.Deleted || len(ips) != 1 || ips[0] != want {
+				g.mu.Lock()
+				g.bad = append(g.bad, fmt.Sprintf("%s: %v", ev.Type, ips))
+				g.mu.Unlock()
+			}
+		}
+	}()
+	return g
+}
+
+// checkHealthy fails t if the guarded Service ever left its address, got a failure event, or the
+// controller stopped.
+func (h *harness) checkHealthy(t *testing.T, g *ipGuard, done <-chan struct{}) {
+	t.Helper()
+	g.mu.Lock()
+	bad := append([]string(nil), g.bad...)
+	g.mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%s was disturbed: %v", g.name, bad)
+	}
+	if got := h.ip(g.name); got != g.want {
+		t.Fatalf("%s holds %q, want %s", g.name, got, g.want)
+	}
+	for _, reason := range []string{"AllocationFailed", "AddressRevoked", "InvalidService"} {
+		if evs := h.events(g.name, reason); len(evs) > 0 {
+			t.Fatalf("%s got %s events: %v", g.name, reason, evs)
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("the controller stopped")
+	default:
+	}
+}
+
+// waitEventT is waitEvent reporting to a subtest.
+func (h *harness) waitEventT(t *testing.T, name, reason, contains string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range h.events(name, reason) {
+			if strings.Contains(m, contains) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no %s event containing %q for %s (have %v)", reason, contains, name, h.events(name, reason))
+}
+
+type objectHead struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Name, Namespace string `json:"-"`
+}
+
+func decodeObject(t *testing.T, y string) objectHead {
+	var o objectHead
+	if err := yaml.Unmarshal([]byte(y), &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Name, o.Namespace = o.Metadata.Name, o.Metadata.Namespace
+	return o
+}
+
+// speakerErrors runs the speakers' configuration check (bgpconfig.Build, whose errors become their
+// InvalidConfiguration events) on one stored BGP object, with the pool "main".
+func speakerErrors(t *testing.T, kind string, stored []byte) string {
+	in := bgpconfig.Input{Pools: []bgpconfig.Pool{{Name: "main"}}}
+	var err error
+	switch kind {
+	case "BGPPeer":
+		var p v1beta2.BGPPeer
+		err = json.Unmarshal(stored, &p)
+		in.Peers = append(in.Peers, p)
+	case "BGPAdvertisement":
+		var a v1beta1.BGPAdvertisement
+		err = json.Unmarshal(stored, &a)
+		in.Advertisements = append(in.Advertisements, a)
+	default:
+		err = errors.New("no speaker check for " + kind)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs := bgpconfig.Build(in)
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func poolYAML(name, namespace, addrs, extraSpec string) string {
+	return fmt.Sprintf("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  addresses: %s\n%s",
+		name, namespace, addrs, extraSpec)
+}
+
+func metallbYAML(version, kind, name, namespace, spec string) string {
+	return fmt.Sprintf("apiVersion: metallb.io/%s\nkind: %s\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", version, kind, name, namespace, spec)
+}
+
+func peerYAML(name, namespace, spec string) string {
+	return metallbYAML("v1beta2", "BGPPeer", name, namespace, spec)
+}
+
+// svcYAML is a LoadBalancer Service in default with the annotations, extra spec lines and a TCP
+// port (80 unless given).
+func svcYAML(name string, ann map[string]string, extraSpec string, port ...int) string {
+	p := 80
+	if len(port) > 0 {
+		p = port[0]
+	}
+	var a strings.Builder
+	if len(ann) > 0 {
+		a.WriteString("  annotations:\n")
+		for k, v := range ann {
+			fmt.Fprintf(&a, "    %s: %q\n", k, v)
+		}
+	}
+	return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: default\n%sspec:\n  type: LoadBalancer\n  selector: {app: %s}\n  ports: [{port: %d, protocol: TCP}]\n%s",
+		name, a.String(), name, p, extraSpec)
+}
