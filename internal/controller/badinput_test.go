@@ -55,6 +55,9 @@ func TestBadInput(t *testing.T) {
 		// For accepted Services: the event (reason, message substring) on the object, and the
 		// address it gets ("" = none is checked).
 		reason, event, ip string
+		// For accepted configuration objects: a jsonpath of the stored object and the value it must
+		// reach (the controller's status).
+		path, want string
 		// For accepted BGP objects: a substring of the error the speakers' bgpconfig.Build gives on
 		// the object as stored (their InvalidConfiguration event message); "-" = no error.
 		speaker string
@@ -85,7 +88,8 @@ func TestBadInput(t *testing.T) {
 		{name: "pool: negative priority", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  serviceAllocation:\n    priority: -1\n"),
 			refused: "serviceAllocation.priority -1: must not be negative"},
 		{name: "pool: unknown field", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  autoassign: false\n"), refused: `unknown field "spec.autoassign"`},
-		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "")},
+		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded"},
 
 		// Advertisements naming pools that do not exist: accepted as MetalLB does (the pool may
 		// come later); they select nothing, and no Service is disturbed.
@@ -223,6 +227,9 @@ func TestBadInput(t *testing.T) {
 				}
 				if r.ip != "" {
 					h.waitIP(obj.Name, r.ip)
+				}
+				if r.path != "" {
+					h.waitJSONPathT(t, obj.Kind, obj.Name, r.path, r.want)
 				}
 				if r.speaker != "" {
 					stored, err := h.env.Kubectl("get", "-n", obj.Namespace, strings.ToLower(obj.Kind)+"."+strings.Split(obj.APIVersion, "/")[0], obj.Name, "-o", "json")
@@ -400,6 +407,21 @@ func (h *harness) waitEventT(t *testing.T, name, reason, contains string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("no %s event containing %q for %s (have %v)", reason, contains, name, h.events(name, reason))
+}
+
+// waitJSONPathT is waitJSONPath reporting to a subtest.
+func (h *harness) waitJSONPathT(t *testing.T, kind, name, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		out, _ = h.env.Kubectl("get", kind, name, "-n", ns, "-o", "jsonpath="+path)
+		if out == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s %s %s = %q, want %q", kind, name, path, out, want)
 }
 
 type objectHead struct {
