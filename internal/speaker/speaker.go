@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,20 +76,22 @@ var (
 )
 
 type speaker struct {
-	cfg   Config
-	log   *slog.Logger
-	cs    kubernetes.Interface
-	rec   record.EventRecorder
-	arp   *layer2.Responder
-	ndp   *layer2.Responder
-	mon   *liveness.Monitor
-	echo  *liveness.Echoer // nil when the echo detector is off
-	st    *statusWriter
-	sp    *spreadState
-	bgp   *bgpMode
-	ifi   *net.Interface
-	kick  chan struct{}
-	start time.Time
+	cfg  Config
+	log  *slog.Logger
+	cs   kubernetes.Interface
+	rec  record.EventRecorder
+	arp  *layer2.Responder
+	ndp  *layer2.Responder
+	mon  *liveness.Monitor
+	echo *liveness.Echoer // nil when the echo detector is off
+	st   *statusWriter
+	sp   *spreadState
+	bgp  *bgpMode
+	ifi  *net.Interface
+	kick chan struct{}
+	// batchPending is set while a pokeSoon timer runs.
+	batchPending atomic.Bool
+	start        time.Time
 
 	svcs, slices, nodes, ads, pools cache.SharedIndexInformer
 
@@ -255,7 +258,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
-	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.pokeSoon() }, UpdateFunc: func(_, _ any) { s.pokeSoon() }, DeleteFunc: func(any) { s.pokeSoon() }}
 	all := []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes, s.ads, s.pools,
 		s.bgp.peers, s.bgp.ads, s.bgp.profiles, s.bgp.communities, s.bgp.secrets}
 	synced := make([]cache.InformerSynced, 0, len(all))
@@ -316,6 +319,22 @@ func getNode(ctx context.Context, cs kubernetes.Interface, name string, log *slo
 			return nil, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+}
+
+// objectBatch is how long object changes wait to be reconciled together. Changes come in bursts (a
+// deployment of 10,000 Services is 20,000 Service and EndpointSlice events) and a reconcile reads
+// every Service, so reconciling per event made every speaker spend a core on a large rollout;
+// liveness changes still poke at once, so failover is not delayed.
+const objectBatch = 50 * time.Millisecond
+
+// pokeSoon asks for a reconcile within objectBatch; calls meanwhile share it.
+func (s *speaker) pokeSoon() {
+	if s.batchPending.CompareAndSwap(false, true) {
+		time.AfterFunc(objectBatch, func() {
+			s.batchPending.Store(false)
+			s.poke()
+		})
 	}
 }
 
