@@ -89,9 +89,11 @@ type speaker struct {
 	bgp  *bgpMode
 	ifi  *net.Interface
 	kick chan struct{}
-	// batchPending is set while a pokeSoon timer runs.
-	batchPending atomic.Bool
-	start        time.Time
+	// batchPending is set while a pokeSoon timer runs; lastReconcile is how long the last reconcile
+	// took (nanoseconds).
+	batchPending  atomic.Bool
+	lastReconcile atomic.Int64
+	start         time.Time
 
 	svcs, slices, nodes, ads, pools cache.SharedIndexInformer
 
@@ -328,10 +330,12 @@ func getNode(ctx context.Context, cs kubernetes.Interface, name string, log *slo
 // liveness changes still poke at once, so failover is not delayed.
 const objectBatch = 50 * time.Millisecond
 
-// pokeSoon asks for a reconcile within objectBatch; calls meanwhile share it.
+// pokeSoon asks for a reconcile within objectBatch, or four times the last reconcile's duration if
+// that is longer (with many Services a reconcile takes tens of milliseconds: this keeps a burst of
+// changes from taking more than a fifth of a core); calls meanwhile share it.
 func (s *speaker) pokeSoon() {
 	if s.batchPending.CompareAndSwap(false, true) {
-		time.AfterFunc(objectBatch, func() {
+		time.AfterFunc(max(objectBatch, 4*time.Duration(s.lastReconcile.Load())), func() {
 			s.batchPending.Store(false)
 			s.poke()
 		})
@@ -356,7 +360,9 @@ func (s *speaker) run(ctx context.Context) error {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	for {
+		t0 := time.Now()
 		s.reconcile(ctx)
+		s.lastReconcile.Store(int64(time.Since(t0)))
 		if !s.wake.IsZero() {
 			wake.Reset(time.Until(s.wake))
 		}
