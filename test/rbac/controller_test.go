@@ -1,0 +1,96 @@
+package rbac_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ironlb/ironlb/internal/controller"
+	"github.com/ironlb/ironlb/internal/testenv"
+)
+
+// TestControllerRunsWithItsRole runs the controller as its ServiceAccount (impersonated), with leader
+// election, on config/controller's RBAC alone: it must still do its whole job — Lease, Service
+// address and annotation, event, pool status, ConfigurationState — so the role is not tighter than
+// the code needs.
+func TestControllerRunsWithItsRole(t *testing.T) {
+	env := testenv.Start(t)
+	crds, _ := filepath.Glob("../../config/crd/bases/*.yaml")
+	for _, f := range append(crds, "../../config/controller/00-namespace.yaml", "../../config/controller/10-rbac.yaml") {
+		if out, err := env.Kubectl("apply", "--server-side", "-f", f); err != nil {
+			t.Fatalf("applying %s: %v\n%s", f, err, out)
+		}
+	}
+	if out, err := env.Kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	pool := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [172.18.255.200/30]}\n"
+	f := filepath.Join(t.TempDir(), "pool.yaml")
+	if err := os.WriteFile(f, []byte(pool), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.Kubectl("apply", "-f", f); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range kc.AuthInfos {
+		u.Impersonate = "system:serviceaccount:" + configNS + ":ironlb-controller"
+		u.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + configNS, "system:authenticated"}
+	}
+	asSA := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, asSA); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{Namespace: configNS, Kubeconfig: asSA, FlushInterval: 100 * time.Millisecond,
+			LeaderElect: true, Identity: "test", LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}()
+
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ what, args, want string }{
+		{"the Lease", "get lease ironlb-controller -n metallb-system -o jsonpath={.spec.holderIdentity}", "test"},
+		{"the Service's address", "get service web -n default -o jsonpath={.status.loadBalancer.ingress[0].ip}", "172.18.255.200"},
+		{"the pool annotation", `get service web -n default -o jsonpath={.metadata.annotations.metallb\.io/ip-allocated-from-pool}`, "p"},
+		{"the IPAllocated event", "get events -n default --field-selector reason=IPAllocated -o jsonpath={.items[0].involvedObject.name}", "web"},
+		{"the pool status", "get ipaddresspool p -n metallb-system -o jsonpath={.status.assignedIPv4}", "1"},
+		{"the ConfigurationState", "get configurationstate controller -n metallb-system -o jsonpath={.status.result}", "Valid"},
+	} {
+		deadline := time.Now().Add(20 * time.Second)
+		var out string
+		for time.Now().Before(deadline) {
+			out, _ = env.Kubectl(strings.Fields(c.args)...)
+			if out == c.want {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out != c.want {
+			t.Errorf("%s: %q, want %q (kubectl %s)", c.what, out, c.want, c.args)
+		}
+	}
+}
