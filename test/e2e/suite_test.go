@@ -284,8 +284,10 @@ spec: {type: LoadBalancer, selector: {app: algo}, ports: [{port: 80}]}
 			}
 		}
 		t.Logf("maglev: one of 4 endpoints removed: %d of %d clients moved (%d were on it, %d others)", moved, len(clients), onRemoved, movedOthers)
-		if limit := len(clients)/4 + len(clients)/10; moved > limit { // 1/N + ε, ε = 10%
-			t.Errorf("maglev: %d of %d clients moved, want at most %d (1/N + 10%%)", moved, len(clients), limit)
+		// The clients of the removed endpoint must move (about 1/N of them; with 40 clients its share
+		// varies by chance); Maglev's promise is that the others stay: at most ε = 10% of all clients.
+		if movedOthers > len(clients)/10 {
+			t.Errorf("maglev: %d clients of the remaining endpoints moved, want at most %d (10%%)", movedOthers, len(clients)/10)
 		}
 	})
 }
