@@ -154,6 +154,16 @@ func (l *Lab) CutLink(name string) (time.Time, error) {
 	return at, err
 }
 
+// PowerCut cuts a node's power as the benchmarks time it: its link goes down first (the returned instant
+// is just before the kernel was asked to), then its processes are killed (StopNode).
+func (l *Lab) PowerCut(ctx context.Context, name string) (time.Time, error) {
+	at, err := l.CutLink(name)
+	if err != nil {
+		return at, err
+	}
+	return at, l.StopNode(ctx, name)
+}
+
 // linkSetUp sets or clears IFF_UP on an interface of the calling thread's network namespace
 // (RTM_NEWLINK with an acknowledgement) and returns the instant the request was sent.
 func linkSetUp(name string, up bool) (time.Time, error) {

@@ -137,13 +137,8 @@ func Setup(ctx context.Context, l *lab.Lab, o Options) error {
 }
 
 func kubectl(ctx context.Context, self, stdin string, args ...string) error {
-	cmd := exec.CommandContext(ctx, self, append([]string{"lab", "kubectl"}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+	_, err := failover.Kubectl(ctx, self, stdin, args...)
+	return err
 }
 
 // Monitor follows the router's kernel route to an address over netlink.
@@ -306,12 +301,8 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 			return trials, err
 		}
 		time.Sleep(time.Second)
-		cut, err := l.CutLink(o.Cut)
+		cut, err := l.PowerCut(ctx, o.Cut)
 		if err != nil {
-			_ = probe.Wait()
-			return trials, err
-		}
-		if err := l.StopNode(ctx, o.Cut); err != nil {
 			_ = probe.Wait()
 			return trials, err
 		}

@@ -132,12 +132,8 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 		time.Sleep(time.Second)
 		// The power cut: the link goes down first (timed at the kernel request), then the node's
 		// processes are killed.
-		cut, err := l.CutLink(o.Cut)
+		cut, err := l.PowerCut(ctx, o.Cut)
 		if err != nil {
-			_ = probe.Wait()
-			return trials, err
-		}
-		if err := l.StopNode(ctx, o.Cut); err != nil {
 			_ = probe.Wait()
 			return trials, err
 		}
@@ -213,13 +209,20 @@ func (o Options) useSpeaker(ctx context.Context) error {
 }
 
 func (o Options) kubectl(ctx context.Context, stdin string, args ...string) error {
-	cmd := exec.CommandContext(ctx, o.Self, append([]string{"lab", "kubectl"}, args...)...)
+	_, err := Kubectl(ctx, o.Self, stdin, args...)
+	return err
+}
+
+// Kubectl runs `self lab kubectl args...` with stdin and returns its combined output; the lab benchmarks
+// drive the cluster through it.
+func Kubectl(ctx context.Context, self, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, self, append([]string{"lab", "kubectl"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return nil
+	return string(out), nil
 }
 
 // waitOwner waits until the address answers HTTP from the client and the node to be cut answers ARP for

@@ -31,8 +31,8 @@ type Trial struct {
 	Window       time.Duration // cut -> start of the last failed request (0: none failed)
 	// Sustained is the end of the last one-second interval after the cut in which at least 5% of the
 	// requests failed (0: none): the outage, without the isolated timeouts a busy machine has anyway.
-	Sustained time.Duration
-	NotReadyAt   time.Duration // cut -> the node controller marked the node NotReady (-1: not within the window)
+	Sustained  time.Duration
+	NotReadyAt time.Duration // cut -> the node controller marked the node NotReady (-1: not within the window)
 }
 
 // Analyze computes a trial from the client's requests.
@@ -95,16 +95,6 @@ metadata: {name: bench-nodeloss, annotations: {metallb.io/loadBalancerIPs: "%s"}
 spec: {type: LoadBalancer, selector: {app: bench-nodeloss}, ports: [{port: 80}]}
 `
 
-func kubectl(ctx context.Context, self, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, self, append([]string{"lab", "kubectl"}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
-}
-
 // Run runs the trials in the lab as it is (its proxy: kube-proxy in either mode, or ironlb's).
 func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	var workers []string
@@ -126,19 +116,19 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 		fmt.Fprintf(&pods, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: bench-nodeloss-%d, labels: {app: bench-nodeloss}}\nspec:\n  nodeName: %s\n  terminationGracePeriodSeconds: 0\n  containers: [{name: whoami, image: traefik/whoami}]\n", i+1, w)
 	}
 	manifest := fmt.Sprintf(workload, pods.String(), vip)
-	if _, err := kubectl(ctx, o.Self, manifest, "apply", "-f", "-"); err != nil {
+	if _, err := failover.Kubectl(ctx, o.Self, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
 	defer func() {
-		_, _ = kubectl(context.WithoutCancel(ctx), o.Self, manifest, "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+		_, _ = failover.Kubectl(context.WithoutCancel(ctx), o.Self, manifest, "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	}()
 	url := "http://" + vip.String() + "/"
 	var trials []Trial
 	for i := 1; i <= o.Trials; i++ {
-		if _, err := kubectl(ctx, o.Self, "", "wait", "--for=condition=Ready", "--timeout=120s", "pod", "-l", "app=bench-nodeloss"); err != nil {
+		if _, err := failover.Kubectl(ctx, o.Self, "", "wait", "--for=condition=Ready", "--timeout=120s", "pod", "-l", "app=bench-nodeloss"); err != nil {
 			return trials, err
 		}
-		if _, err := kubectl(ctx, o.Self, "", "wait", "--for=condition=Ready", "--timeout=120s", "node", o.Cut); err != nil {
+		if _, err := failover.Kubectl(ctx, o.Self, "", "wait", "--for=condition=Ready", "--timeout=120s", "node", o.Cut); err != nil {
 			return trials, err
 		}
 		time.Sleep(3 * time.Second) // every proxy has the returned node's endpoint again
@@ -150,18 +140,14 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 			return trials, err
 		}
 		time.Sleep(time.Second)
-		cut, err := l.CutLink(o.Cut)
+		cut, err := l.PowerCut(ctx, o.Cut)
 		if err != nil {
-			_ = probe.Wait()
-			return trials, err
-		}
-		if err := l.StopNode(ctx, o.Cut); err != nil {
 			_ = probe.Wait()
 			return trials, err
 		}
 		notReady := time.Duration(-1)
 		for time.Since(cut) < o.For {
-			st, _ := kubectl(ctx, o.Self, "", "get", "node", o.Cut, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			st, _ := failover.Kubectl(ctx, o.Self, "", "get", "node", o.Cut, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 			if strings.TrimSpace(st) != "True" {
 				notReady = time.Since(cut)
 				break
