@@ -105,6 +105,26 @@ next:
 	return v, ok
 }
 
+// Latest is the largest value of a metric over the series matching want: for timestamps, which must
+// not be summed over the series of each IP family as Value does.
+func Latest(ss []Sample, name string, want map[string]string) (v float64, ok bool) {
+next:
+	for _, s := range ss {
+		if s.Name != name {
+			continue
+		}
+		for k, w := range want {
+			if s.Labels[k] != w {
+				continue next
+			}
+		}
+		if !ok || s.Value > v {
+			v, ok = s.Value, true
+		}
+	}
+	return v, ok
+}
+
 // Own are a proxy's own sync metrics: the sums and counts of its full- and partial-sync duration
 // histograms (seconds) and the time of its last sync (Unix seconds). Missing values are -1.
 type Own struct {
@@ -125,20 +145,26 @@ func OwnMetrics(proxy string, ss []Sample) Own {
 		}
 		return -1
 	}
+	latest := func(name string) float64 {
+		if v, ok := Latest(ss, name, nil); ok {
+			return v
+		}
+		return -1
+	}
 	if proxy == IronLB {
 		const h = "ironlb_proxy_sync_duration_seconds"
 		full, part := map[string]string{"kind": "full"}, map[string]string{"kind": "partial"}
 		return Own{
 			FullSum: get(h+"_sum", full), FullCount: get(h+"_count", full),
 			PartialSum: get(h+"_sum", part), PartialCount: get(h+"_count", part),
-			Last: get("ironlb_proxy_last_sync_timestamp_seconds", nil),
+			Last: latest("ironlb_proxy_last_sync_timestamp_seconds"),
 		}
 	}
 	const full, part = "kubeproxy_sync_full_proxy_rules_duration_seconds", "kubeproxy_sync_partial_proxy_rules_duration_seconds"
 	return Own{
 		FullSum: get(full+"_sum", nil), FullCount: get(full+"_count", nil),
 		PartialSum: get(part+"_sum", nil), PartialCount: get(part+"_count", nil),
-		Last: get("kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil),
+		Last: latest("kubeproxy_sync_proxy_rules_last_timestamp_seconds"),
 	}
 }
 

@@ -102,3 +102,18 @@ func TestPartialSince(t *testing.T) {
 		})
 	}
 }
+
+// A timestamp with a series per IP family is the latest of them, not their sum (which made kube-proxy's
+// "start -> last sync" read as 57 years in the lab).
+func TestOwnMetricsTimestampPerFamily(t *testing.T) {
+	ss := []Sample{
+		{Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Labels: map[string]string{"ip_family": "IPv4"}, Value: 1.7e9 + 5},
+		{Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Labels: map[string]string{"ip_family": "IPv6"}, Value: 1.7e9 + 2},
+	}
+	if got := OwnMetrics("kube-proxy", ss).Last; got != 1.7e9+5 {
+		t.Errorf("Last = %v, want the latest series 1.7e9+5", got)
+	}
+	if v, _ := Value(ss, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil); v != 3.4e9+7 {
+		t.Errorf("Value sums the series: %v", v)
+	}
+}
