@@ -128,3 +128,33 @@ func fixChecksum(b []byte) ([]byte, bool) {
 	binary.BigEndian.PutUint16(c[off+2:], icmpv6Checksum(src, dst, c[off:off+plen]))
 	return c, true
 }
+
+// withRawOption returns frame b (an NDP message) with the raw option opt
+// appended, its payload length and checksum fixed.
+func withRawOption(t testing.TB, b, opt []byte) []byte {
+	t.Helper()
+	c := append(slices.Clone(b), opt...)
+	plen := binary.BigEndian.Uint16(c[etherHeaderLen+4:])
+	binary.BigEndian.PutUint16(c[etherHeaderLen+4:], plen+uint16(len(opt)))
+	fixed, ok := fixChecksum(c)
+	if !ok {
+		t.Fatalf("cannot fix the checksum of %x", c)
+	}
+	return fixed
+}
+
+// An RA flags extension without flags (found by FuzzParseNDP in CI) parses
+// but does not encode; it is dropped and the solicitation is still answered.
+func TestParseNDPDropsUnencodableOption(t *testing.T) {
+	raFlagsNoFlags := []byte{26, 1, 0, 0, 0, 0, 0, 0}
+	b := withRawOption(t, mustMarshal(t, solicitation(vip6)), raFlagsNoFlags)
+	p, err := ParseNDP(b)
+	if err != nil {
+		t.Fatalf("ParseNDP: %v", err)
+	}
+	ns := p.Message.(*ndp.NeighborSolicitation)
+	if len(ns.Options) != 1 || linkLayerOption(ns.Options, ndp.Source) == nil {
+		t.Fatalf("options = %+v, want only the source link-layer address", ns.Options)
+	}
+	fuzzNDP(t, fuzzResponder(t, familyNDP), b)
+}

@@ -97,11 +97,45 @@ func ParseNDP(b []byte) (NDP, error) {
 	if err != nil {
 		return NDP{}, fmt.Errorf("parsing NDP: %w", err)
 	}
-	p.Message = m
+	p.Message = dropUnencodableOptions(m)
 	if err := p.validate(); err != nil {
 		return NDP{}, fmt.Errorf("parsing NDP: %w", err)
 	}
 	return p, nil
+}
+
+// dropUnencodableOptions removes the options that the ndp package parses but
+// cannot encode again (an RA flags extension without flags, say). None of them
+// belongs in a solicitation or an advertisement, and RFC 4861 §4.6 has a
+// receiver ignore options it does not use, so the message is still answered.
+func dropUnencodableOptions(m ndp.Message) ndp.Message {
+	if _, err := ndp.MarshalMessage(m); err == nil {
+		return m
+	}
+	keep := func(opts []ndp.Option, with func([]ndp.Option) ndp.Message) []ndp.Option {
+		var out []ndp.Option
+		for _, o := range opts {
+			if _, err := ndp.MarshalMessage(with([]ndp.Option{o})); err == nil {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	switch m := m.(type) {
+	case *ndp.NeighborSolicitation:
+		c := *m
+		c.Options = keep(m.Options, func(o []ndp.Option) ndp.Message {
+			return &ndp.NeighborSolicitation{TargetAddress: m.TargetAddress, Options: o}
+		})
+		return &c
+	case *ndp.NeighborAdvertisement:
+		c := *m
+		c.Options = keep(m.Options, func(o []ndp.Option) ndp.Message {
+			return &ndp.NeighborAdvertisement{TargetAddress: m.TargetAddress, Options: o}
+		})
+		return &c
+	}
+	return m
 }
 
 // validate applies RFC 4861 §7.1.1 and §7.1.2 to the message.
