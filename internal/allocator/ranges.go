@@ -96,6 +96,10 @@ func ParseRange(s string) ([]Range, error) {
 		return nil, newErr(ErrInvalidRange, Key{}, "invalid CIDR %q: IPv4-mapped IPv6 prefix; use the IPv4 form", s)
 	}
 	p = p.Masked()
+	if last := lastOf(p); last.Is4In6() {
+		// ::/80 ends in ::ffff:255.255.255.255: an address no host has (found by FuzzParseRange).
+		return nil, newErr(ErrInvalidRange, Key{}, "invalid CIDR %q: its last address %s is IPv4-mapped IPv6", s, last)
+	}
 	return []Range{{First: p.Addr(), Last: lastOf(p)}}, nil
 }
 
