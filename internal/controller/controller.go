@@ -100,6 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	if !cfg.LeaderElect {
+		m.leader.Set(1)
 		return newReconciler(cs, dyn, cfg, m, log).run(ctx)
 	}
 	id := cfg.Identity
@@ -123,11 +124,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				log.Info("became leader", "identity", id)
+				m.leader.Set(1)
 				errc <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
 				cancel()
 			},
 			OnStoppedLeading: func() {
 				log.Info("lost leadership", "identity", id)
+				m.leader.Set(0)
 				cancel()
 			},
 		},

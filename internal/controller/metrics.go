@@ -11,6 +11,7 @@ type metrics struct {
 	inUse       *prometheus.GaugeVec
 	total       *prometheus.GaugeVec
 	configValid prometheus.Gauge
+	leader      prometheus.Gauge
 	syncSeconds prometheus.Histogram
 }
 
@@ -26,9 +27,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Addresses a pool holds (buggy IPs excluded when avoided), by pool and family (MetalLB's name)."}, []string{"pool", "family"}),
 		configValid: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_controller_config_valid",
 			Help: "1 when every IPAddressPool loaded without error."}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_controller_leader",
+			Help: "1 on the replica that holds the leader lease (the one whose other metrics count)."}),
 		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlb_controller_service_sync_seconds",
 			Help: "Time to reconcile one Service.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 	}
-	reg.MustRegister(m.allocations, m.failures, m.inUse, m.total, m.configValid, m.syncSeconds)
+	reg.MustRegister(m.allocations, m.failures, m.inUse, m.total, m.configValid, m.leader, m.syncSeconds)
 	return m
 }

@@ -83,6 +83,9 @@ type proxier struct {
 }
 
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
+	for _, f := range fams { // at 0 from the start: dashboards show "none" rather than "no data"
+		m.syncErrors.WithLabelValues(string(f.name))
+	}
 	return &proxier{
 		cfg: cfg, log: log, src: src, fams: fams, m: m,
 		health:  healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),

@@ -168,6 +168,10 @@ func Run(ctx context.Context, cfg Config) error {
 			Buckets: []float64{.01, .02, .03, .04, .05, .06, .08, .1, .15, .2, .5, 1}}),
 	}
 	s.m.strictARP = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_kube_proxy_strict_arp_missing", Help: "1 when kube-proxy runs in IPVS mode without strictARP, so every node answers ARP for the Services' addresses."})
+	// Known label values start at 0, so that dashboards show "none yet" rather than "no data".
+	s.m.takeovers.WithLabelValues("elected")
+	s.m.peersDead.WithLabelValues("echo")
+	s.m.peersDead.WithLabelValues("heartbeat")
 	reg.MustRegister(s.m.announced, s.m.takeovers, s.m.conflicts, s.m.peersDead, s.m.detection, s.m.strictARP)
 	onConflict := func(ip netip.Addr, mac net.HardwareAddr) {
 		if !s.sp.isSpread(ip) { // in spread mode other nodes answer too, by design
