@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml
+//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml
 var files embed.FS
 
 // Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker") joined in file-name order.

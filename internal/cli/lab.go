@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ironlb/ironlb/internal/lab"
 	"github.com/ironlb/ironlb/internal/lab/agent"
@@ -73,6 +77,9 @@ func labCmd() *cobra.Command {
 			if p.Router.Name != "" {
 				fmt.Printf("  ironlb lab exec %s -- vtysh -c 'show ip bgp'     (%s reaches service addresses through it)\n", p.Router.Name, p.Client2.Name)
 			}
+			if p.Config.Prometheus {
+				fmt.Printf("  ironlb lab promql 'sum by (node) (ironlb_speaker_announced_addresses)'     (Prometheus at %s)\n", l.PrometheusURL())
+			}
 			fmt.Printf("  ironlb lab status | stop-node NODE | start-node NODE\nTake it down:\n  ironlb lab down\n")
 			return nil
 		},
@@ -91,6 +98,7 @@ func labCmd() *cobra.Command {
 	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4 or dual")
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
+	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
 
@@ -150,6 +158,22 @@ func labCmd() *cobra.Command {
 			if code != 0 {
 				return exitError{code}
 			}
+			return nil
+		},
+	}
+	promql := &cobra.Command{
+		Use: "promql EXPR", Short: "Evaluate a PromQL query on the lab's Prometheus (lab up --prometheus); prints the result as JSON",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			data, err := l.PromQuery(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(data))
 			return nil
 		},
 	}
@@ -231,11 +255,34 @@ func labCmd() *cobra.Command {
 			return l.ServeAPIProxy(c.Context())
 		},
 	}
+	var sdKubeconfig, sdListen string
+	podsd := &cobra.Command{
+		Use: "podsd", Short: "Prometheus HTTP service discovery of pods (the lab's Prometheus uses it)", Hidden: true,
+		RunE: func(c *cobra.Command, _ []string) error {
+			rc, err := clientcmd.BuildConfigFromFlags("", sdKubeconfig)
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			srv := &http.Server{Addr: sdListen, Handler: lab.PodSDHandler(cs, log), ReadHeaderTimeout: 5 * time.Second}
+			go func() { <-c.Context().Done(); _ = srv.Close() }()
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	podsd.Flags().StringVar(&sdKubeconfig, "kubeconfig", "", "kubeconfig of the apiserver to list pods from")
+	podsd.Flags().StringVar(&sdListen, "listen", "127.0.0.1:9091", "address to serve discovery on")
 	nsinit := &cobra.Command{
 		Use: "nsinit", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error { return lab.NSInit() },
 	}
-	cmd.AddCommand(up, down, status, execCmd, stopNode, startNode, kubectl, agentCmd, apiproxy, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load))
+	cmd.AddCommand(up, down, status, execCmd, promql, stopNode, startNode, kubectl, agentCmd, apiproxy, podsd, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load))
 	return cmd
 }
 

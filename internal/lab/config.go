@@ -59,6 +59,9 @@ type Config struct {
 	// RouterCIDR.
 	BGP        bool         `json:"bgp,omitempty"`
 	RouterCIDR netip.Prefix `json:"routerCIDR,omitzero"` // the subnet between the router and mypc2
+	// Prometheus runs Debian's prometheus in the control-plane node, scraping ironlb's pods as
+	// config/prometheus's PodMonitors say.
+	Prometheus bool `json:"prometheus,omitempty"`
 }
 
 // DefaultConfig returns seed 000's cluster.

@@ -282,6 +282,14 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		return err
 	}
 	l.Log("✓ ironlb (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
+	if l.Plan.Config.Prometheus {
+		t = time.Now()
+		if err := l.startPrometheus(ctx); err != nil {
+			return fmt.Errorf("prometheus: %w", err)
+		}
+		l.Log("✓ Prometheus at %s in %s, scraping ironlb per config/prometheus every %s (%.1fs)", l.PrometheusURL(),
+			l.Plan.ControlPlane().Name, LabScrapeInterval, time.Since(t).Seconds())
+	}
 	l.Log("lab %s is up in %.1fs", l.Plan.Config.Name, time.Since(start).Seconds())
 	return nil
 }

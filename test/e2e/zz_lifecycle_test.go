@@ -177,10 +177,11 @@ spec:
 }
 
 // ironlb's proxy instead of kube-proxy (lab up --proxy=ironlb, installed from config/proxy): the same
-// Service suite passes, and the node's rules are ironlb's nftables table with no kube-proxy.
+// Service suite passes, and the node's rules are ironlb's nftables table with no kube-proxy. The lab
+// also has the BGP router and Prometheus, for the dashboard's test (every role's metrics, with data).
 func TestServiceSuiteIronLBProxy(t *testing.T) {
 	run(t, ironlb, "lab", "down")
-	out := run(t, ironlb, "lab", "up", "--proxy=ironlb")
+	out := run(t, ironlb, "lab", "up", "--proxy=ironlb", "--bgp", "--prometheus")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {
@@ -196,6 +197,7 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 	serviceSuite(t)
 	t.Run("Algorithms", algorithmSuite)
 	t.Run("NodeLoss", nodeLossSuite)
+	t.Run("Dashboard", dashboardSuite)
 	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
 	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
 		t.Errorf("nftables tables on myk8s-worker: %q %v; want ironlb's and no kube-proxy's", tables, err)
