@@ -14,6 +14,7 @@ import (
 	"github.com/ironlb/ironlb/internal/bench/nodeloss"
 	"github.com/ironlb/ironlb/internal/bench/proxybench"
 	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testenv"
 )
 
 func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
@@ -276,5 +277,53 @@ func benchNodeLossCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the worker to cut")
 	f.DurationVar(&o.For, "for", 60*time.Second, "probing after each cut (kube-proxy needs the node controller's 40-50 s)")
 	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's probe log here")
+	return cmd
+}
+
+// benchCmd groups the benchmarks that need no lab.
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks that run without the lab",
+	}
+	cmd.AddCommand(benchProxyScaleCmd())
+	return cmd
+}
+
+func benchProxyScaleCmd() *cobra.Command {
+	o := proxybench.ScaleOptions{Log: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
+	}}
+	cmd := &cobra.Command{
+		Use:   "proxy-scale",
+		Short: "kube-proxy (nftables) vs ironlb proxy without the lab: full sync time and peak RSS at 1k-30k Services, one endpoint change",
+		Long: `Starts etcd and kube-apiserver on loopback (internal/testenv), writes Services (ClusterIP, no selector)
+with two-endpoint EndpointSlices directly, and runs kube-proxy (nftables mode) and ironlb proxy each in a
+network namespace of its own (ironlb-pb-PID-kp, -il; deleted at the end, on failure and on Ctrl-C). Each
+proxy is started from an empty ruleset, in turn, and timed until the last Service's ClusterIP is in its
+service-ips map (netlink, every 20 ms); its own full-sync metric and its peak RSS (with its children)
+are reported. At the count closest to 10,000 both run together and one endpoint change at a time is
+timed until the new endpoint's chain is in each namespace's ruleset. Run it with nice on a shared machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var err error
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log("bench proxy-scale: Services %v (%d starts of each proxy), %d endpoint changes", o.Services, o.SyncTrials, o.Changes)
+			r, err := proxybench.RunScale(c.Context(), o)
+			proxybench.Table(os.Stdout, r)
+			if left := proxybench.ScaleNetNS(); len(left) > 0 {
+				o.Log("network namespaces of this benchmark still exist: %v", left)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Services, "services", []int{1000, 10000, 30000}, "Service counts (2 endpoints each)")
+	f.IntVar(&o.SyncTrials, "sync-trials", 3, "starts of each proxy per Service count")
+	f.IntVar(&o.Changes, "changes", 20, "endpoint changes at the Service count closest to 10,000 (0: none)")
+	f.StringVar(&o.K8sBin, "k8s-bin", testenv.BinDir(), "Kubernetes binaries (etcd, kube-apiserver, kube-proxy; hack/k8s-binaries.sh)")
+	f.StringVar(&o.Dir, "dir", "", "keep the apiserver's data and the proxies' logs here (default: a temporary directory, removed)")
 	return cmd
 }

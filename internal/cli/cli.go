@@ -55,7 +55,7 @@ func newRoot(argv0 string) *cobra.Command {
 		return root
 	}
 	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
-	root.AddCommand(proxyCmd(), traceCmd(), statusCmd())
+	root.AddCommand(proxyCmd(), traceCmd(), statusCmd(), benchCmd())
 	return root
 }
 

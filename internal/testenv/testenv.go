@@ -43,46 +43,82 @@ func freePort() (int, error) {
 // Start runs etcd and kube-apiserver for the test and stops them in t.Cleanup.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	bin := os.Getenv("IRONLB_K8S_BIN")
-	if bin == "" {
-		bin = lab.DefaultK8sBin()
-	}
+	bin := BinDir()
 	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
 		if os.Getenv("IRONLB_E2E") == "1" {
 			t.Fatalf("kube-apiserver not found in %s (hack/k8s-binaries.sh builds it)", bin)
 		}
 		t.Skipf("kube-apiserver not found in %s; run hack/k8s-binaries.sh (make test does)", bin)
 	}
-	dir := t.TempDir()
+	e, err := Launch(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// BinDir is the Kubernetes binaries directory: $IRONLB_K8S_BIN, or the lab's cache.
+func BinDir() string {
+	if bin := os.Getenv("IRONLB_K8S_BIN"); bin != "" {
+		return bin
+	}
+	return lab.DefaultK8sBin()
+}
+
+// Launch runs etcd and kube-apiserver from the binaries in bin, with their data, certificates and
+// logs under dir, and waits until the apiserver is ready (at most a minute). The caller must call
+// Stop; on error nothing is left running. It is Start for programs (the benchmarks) that are not
+// tests.
+func Launch(bin, dir string) (e *Env, err error) {
 	pki := lab.PKI{Dir: filepath.Join(dir, "pki")}
 	if err := pki.Generate([]string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	etcdClient, _ := freePort()
 	etcdPeer, _ := freePort()
 	apiPort, _ := freePort()
 	ctx, cancel := context.WithCancel(context.Background())
-	start := func(name string, args ...string) *exec.Cmd {
+	var cmds []*exec.Cmd
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			for i := len(cmds) - 1; i >= 0; i-- {
+				_ = cmds[i].Wait()
+			}
+		})
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	start := func(name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		logf, err := os.Create(filepath.Join(dir, name+".log"))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
+		defer logf.Close()
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", name, err)
+			return fmt.Errorf("starting %s: %w", name, err)
 		}
-		return cmd
+		cmds = append(cmds, cmd)
+		return nil
 	}
-	etcd := start("etcd", "--data-dir", filepath.Join(dir, "etcd"),
+	if err := start("etcd", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
 		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", etcdPeer),
-		"--unsafe-no-fsync", "--log-level", "warn")
-	api := start("kube-apiserver",
+		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	if err := start("kube-apiserver",
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort), "--advertise-address=127.0.0.1",
 		"--tls-cert-file="+pki.APIServerCert(), "--tls-private-key-file="+pki.APIServerKey(),
@@ -90,33 +126,26 @@ func Start(t testing.TB) *Env {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+pki.SAPub(), "--service-account-signing-key-file="+pki.SAKey(),
 		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--authorization-mode=RBAC",
-		"--endpoint-reconciler-type=none", "--profiling=false")
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			_ = api.Wait()
-			_ = etcd.Wait()
-		})
+		"--endpoint-reconciler-type=none", "--profiling=false"); err != nil {
+		return nil, err
 	}
-	t.Cleanup(stop)
 	url := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	kc, err := pki.Kubeconfig("testenv", url)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kcPath := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kcPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -129,14 +158,14 @@ func Start(t testing.TB) *Env {
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "kube-apiserver.log"))
-			t.Fatalf("kube-apiserver not ready after 60s: %v\n%s", err, tail(string(b), 2000))
+			return nil, fmt.Errorf("kube-apiserver not ready after 60s: %v\n%s", err, tail(string(b), 2000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return &Env{Config: cfg, Kubeconfig: kcPath, URL: url, Bin: bin, stop: stop}
+	return &Env{Config: cfg, Kubeconfig: kcPath, URL: url, Bin: bin, stop: stop}, nil
 }
 
-// Stop ends the apiserver and etcd before the test's end (they stop at the end anyway).
+// Stop ends the apiserver and etcd (a test's stop at its end anyway). It may be called more than once.
 func (e *Env) Stop() { e.stop() }
 
 func tail(s string, n int) string {

@@ -113,6 +113,14 @@ func TestOwnMetricsTimestampPerFamily(t *testing.T) {
 	if got := OwnMetrics("kube-proxy", ss).Last; got != 1.7e9+5 {
 		t.Errorf("Last = %v, want the latest series 1.7e9+5", got)
 	}
+	ss = append(ss,
+		Sample{Name: "kubeproxy_sync_full_proxy_rules_duration_seconds_sum", Labels: map[string]string{"ip_family": "IPv4"}, Value: 0.9},
+		Sample{Name: "kubeproxy_sync_full_proxy_rules_duration_seconds_count", Labels: map[string]string{"ip_family": "IPv4"}, Value: 1},
+		Sample{Name: "kubeproxy_sync_full_proxy_rules_duration_seconds_sum", Labels: map[string]string{"ip_family": "IPv6"}, Value: 0.01},
+		Sample{Name: "kubeproxy_sync_full_proxy_rules_duration_seconds_count", Labels: map[string]string{"ip_family": "IPv6"}, Value: 1})
+	if o := OwnMetrics("kube-proxy", ss); o.FullSum != 0.9 || o.FullCount != 1 {
+		t.Errorf("full sync sum/count = %v/%v, want the IPv4 series' 0.9/1", o.FullSum, o.FullCount)
+	}
 	if v, _ := Value(ss, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil); v != 3.4e9+7 {
 		t.Errorf("Value sums the series: %v", v)
 	}

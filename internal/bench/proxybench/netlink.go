@@ -1,11 +1,13 @@
 package proxybench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,6 +161,8 @@ type ChainWatcher struct {
 	closed atomic.Bool
 	done   chan struct{}
 
+	needles [][]byte // addresses looked for in rules and set elements (AddrEvent)
+
 	mu       sync.Mutex // guards the following fields
 	events   []ChainEvent
 	overruns int   // ENOBUFS: notifications lost
@@ -168,8 +172,11 @@ type ChainWatcher struct {
 // maxChainEvents bounds what a watcher keeps; the oldest half goes when it is reached.
 const maxChainEvents = 1 << 16
 
-// WatchChains starts a watcher in the network namespace at netnsPath. Close stops it.
-func WatchChains(netnsPath string) (*ChainWatcher, error) {
+// WatchChains starts a watcher in the network namespace at netnsPath. Close stops it. Besides
+// chains, it records an event named AddrEvent(a) for every rule or set element added that holds
+// one of addrs: kube-proxy 1.37 writes an endpoint into an anonymous map of its Service chain's
+// rule rather than into a chain of its own.
+func WatchChains(netnsPath string, addrs ...netip.Addr) (*ChainWatcher, error) {
 	c, err := dialNetfilter(netnsPath)
 	if err != nil {
 		return nil, err
@@ -180,6 +187,9 @@ func WatchChains(netnsPath string) (*ChainWatcher, error) {
 	}
 	_ = c.SetReadBuffer(8 << 20) // fewer overruns during a big sync; the default works too
 	w := &ChainWatcher{conn: c, done: make(chan struct{})}
+	for _, a := range addrs {
+		w.needles = append(w.needles, a.AsSlice())
+	}
 	go w.run()
 	return w, nil
 }
@@ -206,22 +216,67 @@ func (w *ChainWatcher) run() {
 		w.mu.Lock()
 		for _, m := range msgs {
 			if t, c, ok := ChainOf(m); ok {
-				if len(w.events) >= maxChainEvents {
-					w.events = append(w.events[:0], w.events[len(w.events)/2:]...)
+				w.addLocked(ChainEvent{At: at, Table: t, Chain: c})
+			}
+			if len(w.needles) > 0 {
+				if t, ok := addedContent(m); ok {
+					for _, n := range w.needles {
+						if bytes.Contains(m.Data, n) {
+							a, _ := netip.AddrFromSlice(n)
+							w.addLocked(ChainEvent{At: at, Table: t, Chain: AddrEvent(a)})
+						}
+					}
 				}
-				w.events = append(w.events, ChainEvent{At: at, Table: t, Chain: c})
 			}
 		}
 		w.mu.Unlock()
 	}
 }
 
+func (w *ChainWatcher) addLocked(e ChainEvent) {
+	if len(w.events) >= maxChainEvents {
+		w.events = append(w.events[:0], w.events[len(w.events)/2:]...)
+	}
+	w.events = append(w.events, e)
+}
+
+// AddrEvent is the chain name of the events a ChainWatcher records for rules and set elements
+// that hold address a.
+func AddrEvent(a netip.Addr) string { return "(rule or element with " + a.String() + ")" }
+
+// addedContent returns the table of a NEWRULE or NEWSETELEM notification; ok is false for any
+// other message.
+func addedContent(m netlink.Message) (table string, ok bool) {
+	if m.Header.Type>>8 != unix.NFNL_SUBSYS_NFTABLES || len(m.Data) < 4 {
+		return "", false
+	}
+	switch m.Header.Type & 0xff {
+	case unix.NFT_MSG_NEWRULE, unix.NFT_MSG_NEWSETELEM:
+	default:
+		return "", false
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return "", false
+	}
+	for ad.Next() {
+		if ad.Type() == 1 { // NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_TABLE
+			return ad.String(), true
+		}
+	}
+	return "", false
+}
+
 // First returns the first event at or after since in table whose chain contains marker.
 func (w *ChainWatcher) First(table, marker string, since time.Time) (ChainEvent, bool) {
+	return w.firstOf(table, []string{marker}, since)
+}
+
+func (w *ChainWatcher) firstOf(table string, markers []string, since time.Time) (ChainEvent, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range w.events {
-		if !e.At.Before(since) && e.Table == table && strings.Contains(e.Chain, marker) {
+		if !e.At.Before(since) && e.Table == table && slices.ContainsFunc(markers, func(m string) bool { return strings.Contains(e.Chain, m) }) {
 			return e, true
 		}
 	}
@@ -232,9 +287,15 @@ func (w *ChainWatcher) First(table, marker string, since time.Time) (ChainEvent,
 // marker and returns when it was read. The wait polls what the reader recorded; the time is the
 // reader's.
 func (w *ChainWatcher) WaitFor(ctx context.Context, table, marker string, since time.Time, timeout time.Duration) (time.Time, error) {
+	return w.WaitForAny(ctx, table, []string{marker}, since, timeout)
+}
+
+// WaitForAny is WaitFor for the first event matching any of markers.
+func (w *ChainWatcher) WaitForAny(ctx context.Context, table string, markers []string, since time.Time, timeout time.Duration) (time.Time, error) {
+	marker := strings.Join(markers, " or ")
 	deadline := time.Now().Add(timeout)
 	for {
-		if e, ok := w.First(table, marker, since); ok {
+		if e, ok := w.firstOf(table, markers, since); ok {
 			return e.At, nil
 		}
 		w.mu.Lock()

@@ -792,8 +792,13 @@ func (b *bench) waitPodReady(ctx context.Context, p *proxy, uid types.UID, timeo
 
 // metrics reads p's metrics from inside its node.
 func (b *bench) metrics(ctx context.Context, p *proxy) (Own, error) {
-	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: lab.Dialer(p.node), DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(p.addr, metricsPort)), nil)
+	return scrapeOwn(ctx, p.name, p.node, fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(p.addr, metricsPort)))
+}
+
+// scrapeOwn reads a proxy's sync metrics at url from inside the named network namespace.
+func scrapeOwn(ctx context.Context, name, netns, url string) (Own, error) {
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: lab.Dialer(netns), DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Own{}, err
 	}
@@ -803,22 +808,27 @@ func (b *bench) metrics(ctx context.Context, p *proxy) (Own, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Own{}, fmt.Errorf("%s metrics: %s", p.name, resp.Status)
+		return Own{}, fmt.Errorf("%s metrics: %s", name, resp.Status)
 	}
 	ss, err := ParseMetrics(resp.Body)
 	if err != nil {
 		return Own{}, err
 	}
-	return OwnMetrics(p.name, ss), nil
+	return OwnMetrics(name, ss), nil
 }
 
 // waitOwn reads p's metrics until ok accepts them.
 func (b *bench) waitOwn(ctx context.Context, p *proxy, ok func(Own) bool, timeout time.Duration) (Own, error) {
+	return waitOwn(ctx, func(ctx context.Context) (Own, error) { return b.metrics(ctx, p) }, ok, timeout)
+}
+
+// waitOwn reads a proxy's metrics until ok accepts them.
+func waitOwn(ctx context.Context, metrics func(context.Context) (Own, error), ok func(Own) bool, timeout time.Duration) (Own, error) {
 	var own Own
 	var last error
 	err := poll(ctx, timeout, 100*time.Millisecond, func() (bool, string, error) {
 		var err error
-		own, err = b.metrics(ctx, p)
+		own, err = metrics(ctx)
 		if err != nil {
 			last = err
 			return false, err.Error(), nil
@@ -836,19 +846,32 @@ func svcName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 // ensureServices creates Services (ClusterIP, no selector) and their EndpointSlices (2 fake
 // endpoints each) until there are n.
 func (b *bench) ensureServices(ctx context.Context, n int) error {
-	have := len(b.ips)
-	if have >= n {
-		return nil
+	ips, err := createServices(ctx, []kubernetes.Interface{b.cs}, b.ips, n, b.o.Log)
+	if err != nil {
+		return err
+	}
+	b.ips = ips
+	return nil
+}
+
+// createServices creates Services len(have)..n-1 in Namespace (ClusterIP, no selector) and their
+// EndpointSlices (2 fake endpoints each) with proxyWorkers concurrent writers spread over
+// clients, and returns the ClusterIPs of all n.
+func createServices(ctx context.Context, clients []kubernetes.Interface, have []netip.Addr, n int, log func(string, ...any)) ([]netip.Addr, error) {
+	from := len(have)
+	if from >= n {
+		return have, nil
 	}
 	ips := make([]netip.Addr, n)
-	copy(ips, b.ips)
-	b.o.Log("creating Services %d..%d with their EndpointSlices (%d writers)", have, n-1, proxyWorkers)
+	copy(ips, have)
+	log("creating Services %d..%d with their EndpointSlices (%d writers)", from, n-1, proxyWorkers)
 	var next, done atomic.Int64
-	next.Store(int64(have))
+	next.Store(int64(from))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for range proxyWorkers {
+	for w := range proxyWorkers {
+		cs := clients[w%len(clients)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -857,7 +880,7 @@ func (b *bench) ensureServices(ctx context.Context, n int) error {
 				if i >= n {
 					return
 				}
-				ip, err := b.createService(ctx, i)
+				ip, err := createService(ctx, cs, i)
 				if err != nil {
 					cancel(fmt.Errorf("Service %s: %w", svcName(i), err))
 					return
@@ -868,8 +891,8 @@ func (b *bench) ensureServices(ctx context.Context, n int) error {
 		}()
 	}
 	stop := make(chan struct{})
+	t0 := time.Now()
 	go func() {
-		t0 := time.Now()
 		tick := time.NewTicker(5 * time.Second)
 		defer tick.Stop()
 		for {
@@ -878,24 +901,23 @@ func (b *bench) ensureServices(ctx context.Context, n int) error {
 				return
 			case <-tick.C:
 				d := done.Load()
-				b.o.Log("  %d/%d Services created (%.0f/s)", have+int(d), n, float64(d)/time.Since(t0).Seconds())
+				log("  %d/%d Services created (%.0f/s)", from+int(d), n, float64(d)/time.Since(t0).Seconds())
 			}
 		}
 	}()
 	wg.Wait()
 	close(stop)
 	if err := context.Cause(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	b.ips = ips
-	b.o.Log("  %d Services, %d endpoints", n, 2*n)
-	return nil
+	log("  %d Services, %d endpoints (%.0f Services/s)", n, 2*n, float64(n-from)/time.Since(t0).Seconds())
+	return ips, nil
 }
 
 // createService creates Service i and its EndpointSlice (either may exist) and returns its ClusterIP.
-func (b *bench) createService(ctx context.Context, i int) (netip.Addr, error) {
+func createService(ctx context.Context, cs kubernetes.Interface, i int) (netip.Addr, error) {
 	name := svcName(i)
-	svcs := b.cs.CoreV1().Services(Namespace)
+	svcs := cs.CoreV1().Services(Namespace)
 	var svc *corev1.Service
 	err := withRetry(ctx, func() error {
 		var err error
@@ -928,7 +950,7 @@ func (b *bench) createService(ctx context.Context, i int) (netip.Addr, error) {
 		slice.Endpoints = append(slice.Endpoints, endpoint(EndpointAddr(i, j)))
 	}
 	err = withRetry(ctx, func() error {
-		_, err := b.cs.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := cs.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -984,23 +1006,47 @@ func (b *bench) waitSynced(ctx context.Context, n int) error {
 // changes moves one endpoint of a different Service each time and times, on both nodes at once,
 // the kernel's announcement of the new endpoint's chain; both proxies see the same change.
 func (b *bench) changes(ctx context.Context, n int, res *Result) error {
-	ps := []*proxy{&b.kp, &b.il}
+	var ts []changeTarget
+	for _, p := range []*proxy{&b.kp, &b.il} {
+		ts = append(ts, changeTarget{name: p.name, where: p.node, netns: lab.NetNSPath(p.node), table: p.table,
+			metrics: func(ctx context.Context) (Own, error) { return b.metrics(ctx, p) }})
+	}
+	return measureChanges(ctx, b.cs, ts, n, b.o.Changes, b.o.Log, res)
+}
+
+// changeTarget is one proxy whose endpoint changes are timed.
+type changeTarget struct {
+	name    string // KubeProxy or IronLB
+	where   string // its node, for messages
+	netns   string // path of its network namespace
+	table   string
+	metrics func(context.Context) (Own, error)
+}
+
+// measureChanges moves one endpoint of a different Service among n each time, count times, and
+// times, on every target at once, the kernel's announcement of the new endpoint's chain; all
+// targets see the same change.
+func measureChanges(ctx context.Context, cs kubernetes.Interface, ts []changeTarget, n, count int, log func(string, ...any), res *Result) error {
+	var addrs []netip.Addr
+	for k := range count {
+		addrs = append(addrs, ChangeAddr(k))
+	}
 	watchers := map[string]*ChainWatcher{}
-	for _, p := range ps {
-		w, err := WatchChains(lab.NetNSPath(p.node))
+	for _, p := range ts {
+		w, err := WatchChains(p.netns, addrs...)
 		if err != nil {
 			return err
 		}
 		defer w.Close()
 		watchers[p.name] = w
 	}
-	eps := b.cs.DiscoveryV1().EndpointSlices(Namespace)
-	for k := range b.o.Changes {
+	eps := cs.DiscoveryV1().EndpointSlices(Namespace)
+	for k := range count {
 		i := ChangeService(k, n)
 		addr := ChangeAddr(k)
 		before := map[string]Own{}
-		for _, p := range ps {
-			own, err := b.metrics(ctx, p)
+		for _, p := range ts {
+			own, err := p.metrics(ctx)
 			if err != nil {
 				own = Own{PartialCount: -1}
 			}
@@ -1015,17 +1061,17 @@ func (b *bench) changes(ctx context.Context, n int, res *Result) error {
 		if _, err := eps.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		marker := EndpointMarker(netip.AddrPortFrom(addr, servicePort))
-		line := fmt.Sprintf("change %2d/%d (%s: endpoint -> %s):", k+1, b.o.Changes, svcName(i), addr)
-		for _, p := range ps {
+		markers := []string{EndpointMarker(netip.AddrPortFrom(addr, servicePort)), AddrEvent(addr)}
+		line := fmt.Sprintf("change %2d/%d (%s: endpoint -> %s):", k+1, count, svcName(i), addr)
+		for _, p := range ts {
 			ct := ChangeTrial{Ruleset: -1, Own: -1}
-			at, err := watchers[p.name].WaitFor(ctx, p.table, marker, t0, 30*time.Second)
+			at, err := watchers[p.name].WaitForAny(ctx, p.table, markers, t0, 30*time.Second)
 			if err != nil {
-				return fmt.Errorf("%s on %s: %w", p.name, p.node, err)
+				return fmt.Errorf("%s on %s: %w (%s)", p.name, p.where, err, grepTable(p.netns, p.table, addr.String()))
 			}
 			ct.Ruleset = at.Sub(t0)
 			if before[p.name].PartialCount >= 0 {
-				if after, err := b.waitOwn(ctx, p, func(o Own) bool { return o.PartialCount > before[p.name].PartialCount }, 5*time.Second); err == nil {
+				if after, err := waitOwn(ctx, p.metrics, func(o Own) bool { return o.PartialCount > before[p.name].PartialCount }, 5*time.Second); err == nil {
 					if s := PartialSince(before[p.name], after); s >= 0 {
 						ct.Own = seconds(s)
 					}
@@ -1034,7 +1080,7 @@ func (b *bench) changes(ctx context.Context, n int, res *Result) error {
 			res.Changes[p.name] = append(res.Changes[p.name], ct)
 			line += fmt.Sprintf("  %s %s (own %s)", p.name, fmtDur(ct.Ruleset), fmtDur(ct.Own))
 		}
-		b.o.Log("%s", line)
+		log("%s", line)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -1140,6 +1186,22 @@ func (b *bench) wrk(ctx context.Context, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// grepTable says which lines of `nft list table ip TABLE` in the network namespace at netnsPath
+// mention s: what the ruleset holds when a change was not seen.
+func grepTable(netnsPath, table, s string) string {
+	out, err := exec.Command("nsenter", "--net="+netnsPath, "nft", "list", "table", "ip", table).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("nft list table ip %s: %v: %s", table, err, bytes.TrimSpace(out))
+	}
+	var hits []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, s) {
+			hits = append(hits, strings.TrimSpace(l))
+		}
+	}
+	return fmt.Sprintf("the table's lines with %s: %q", s, hits)
 }
 
 func run(ctx context.Context, name string, args ...string) error {
