@@ -13,6 +13,7 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // FuzzParsePools feeds arbitrary address strings, priorities and namespace lists into two pools:
@@ -139,6 +140,58 @@ func FuzzValidatePeer(f *testing.F) {
 		}
 		if pw != "" && secret != "" {
 			t.Fatalf("accepted password and passwordSecret: %+v", p.Spec)
+		}
+	})
+}
+
+// FuzzValidateAdvertisements feeds arbitrary communities, aggregation lengths, interface names and
+// selector parts into the advertisement and Community checks: they never panic; a BGPAdvertisement
+// admitted has only communities bgpconfig.ParseCommunity reads, aliases, or names without ':' (left
+// to later), and is one the speakers' Build accepts with its aliases resolved; a Community admitted
+// has values ParseCommunity reads; an L2Advertisement admitted names only interfaces of 1–15 bytes.
+func FuzzValidateAdvertisements(f *testing.F) {
+	f.Add("65535:65282", "large:1:2:3", int32(32), "eth0", "rack", "In", "a")
+	f.Add("70000:1", "gold", int32(33), "eth0/1", "rack", "Near", "")
+	f.Add("1:2:3", "", int32(0), "averyverylongname", "", "Exists", "x")
+	f.Fuzz(func(t *testing.T, c1, c2 string, agg int32, ifname, key, op, val string) {
+		objs := Objects{Pools: []v1beta1.IPAddressPool{pool("p", "10.0.0.0/28")},
+			Communities: []v1beta1.Community{{ObjectMeta: metav1.ObjectMeta{Name: "aliases"},
+				Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "gold", Value: "65000:1"}}}}}}
+		s := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: metav1.LabelSelectorOperator(op)}}}
+		if val != "" {
+			s.MatchExpressions[0].Values = []string{val}
+		}
+		a := &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Spec: v1beta1.BGPAdvertisementSpec{Communities: []string{c1, c2}, AggregationLength: &agg, NodeSelectors: []metav1.LabelSelector{s}}}
+		if ValidateBGPAdvertisement(a, objs) == nil {
+			for _, c := range a.Spec.Communities {
+				if _, err := bgpconfig.ParseCommunity(c); err != nil && c != "gold" && strings.Contains(c, ":") {
+					t.Fatalf("admitted community %q", c)
+				}
+			}
+			resolved := a.DeepCopy()
+			resolved.Spec.Communities = []string{"gold"}
+			if _, errs := bgpconfig.Build(bgpconfig.Input{Advertisements: []v1beta1.BGPAdvertisement{*resolved}, Communities: objs.Communities,
+				Pools: []bgpconfig.Pool{{Name: "p", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/28")}}}}); len(errs) > 0 {
+				t.Fatalf("admitted %+v, which the speakers refuse: %v", a.Spec, errs)
+			}
+		}
+		c := &v1beta1.Community{ObjectMeta: metav1.ObjectMeta{Name: "c"},
+			Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "x", Value: c1}, {Name: c2, Value: "1:1"}}}}
+		if ValidateCommunity(c, objs) == nil {
+			if _, err := bgpconfig.ParseCommunity(c1); err != nil || c2 == "" || c2 == "x" || c2 == "gold" {
+				t.Fatalf("admitted Community %+v", c.Spec)
+			}
+		}
+		l2 := &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l"},
+			Spec: v1beta1.L2AdvertisementSpec{Interfaces: []string{ifname}, NodeSelectors: []metav1.LabelSelector{s}}}
+		if ValidateL2Advertisement(l2) == nil {
+			if len(ifname) == 0 || len(ifname) > 15 || strings.ContainsAny(ifname, "/: ") {
+				t.Fatalf("admitted interface %q", ifname)
+			}
+			if _, err := metav1.LabelSelectorAsSelector(&s); err != nil {
+				t.Fatalf("admitted selector %+v: %v", s, err)
+			}
 		}
 	})
 }

@@ -32,11 +32,20 @@ import (
 // (a watch sees every change of it), gets no failure event, and the controller keeps running.
 func TestBadInput(t *testing.T) {
 	h := newHarness(t)
+	// A node, for BGPAdvertisements' nodeSelectors (the webhook reads the nodes' labels).
+	if _, err := h.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+		Labels: map[string]string{"rack": "a"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	h.installWebhookConfig()
 	done := h.startWithWebhook()
 	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
 	h.apply(pool("main", "172.18.255.200-172.18.255.250"))
 	h.apply(pool("tiny", "10.60.0.1/32"))
+	// Objects rows are checked against: the alias gold, and an advertisement of pool tiny with
+	// localPref 100 (advertisement rows name a pool, so that they do not all clash with it).
+	h.apply(metallbYAML("v1beta1", "Community", "base", ns, "  communities: [{name: gold, value: \"65000:1\"}]\n"))
+	h.apply(metallbYAML("v1beta1", "BGPAdvertisement", "lp-base", ns, "  ipAddressPools: [tiny]\n  localPref: 100\n"))
 
 	// The healthy Service holds .200 and shares it (key "web", TCP/80): rows ask for its address.
 	h.createService("healthy", func(s *corev1.Service) {
@@ -58,8 +67,9 @@ func TestBadInput(t *testing.T) {
 		// For accepted configuration objects: a jsonpath of the stored object and the value it must
 		// reach (the controller's status).
 		path, want string
-		// For accepted BGP objects: a substring of the error the speakers' bgpconfig.Build gives on
-		// the object as stored (their InvalidConfiguration event message); "-" = no error.
+		// For accepted BGP objects (BGPPeer, BGPAdvertisement, Community, BFDProfile): a substring
+		// of the error the speakers' bgpconfig.Build gives on the object as stored (their
+		// InvalidConfiguration event message); "-" = no error.
 		speaker string
 	}
 	rows := []row{
@@ -91,14 +101,100 @@ func TestBadInput(t *testing.T) {
 		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, ""),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded"},
 
-		// Advertisements naming pools that do not exist: accepted as MetalLB does (the pool may
-		// come later); they select nothing, and no Service is disturbed.
+		// L2Advertisements: MetalLB's refusals, and interface names no host can have. Pools named
+		// need not exist (accepted as MetalLB does: the pool may come later; they select nothing,
+		// and no Service is disturbed).
 		{name: "l2advertisement: missing pool", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns, "  ipAddressPools: [missing]\n")},
+		{name: "l2advertisement: valid", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns,
+			"  ipAddressPools: [main]\n  interfaces: [eth0, bond0.100]\n  nodeSelectors:\n  - matchLabels: {rack: a}\n")},
+		{name: "l2advertisement: outside the configuration namespace", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", "default", "  ipAddressPools: [main]\n"),
+			refused: `l2advertisement NAME: must be created in namespace metallb-system, the only one ironlb reads (not "default")`},
+		{name: "l2advertisement: pool listed twice", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns, "  ipAddressPools: [main, main]\n"),
+			refused: `L2Advertisement NAME: spec.ipAddressPools[1]: listed twice: "main" is also [0]`},
+		{name: "l2advertisement: bad nodeSelector", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns,
+			"  nodeSelectors:\n  - matchExpressions: [{key: rack, operator: Near, values: [a]}]\n"),
+			refused: `L2Advertisement NAME: spec.nodeSelectors[0]: invalid label selector: "Near" is not a valid label selector operator`},
+		{name: "l2advertisement: bad ipAddressPoolSelector", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns,
+			"  ipAddressPoolSelectors:\n  - matchLabels: {team: \"a b\"}\n"),
+			refused: "L2Advertisement NAME: spec.ipAddressPoolSelectors[0]: invalid label selector"},
+		{name: "l2advertisement: nodeSelector twice", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns,
+			"  nodeSelectors:\n  - matchLabels: {rack: a}\n  - matchLabels: {rack: a}\n"),
+			refused: "L2Advertisement NAME: spec.nodeSelectors[1]: listed twice: same as [0] (rack=a)"},
+		{name: "l2advertisement: interface name too long", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns, "  interfaces: [eth0, averyverylongname]\n"),
+			refused: `L2Advertisement NAME: spec.interfaces[1]: invalid interface name: "averyverylongname" is longer than 15 bytes`},
+		{name: "l2advertisement: interface name with a slash", yaml: metallbYAML("v1beta1", "L2Advertisement", "NAME", ns, "  interfaces: [eth0/1]\n"),
+			refused: `L2Advertisement NAME: spec.interfaces[0]: invalid interface name: "eth0/1" contains '/', ':' or white space`},
+
+		// BGPAdvertisements: MetalLB's refusals and the speakers' (bgpconfig.Build). Pools, peers
+		// and alias names need not exist (they may come later; the speakers report missing aliases).
 		{name: "bgpadvertisement: missing pool", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  ipAddressPools: [missing]\n"), speaker: "-"},
+		{name: "bgpadvertisement: valid, every form of community", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [main]\n  communities: [\"65535:65282\", \"large:1:2:3\", gold]\n  peers: [r1]\n  localPref: 50\n")},
+		{name: "bgpadvertisement: unknown alias (may come later)", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [main]\n  communities: [silver]\n"),
+			speaker: `BGPAdvertisement NAME: spec.communities[0]: unknown community alias: "silver" is neither a community nor a Community alias`},
+		{name: "bgpadvertisement: outside the configuration namespace", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", "default", "  ipAddressPools: [main]\n"),
+			refused: "bgpadvertisement NAME: must be created in namespace metallb-system"},
 		{name: "bgpadvertisement: community out of range", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  communities: [\"70000:1\"]\n"),
-			speaker: "BGPAdvertisement NAME: spec.communities[0]: invalid community"},
+			refused: `BGPAdvertisement NAME: spec.communities[0]: invalid community: "70000:1": "70000" does not fit in 16 bits`},
+		{name: "bgpadvertisement: large community out of range", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  communities: [\"large:1:2:4294967296\"]\n"),
+			refused: `BGPAdvertisement NAME: spec.communities[0]: invalid community: "large:1:2:4294967296"`},
+		{name: "bgpadvertisement: community of three fields", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  communities: [\"1:2:3\"]\n"),
+			refused: `BGPAdvertisement NAME: spec.communities[0]: unknown community alias: "1:2:3" is neither a community nor a Community alias`},
+		{name: "bgpadvertisement: community listed twice", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  communities: [\"65000:1\", \"65000:1\"]\n"),
+			refused: `BGPAdvertisement NAME: spec.communities[1]: listed twice: "65000:1" is also [0]`},
+		{name: "bgpadvertisement: peer listed twice", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  ipAddressPools: [main]\n  peers: [r1, r1]\n"),
+			refused: `BGPAdvertisement NAME: spec.peers[1]: listed twice: "r1" is also [0]`},
 		{name: "bgpadvertisement: aggregationLength 33", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  aggregationLength: 33\n"),
-			speaker: "BGPAdvertisement NAME: spec.aggregationLength: invalid aggregation length: 33 is not within 1–32"},
+			refused: "BGPAdvertisement NAME: spec.aggregationLength: invalid aggregation length: 33 is not within 1–32"},
+		{name: "bgpadvertisement: aggregationLength 0", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  aggregationLength: 0\n"),
+			refused: "spec.aggregationLength in body should be greater than or equal to 1"},
+		{name: "bgpadvertisement: aggregationLengthV6 129", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  aggregationLengthV6: 129\n"),
+			refused: "BGPAdvertisement NAME: spec.aggregationLengthV6: invalid aggregation length: 129 is not within 1–128"},
+		{name: "bgpadvertisement: aggregationLength shorter than the pool's prefix", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [tiny]\n  aggregationLength: 24\n  localPref: 100\n"),
+			refused: `BGPAdvertisement NAME: spec.aggregationLength: invalid aggregation length: /24 is shorter than prefix 10.60.0.1/32 of pool "tiny"`},
+		{name: "bgpadvertisement: aggregation with serviceSelectors", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [missing]\n  aggregationLength: 24\n  serviceSelectors:\n  - matchLabels: {app: web}\n"),
+			refused: "spec: Invalid value: serviceSelectors cannot be used with an aggregationLength other than 32 or an aggregationLengthV6 other than 128"}, // CEL in the CRD
+		{name: "bgpadvertisement: bad nodeSelector", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [main]\n  nodeSelectors:\n  - matchExpressions: [{key: rack, operator: In}]\n"),
+			refused: "BGPAdvertisement NAME: spec.nodeSelectors[0]: invalid label selector"},
+		{name: "bgpadvertisement: localPref differs on the same update", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns, "  ipAddressPools: [tiny]\n  localPref: 200\n"),
+			refused: `BGPAdvertisement NAME: spec.localPref: conflicting localPref: 200, but BGPAdvertisement lp-base gives pool "tiny"'s prefixes, aggregated alike, to the same peers from node node-a with localPref 100`},
+		{name: "bgpadvertisement: localPref differs, from other nodes", yaml: metallbYAML("v1beta1", "BGPAdvertisement", "NAME", ns,
+			"  ipAddressPools: [tiny]\n  localPref: 200\n  nodeSelectors:\n  - matchLabels: {rack: b}\n"), speaker: "-"},
+
+		// Communities: values the speakers parse, alias names defined once across all of them.
+		{name: "community: valid", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{name: bronze, value: \"65000:3\"}, {name: big, value: \"large:64512:1:2\"}]\n"),
+			speaker: "-"},
+		{name: "community: outside the configuration namespace", yaml: metallbYAML("v1beta1", "Community", "NAME", "default", "  communities: [{name: bronze, value: \"65000:3\"}]\n"),
+			refused: "community NAME: must be created in namespace metallb-system"},
+		{name: "community: value out of range", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{name: bronze, value: \"65536:1\"}]\n"),
+			refused: `Community NAME: spec.communities[0]: invalid community: "65536:1": "65536" does not fit in 16 bits`},
+		{name: "community: value not a community", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{name: bronze, value: gold}]\n"),
+			refused: `Community NAME: spec.communities[0]: unknown community alias: "gold": not of the form AS:value or large:global:local1:local2`},
+		{name: "community: alias without a name", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{value: \"65000:3\"}]\n"),
+			refused: "Community NAME: spec.communities[0]: unknown community alias: alias without a name"},
+		{name: "community: name twice", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{name: x, value: \"1:1\"}, {name: x, value: \"1:2\"}]\n"),
+			refused: `Community NAME: spec.communities[1]: conflict: alias "x" is defined twice`},
+		{name: "community: name another Community defines", yaml: metallbYAML("v1beta1", "Community", "NAME", ns, "  communities: [{name: gold, value: \"65000:9\"}]\n"),
+			refused: `Community NAME: spec.communities[0]: conflict: alias "gold" is already defined by Community base`},
+
+		// BFDProfiles: the schema refuses values out of MetalLB's ranges (the webhook would too).
+		{name: "bfdprofile: valid", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  receiveInterval: 50\n  transmitInterval: 50\n  detectMultiplier: 3\n"), speaker: "-"},
+		{name: "bfdprofile: outside the configuration namespace", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", "default", "  detectMultiplier: 3\n"),
+			refused: "bfdprofile NAME: must be created in namespace metallb-system"},
+		{name: "bfdprofile: receiveInterval 5", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  receiveInterval: 5\n"),
+			refused: "spec.receiveInterval in body should be greater than or equal to 10"},
+		{name: "bfdprofile: transmitInterval 60001", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  transmitInterval: 60001\n"),
+			refused: "spec.transmitInterval in body should be less than or equal to 60000"},
+		{name: "bfdprofile: detectMultiplier 1", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  detectMultiplier: 1\n"),
+			refused: "spec.detectMultiplier in body should be greater than or equal to 2"},
+		{name: "bfdprofile: echoInterval 9", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoInterval: 9\n"),
+			refused: "spec.echoInterval in body should be greater than or equal to 10"},
+		{name: "bfdprofile: minimumTtl 0", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  minimumTtl: 0\n"),
+			refused: "spec.minimumTtl in body should be greater than or equal to 1"},
 
 		// BGPPeers (v1beta2): the schema refuses out-of-range numbers, the webhook the rest.
 		{name: "bgppeer: myASN 0", yaml: peerYAML("NAME", ns, "  myASN: 0\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n"),
@@ -245,6 +341,48 @@ func TestBadInput(t *testing.T) {
 			h.checkHealthy(t, guard, done)
 		})
 	}
+	// A BFDProfile a BGPPeer uses cannot be deleted (MetalLB's webhook refuses it on DELETE); once
+	// the peer is gone, it can.
+	t.Run("bfdprofile: deleted while a BGPPeer uses it", func(t *testing.T) {
+		h.apply(metallbYAML("v1beta1", "BFDProfile", "inuse", ns, "  detectMultiplier: 3\n"))
+		h.apply(peerYAML("uses-bfd", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  bfdProfile: inuse\n"))
+		const refused = "BFDProfile inuse: in use: BGPPeer uses-bfd uses it (spec.bfdProfile)"
+		del := func(dryRun bool) (string, error) {
+			args := []string{"delete", "-n", ns, "bfdprofile.metallb.io", "inuse"}
+			if dryRun {
+				args = append(args, "--dry-run=server")
+			}
+			return h.env.Kubectl(args...)
+		}
+		// The webhook sees the peer once its informer has it: wait for a dry run to be refused.
+		waitDryRun := func(wantRefused bool) {
+			t.Helper()
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				out, err := del(true)
+				if (err != nil) == wantRefused && (!wantRefused || strings.Contains(out, refused)) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("dry-run delete: %v\n%s (want refused=%v)", err, out, wantRefused)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		waitDryRun(true)
+		if out, err := del(false); err == nil || !strings.Contains(out, refused) {
+			t.Fatalf("deleting a profile in use: %v\n%s, want refused with %q", err, out, refused)
+		}
+		if out, err := h.env.Kubectl("delete", "-n", ns, "bgppeer.metallb.io", "uses-bfd"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		waitDryRun(false)
+		if out, err := del(false); err != nil {
+			t.Fatalf("deleting the profile no longer in use: %v\n%s", err, out)
+		}
+		h.checkHealthy(t, guard, done)
+	})
+
 	// After every row, with every object deleted: the healthy Service still holds its address, and
 	// the address the sharing and failing rows asked for is free again for a new Service.
 	h.createService("after")
@@ -444,7 +582,8 @@ func decodeObject(t *testing.T, y string) objectHead {
 }
 
 // speakerErrors runs the speakers' configuration check (bgpconfig.Build, whose errors become their
-// InvalidConfiguration events) on one stored BGP object, with the pool "main".
+// InvalidConfiguration events) on one stored BGP object, with the pool "main" (without prefixes,
+// and no Community: aliases are unknown to it).
 func speakerErrors(t *testing.T, kind string, stored []byte) string {
 	in := bgpconfig.Input{Pools: []bgpconfig.Pool{{Name: "main"}}}
 	var err error
@@ -457,6 +596,14 @@ func speakerErrors(t *testing.T, kind string, stored []byte) string {
 		var a v1beta1.BGPAdvertisement
 		err = json.Unmarshal(stored, &a)
 		in.Advertisements = append(in.Advertisements, a)
+	case "Community":
+		var c v1beta1.Community
+		err = json.Unmarshal(stored, &c)
+		in.Communities = append(in.Communities, c)
+	case "BFDProfile":
+		var p v1beta1.BFDProfile
+		err = json.Unmarshal(stored, &p)
+		in.BFDProfiles = append(in.BFDProfiles, p)
 	default:
 		err = errors.New("no speaker check for " + kind)
 	}

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -38,20 +39,29 @@ import (
 	"github.com/ironlb/ironlb/internal/config"
 )
 
-// webhook refuses configuration that can never work, at admission: pools and BGPPeers outside the
-// configuration namespace (nothing reads them there), pools whose ranges are malformed, reversed or
-// overlap another pool, BGPPeers the speakers would refuse (config.ValidatePeer), and Services whose
-// address requests contradict themselves or can never share with the Services already holding the
-// requested address. It runs on every replica with a
-// certificate kept in a Secret (so all replicas serve the same one) whose CA it writes into the
-// ValidatingWebhookConfiguration.
+// webhook refuses configuration that can never work, at admission: MetalLB configuration objects
+// outside the configuration namespace (nothing reads them there), pools whose ranges are malformed,
+// reversed or overlap another pool, BGPPeers, BGPAdvertisements, Communities and BFDProfiles the
+// speakers would refuse (the config.Validate… functions), L2Advertisements MetalLB refuses, the
+// deletion of a BFDProfile a BGPPeer uses, and Services whose address requests contradict
+// themselves or can never share with the Services already holding the requested address. It runs
+// on every replica with a certificate kept in a Secret (so all replicas serve the same one) whose CA
+// it writes into the ValidatingWebhookConfiguration.
 type webhook struct {
-	cfg   Config
-	log   *slog.Logger
-	pools cache.SharedIndexInformer
-	svcs  corelisters.ServiceLister
-	cert  tls.Certificate
+	cfg Config
+	log *slog.Logger
+	// Informers of the configuration namespace's objects the checks compare against, and of the
+	// nodes' labels (for BGPAdvertisements' nodeSelectors).
+	pools, bgpAds, communities, peers, nodes cache.SharedIndexInformer
+	svcs                                     corelisters.ServiceLister
+	cert                                     tls.Certificate
 }
+
+var (
+	bgpAdGVR     = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
+	communityGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "communities"}
+	peerGVR      = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+)
 
 const webhookSecret = "ironlb-webhook-cert"
 
@@ -68,11 +78,23 @@ func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	w := &webhook{cfg: cfg, log: log.With("part", "webhook"), pools: dinf.ForResource(poolGVR).Informer(),
+		bgpAds: dinf.ForResource(bgpAdGVR).Informer(), communities: dinf.ForResource(communityGVR).Informer(),
+		peers: dinf.ForResource(peerGVR).Informer(), nodes: inf.Core().V1().Nodes().Informer(),
 		svcs: inf.Core().V1().Services().Lister(), cert: cert}
+	// Only the nodes' names and labels are needed: keep nothing else in memory.
+	if err := w.nodes.SetTransform(func(o any) (any, error) {
+		if n, ok := o.(*corev1.Node); ok {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, ResourceVersion: n.ResourceVersion}}, nil
+		}
+		return o, nil
+	}); err != nil {
+		return nil, err
+	}
 	svcInf := inf.Core().V1().Services().Informer()
 	dinf.Start(ctx.Done())
 	inf.Start(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), w.pools.HasSynced, svcInf.HasSynced)
+	cache.WaitForCacheSync(ctx.Done(), w.pools.HasSynced, w.bgpAds.HasSynced, w.communities.HasSynced, w.peers.HasSynced,
+		w.nodes.HasSynced, svcInf.HasSynced)
 	return w, nil
 }
 
@@ -80,6 +102,10 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/validate-metallb-io-v1beta1-ipaddresspool", w.handle(w.validatePool))
 	mux.HandleFunc("/validate-metallb-io-v1beta2-bgppeer", w.handle(w.validatePeer))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-l2advertisement", w.handle(w.validateL2Advertisement))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-bgpadvertisement", w.handle(w.validateBGPAdvertisement))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-community", w.handle(w.validateCommunity))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handle(w.validateBFDProfile))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
@@ -91,7 +117,9 @@ func (w *webhook) serve(ctx context.Context) error {
 	return nil
 }
 
-// handle decodes an AdmissionReview, runs validate on the object and answers.
+// handle decodes an AdmissionReview, runs validate on the object and answers. On CREATE and UPDATE
+// validate gets the new object; on DELETE (which only the BFDProfile webhook is registered for) the
+// object being deleted. Validators that do not check deletions return nil for it.
 func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) error) http.HandlerFunc {
 	return func(rw http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
@@ -105,8 +133,13 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		if review.Request.Operation == admissionv1.Create || review.Request.Operation == admissionv1.Update {
-			if err := validate(review.Request.Object.Raw, review.Request.Operation); err != nil {
+		raw := review.Request.Object.Raw
+		if review.Request.Operation == admissionv1.Delete {
+			raw = review.Request.OldObject.Raw
+		}
+		switch review.Request.Operation {
+		case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+			if err := validate(raw, review.Request.Operation); err != nil {
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
 				w.log.Info("refused at admission", "kind", review.Request.Kind.Kind, "name", review.Request.Namespace+"/"+review.Request.Name, "err", err)
@@ -120,7 +153,10 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 	}
 }
 
-func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
+func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
 	var p v1beta1.IPAddressPool
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return fmt.Errorf("decoding IPAddressPool: %w", err)
@@ -128,14 +164,7 @@ func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
 	if err := w.inNamespace(p.Namespace); err != nil {
 		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
 	}
-	var others []v1beta1.IPAddressPool
-	for _, o := range w.pools.GetStore().List() {
-		var op v1beta1.IPAddressPool
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &op); err == nil {
-			others = append(others, op)
-		}
-	}
-	if err := config.ValidatePool(&p, others); err != nil {
+	if err := config.ValidatePool(&p, listAs[v1beta1.IPAddressPool](w.pools)); err != nil {
 		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
 	}
 	return nil
@@ -143,7 +172,10 @@ func (w *webhook) validatePool(raw []byte, _ admissionv1.Operation) error {
 
 // validatePeer refuses a BGPPeer that no speaker could use (MetalLB's BGPPeer webhook, failurePolicy
 // Fail, does the same). The objects it names (bfdProfile, passwordSecret) are not required to exist.
-func (w *webhook) validatePeer(raw []byte, _ admissionv1.Operation) error {
+func (w *webhook) validatePeer(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
 	var p v1beta2.BGPPeer
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return fmt.Errorf("decoding BGPPeer: %w", err)
@@ -152,6 +184,91 @@ func (w *webhook) validatePeer(raw []byte, _ admissionv1.Operation) error {
 		return fmt.Errorf("bgppeer %s: %w", p.Name, err)
 	}
 	return config.ValidatePeer(&p) // its errors name the BGPPeer and the field
+}
+
+// validateL2Advertisement refuses what MetalLB's L2Advertisement webhook refuses (duplicates,
+// selectors that do not parse), and interface names no host can have. Pools it names need not exist.
+func (w *webhook) validateL2Advertisement(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
+	var a v1beta1.L2Advertisement
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return fmt.Errorf("decoding L2Advertisement: %w", err)
+	}
+	if err := w.inNamespace(a.Namespace); err != nil {
+		return fmt.Errorf("l2advertisement %s: %w", a.Name, err)
+	}
+	return config.ValidateL2Advertisement(&a)
+}
+
+// validateBGPAdvertisement refuses a BGPAdvertisement the speakers would refuse or that contradicts
+// another one's localPref (config.ValidateBGPAdvertisement), against the stored pools, aliases,
+// advertisements and nodes.
+func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
+	var a v1beta1.BGPAdvertisement
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return fmt.Errorf("decoding BGPAdvertisement: %w", err)
+	}
+	if err := w.inNamespace(a.Namespace); err != nil {
+		return fmt.Errorf("bgpadvertisement %s: %w", a.Name, err)
+	}
+	nodes := map[string]map[string]string{}
+	for _, o := range w.nodes.GetStore().List() {
+		if n, ok := o.(*corev1.Node); ok {
+			nodes[n.Name] = n.Labels
+		}
+	}
+	return config.ValidateBGPAdvertisement(&a, config.Objects{Pools: listAs[v1beta1.IPAddressPool](w.pools),
+		BGPAdvertisements: listAs[v1beta1.BGPAdvertisement](w.bgpAds), Communities: listAs[v1beta1.Community](w.communities),
+		Nodes: nodes})
+}
+
+// validateCommunity refuses aliases the speakers cannot parse and names another Community defines.
+func (w *webhook) validateCommunity(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
+	var c v1beta1.Community
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("decoding Community: %w", err)
+	}
+	if err := w.inNamespace(c.Namespace); err != nil {
+		return fmt.Errorf("community %s: %w", c.Name, err)
+	}
+	return config.ValidateCommunity(&c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
+}
+
+// validateBFDProfile refuses profiles out of MetalLB's ranges and, as MetalLB does, deleting a
+// profile a BGPPeer uses.
+func (w *webhook) validateBFDProfile(raw []byte, op admissionv1.Operation) error {
+	var p v1beta1.BFDProfile
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("decoding BFDProfile: %w", err)
+	}
+	if op == admissionv1.Delete {
+		return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
+	}
+	if err := w.inNamespace(p.Namespace); err != nil {
+		return fmt.Errorf("bfdprofile %s: %w", p.Name, err)
+	}
+	return config.ValidateBFDProfile(&p)
+}
+
+// listAs converts an informer's unstructured objects into T, leaving out those that do not convert.
+func listAs[T any](inf cache.SharedIndexInformer) []T {
+	objs := inf.GetStore().List()
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		var v T
+		if u, ok := o.(*unstructured.Unstructured); ok && runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // inNamespace refuses configuration objects outside the configuration namespace, as MetalLB does:
@@ -164,7 +281,10 @@ func (w *webhook) inNamespace(objNS string) error {
 }
 
 // validateService refuses address requests that can never be satisfied.
-func (w *webhook) validateService(raw []byte, _ admissionv1.Operation) error {
+func (w *webhook) validateService(raw []byte, op admissionv1.Operation) error {
+	if op == admissionv1.Delete {
+		return nil
+	}
 	var svc corev1.Service
 	if err := json.Unmarshal(raw, &svc); err != nil {
 		return fmt.Errorf("decoding Service: %w", err)

@@ -18,9 +18,9 @@ import (
 )
 
 // TestControllerRunsWithItsRole runs the controller as its ServiceAccount (impersonated), with leader
-// election, on config/controller's RBAC alone: it must still do its whole job — Lease, Service
-// address and annotation, event, pool status, ConfigurationState — so the role is not tighter than
-// the code needs.
+// election and its admission webhook, on config/controller's RBAC alone: it must still do its whole
+// job — webhook certificate and informers, Lease, Service address and annotation, event, pool
+// status, ConfigurationState — so the role is not tighter than the code needs.
 func TestControllerRunsWithItsRole(t *testing.T) {
 	env := testenv.Start(t)
 	crds, _ := filepath.Glob("../../config/crd/bases/*.yaml")
@@ -56,7 +56,10 @@ func TestControllerRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
+		// With its admission webhook: the webhook's informers must sync before the controller goes
+		// on, so a missing permission for what they watch leaves every check below unmet.
 		done <- controller.Run(ctx, controller.Config{Namespace: configNS, Kubeconfig: asSA, FlushInterval: 100 * time.Millisecond,
+			WebhookAddr: "127.0.0.1:0", WebhookService: "localhost",
 			LeaderElect: true, Identity: "test", LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
 	}()
 	defer func() {
