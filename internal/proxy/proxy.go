@@ -177,6 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		p.fams = append(p.fams, family{name: f, s: s})
+		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
 	}
 	if cfg.ConntrackCleanup {
 		if ct, err := conntrack.NewExec(nil); err != nil {
