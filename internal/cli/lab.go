@@ -282,7 +282,7 @@ func labCmd() *cobra.Command {
 		Use: "nsinit", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error { return lab.NSInit() },
 	}
-	cmd.AddCommand(up, down, status, execCmd, promql, stopNode, startNode, kubectl, agentCmd, apiproxy, podsd, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load))
+	cmd.AddCommand(up, down, status, execCmd, promql, stopNode, startNode, kubectl, agentCmd, apiproxy, podsd, nsinit, link, benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), chaosCmd(load))
 	return cmd
 }
 

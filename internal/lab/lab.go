@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	manifests "github.com/ironlb/ironlb/config"
@@ -53,12 +54,21 @@ func DefaultMetalLBBin() string {
 
 // Client returns a clientset that works from the root namespace.
 func (l *Lab) Client() (*kubernetes.Clientset, error) {
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// RESTConfig is the client configuration Client uses (for dynamic clients).
+func (l *Lab) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", l.State.Kubeconfig())
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 200, 400
-	return kubernetes.NewForConfig(cfg)
+	return cfg, nil
 }
 
 // Kubectl runs the built kubectl against the lab with args, wiring stdio to the given streams.
@@ -626,4 +636,17 @@ func (l *Lab) Status(ctx context.Context) string {
 		fmt.Fprintf(&b, "apiserver: ready\n")
 	}
 	return b.String()
+}
+
+// RestartAPIServer crashes kube-apiserver (SIGKILL) and starts it again with the same flags, as a
+// kubelet restarts a static pod; it returns when the apiserver is ready again.
+func (l *Lab) RestartAPIServer(ctx context.Context) error {
+	cg, err := l.Cgroup(l.Plan.ControlPlane().Name, "kube-apiserver")
+	if err != nil {
+		return err
+	}
+	if err := cg.Kill(10 * time.Second); err != nil {
+		return err
+	}
+	return l.startControlPlane(ctx) // starts what is not running: the apiserver
 }

@@ -7,6 +7,7 @@ package chaos
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sort"
@@ -290,4 +291,50 @@ type Sample struct {
 // more than 1.5× plus 50, or resident memory more than 2× plus 64 MiB.
 func Leaking(first, last Sample) bool {
 	return last.Goroutines > 1.5*first.Goroutines+50 || last.RSS > 2*first.RSS+64<<20
+}
+
+// Table writes a run's result as Markdown: faults by kind, violations by invariant (with the first few
+// details), the longest failover window, requests and churn.
+func (res Result) Table(w io.Writer) {
+	fmt.Fprintf(w, "| chaos run: %s, seed %d | |\n|---|---|\n", res.Duration, res.Seed)
+	total := 0
+	var kinds []string
+	for _, k := range AllFaults {
+		if n := res.Faults[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+			total += n
+		}
+	}
+	fmt.Fprintf(w, "| faults injected | %d: %s |\n", total, strings.Join(kinds, ", "))
+	nv := 0
+	for _, inv := range Invariants {
+		n := len(res.Violations[inv])
+		nv += n
+		fmt.Fprintf(w, "| violations: %s | %d |\n", inv, n)
+	}
+	fmt.Fprintf(w, "| **violations, total** | **%d** |\n", nv)
+	fmt.Fprintf(w, "| longest failover window (ARP, probed addresses) | %d ms |\n", res.LongestFailover.Milliseconds())
+	fmt.Fprintf(w, "| requests to the probed Services (every 100 ms each) | %d sent, %d failed (%d inside fault windows, %d outside) |\n",
+		res.Requests, res.Failed, res.FailedInWindows, res.Failed-res.FailedInWindows)
+	fmt.Fprintf(w, "| churn: Service and pool changes | %d (%d refused or failed, e.g. while the apiserver restarted) |\n", res.ChurnOps, res.ChurnErrors)
+	fmt.Fprintf(w, "| allocation checks (every second) | %d |\n", res.Checks)
+	for _, inv := range Invariants {
+		for i, d := range res.Violations[inv] {
+			if i == 5 {
+				fmt.Fprintf(w, "\n- … and %d more", len(res.Violations[inv])-5)
+				break
+			}
+			fmt.Fprintf(w, "\n- %s: %s", inv, d)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// Total is the number of violations.
+func (res Result) Total() int {
+	n := 0
+	for _, v := range res.Violations {
+		n += len(v)
+	}
+	return n
 }

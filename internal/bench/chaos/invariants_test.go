@@ -10,11 +10,11 @@ import (
 )
 
 var (
-	poolA = Pool{Name: "a", Ranges: []Range{{netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("10.0.0.15")}}}
-	poolB = Pool{Name: "b", Ranges: []Range{{netip.MustParseAddr("10.0.1.0"), netip.MustParseAddr("10.0.1.3")}}}
-	ip    = netip.MustParseAddr
-	http  = Port{"TCP", 80}
-	https = Port{"TCP", 443}
+	testPoolA = Pool{Name: "a", Ranges: []Range{{netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("10.0.0.15")}}}
+	testPoolB = Pool{Name: "b", Ranges: []Range{{netip.MustParseAddr("10.0.1.0"), netip.MustParseAddr("10.0.1.3")}}}
+	ip        = netip.MustParseAddr
+	portHTTP  = Port{"TCP", 80}
+	portHTTPS = Port{"TCP", 443}
 )
 
 func invariantsOf(fs []Finding) []string {
@@ -34,26 +34,26 @@ func TestCheckAllocations(t *testing.T) {
 		{"distinct addresses", []Svc{{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}}, {Key: "y", IPs: []netip.Addr{ip("10.0.0.2")}}}, nil},
 		{"same address, no key", []Svc{{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}}, {Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}}}, []string{InvSharedAddress}},
 		{"shared with key, other ports", []Svc{
-			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{http}},
-			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{https}}}, nil},
+			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{portHTTP}},
+			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{portHTTPS}}}, nil},
 		{"shared with key, same port", []Svc{
-			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{http}},
-			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{http}}}, []string{InvSharedAddress}},
+			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{portHTTP}},
+			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{portHTTP}}}, []string{InvSharedAddress}},
 		{"different keys", []Svc{
-			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{http}},
-			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "j", Ports: []Port{https}}}, []string{InvSharedAddress}},
+			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Ports: []Port{portHTTP}},
+			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "j", Ports: []Port{portHTTPS}}}, []string{InvSharedAddress}},
 		{"local with other pods", []Svc{
-			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{http}},
-			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=b", Ports: []Port{https}}}, []string{InvSharedAddress}},
+			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{portHTTP}},
+			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=b", Ports: []Port{portHTTPS}}}, []string{InvSharedAddress}},
 		{"local with the same pods", []Svc{
-			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{http}},
-			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{https}}}, nil},
+			{Key: "x", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{portHTTP}},
+			{Key: "y", IPs: []netip.Addr{ip("10.0.0.1")}, SharingKey: "k", Local: true, Selector: "app=a", Ports: []Port{portHTTPS}}}, nil},
 		{"outside every pool", []Svc{{Key: "x", IPs: []netip.Addr{ip("10.0.2.1")}}}, []string{InvOutsidePool}},
 		{"in another pool than asked", []Svc{{Key: "x", Pool: "b", IPs: []netip.Addr{ip("10.0.0.1")}}}, []string{InvOutsidePool}},
 		{"in the pool asked", []Svc{{Key: "x", Pool: "b", IPs: []netip.Addr{ip("10.0.1.1")}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := invariantsOf(CheckAllocations(tc.svcs, []Pool{poolA, poolB})); !slices.Equal(got, tc.want) {
+			if got := invariantsOf(CheckAllocations(tc.svcs, []Pool{testPoolA, testPoolB})); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -66,7 +66,7 @@ func TestTrackerGrace(t *testing.T) {
 	f := Finding{InvOutsidePool, "x 10.0.2.1", "detail"}
 	tr.Observe(t0, []Finding{f})
 	tr.Observe(t0.Add(time.Second), []Finding{f})
-	tr.Observe(t0.Add(1500*time.Millisecond), nil) // moved in time: no violation
+	tr.Observe(t0.Add(1500*time.Millisecond), nil)  // moved in time: no violation
 	tr.Observe(t0.Add(2*time.Second), []Finding{f}) // again, from scratch
 	tr.Observe(t0.Add(3*time.Second), []Finding{f})
 	if len(tr.Violations) != 0 {

@@ -80,17 +80,13 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	}
 	// Loss on every node link, both directions; removed on every path.
 	if o.Loss > 0 {
-		rules := fmt.Sprintf(`table inet ironlb-loss {
-  chain in { type filter hook prerouting priority -500; numgen random mod 100 < %d counter drop; }
-  chain out { type filter hook postrouting priority 500; numgen random mod 100 < %d counter drop; }
-}`, o.Loss, o.Loss)
 		for _, n := range nodes {
-			if err := lab.InNetNS(n, func() error { return nftStdin(rules) }); err != nil {
-				removeLoss(nodes)
-				return res, fmt.Errorf("loss rules on %s: %w", n, err)
+			if err := SetLoss(n, o.Loss); err != nil {
+				RemoveLoss(nodes...)
+				return res, err
 			}
 		}
-		defer removeLoss(nodes)
+		defer RemoveLoss(nodes...)
 	}
 	if o.Load {
 		stress := exec.CommandContext(ctx, "stress-ng", "--cpu", "4", "--vm", "2", "--vm-bytes", "128M",
@@ -203,7 +199,21 @@ func inNetNSOutput(ns string, argv ...string) ([]byte, error) {
 	return out, err
 }
 
-func removeLoss(nodes []string) {
+// SetLoss makes a lab host drop percent of its packets in each direction (an nftables random-drop
+// rule in table inet ironlb-loss: this kernel has no tc netem).
+func SetLoss(host string, percent int) error {
+	rules := fmt.Sprintf(`table inet ironlb-loss {
+  chain in { type filter hook prerouting priority -500; numgen random mod 100 < %d counter drop; }
+  chain out { type filter hook postrouting priority 500; numgen random mod 100 < %d counter drop; }
+}`, percent, percent)
+	if err := lab.InNetNS(host, func() error { return nftStdin(rules) }); err != nil {
+		return fmt.Errorf("loss rules on %s: %w", host, err)
+	}
+	return nil
+}
+
+// RemoveLoss removes SetLoss's rules from the hosts that have them.
+func RemoveLoss(nodes ...string) {
 	for _, n := range nodes {
 		_ = lab.InNetNS(n, func() error {
 			err := exec.Command("nft", "delete", "table", "inet", "ironlb-loss").Run()

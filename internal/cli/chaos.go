@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/bench/chaos"
+	"github.com/ironlb/ironlb/internal/lab"
+)
+
+func chaosCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var o chaos.Options
+	var faults, jsonOut string
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Churn Services while injecting faults (kills, power cuts, partitions, loss, apiserver restarts) and count broken invariants",
+		Long: `chaos runs for --duration: a churn loop creates, updates and deletes LoadBalancer Services (pools,
+requested addresses, sharing keys, externalTrafficPolicy) and flips a pool's size, while one fault at a
+time is injected at random: SIGKILL of a controller replica (three run) or of a speaker, a worker's
+power cut, a partition of a worker, 5% packet loss on a worker's link, a kube-apiserver restart. Every
+second the Services' addresses are checked against the pools and the sharing rules; the client probes
+three Services by ARP and HTTP every 100 ms. It prints a table of faults, violations by invariant, the
+longest failover window and the requests, and exits non-zero when an invariant broke.
+
+Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints for 40-50 s.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if err != nil {
+				return err
+			}
+			if o.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			if faults != "" {
+				o.Faults = strings.Split(faults, ",")
+			}
+			o.Log = logf
+			res, err := chaos.Run(c.Context(), l, o)
+			if err != nil {
+				return err
+			}
+			res.Table(os.Stdout)
+			if jsonOut != "" {
+				b, err := res.JSON()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
+					return err
+				}
+			}
+			if n := res.Total(); n > 0 {
+				return fmt.Errorf("%d invariant violations", n)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long to churn and inject faults")
+	f.DurationVar(&o.Every, "every", 15*time.Second, "mean time between faults")
+	f.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "random seed (printed; rerun with it to replay the choices)")
+	f.StringVar(&faults, "faults", "", "comma-separated kinds to inject (default all: "+strings.Join(chaos.AllFaults, ",")+")")
+	f.StringVar(&o.RawDir, "raw-dir", "", "keep the probes' logs here")
+	f.StringVar(&jsonOut, "json", "", "also write the result as JSON to this file")
+	return cmd
+}
