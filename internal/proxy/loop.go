@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -51,6 +52,9 @@ type loopConfig struct {
 	retryMax      time.Duration // longest wait before retrying a failed sync
 	addrRefresh   time.Duration // how often local addresses are re-read (CIDR node-port addresses only)
 	healthTimeout time.Duration // a change pending longer makes the proxy unhealthy (0: 1 minute)
+	// returnHold bounds how long a node that answers again after being declared dead waits for its
+	// endpoints to be reported again (0: 30 s); see liveness.
+	returnHold time.Duration
 }
 
 // proxier owns the dataplane of one node. The sync loop (run) owns the fields marked so; the
@@ -73,6 +77,7 @@ type proxier struct {
 	dead map[string]bool
 
 	// owned by run
+	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
 	conv     *convert.Converter
 	applied  *nftrules.Model // last model applied to every family
 	chains   map[knftables.Family]int
@@ -88,12 +93,13 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 	}
 	return &proxier{
 		cfg: cfg, log: log, src: src, fams: fams, m: m,
-		health:  healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
-		kick:    make(chan struct{}, 1),
-		dead:    map[string]bool{},
-		conv:    convert.NewConverter(cfg.node.Name),
-		chains:  map[knftables.Family]int{},
-		skipped: map[nftrules.ServiceKey]string{},
+		health:   healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
+		kick:     make(chan struct{}, 1),
+		dead:     map[string]bool{},
+		returned: map[string]returning{},
+		conv:     convert.NewConverter(cfg.node.Name),
+		chains:   map[knftables.Family]int{},
+		skipped:  map[nftrules.ServiceKey]string{},
 	}
 }
 
@@ -319,8 +325,21 @@ func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
 	}
 }
 
-// liveness updates the echo detector's peers from the Nodes and returns the nodes declared dead
-// that are still dead (a node answering again, or gone from the cluster, is forgotten).
+// returning is a node that answers echo again after it was declared dead: since when, and the
+// resourceVersions of the EndpointSlices holding its endpoints at that moment.
+type returning struct {
+	at     time.Time
+	slices map[string]string
+}
+
+// liveness updates the echo detector's peers from the Nodes and returns the nodes whose endpoints
+// are not to be used: those declared dead, and those answering again whose endpoints have not been
+// reported again. A node back from a power cut answers echo before its kubelet has restarted its
+// pods, while the EndpointSlices still hold them ready from before the cut: its endpoints are used
+// again once one of its EndpointSlices changed after its return (the kubelet reported its pods), or
+// after returnHold (a partition: the pods never stopped). Other endpoints are preferred meanwhile,
+// not required (nftrules uses a dead node's endpoints when no other is usable). A node gone from
+// the cluster is forgotten.
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
@@ -354,6 +373,8 @@ func (p *proxier) liveness() map[string]bool {
 	for _, pe := range peers {
 		known[pe.Node] = true
 	}
+	hold := cmp.Or(p.cfg.returnHold, 30*time.Second)
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]bool{}
@@ -364,10 +385,45 @@ func (p *proxier) liveness() map[string]bool {
 		}
 		if up, _ := e.Up(n); up {
 			delete(p.dead, n)
-			p.log.Info("node answers echo again: using its endpoints", "node", n)
+			p.returned[n] = returning{at: now, slices: p.nodeSlices(n)}
+			p.log.Info("node answers echo again: using its endpoints once they are reported again", "node", n, "atMost", hold)
+			time.AfterFunc(hold, p.poke)
 			continue
 		}
 		out[n] = true
+	}
+	for n, r := range p.returned {
+		switch {
+		case !known[n] || out[n]:
+			delete(p.returned, n)
+		case len(r.slices) == 0:
+			delete(p.returned, n) // no endpoints there
+		case !maps.Equal(r.slices, p.nodeSlices(n)):
+			delete(p.returned, n)
+			p.log.Info("returned node's endpoints reported again: using them", "node", n, "after", now.Sub(r.at))
+		case now.Sub(r.at) >= hold:
+			delete(p.returned, n)
+			p.log.Info("returned node's endpoints not reported again: using them anyway", "node", n, "after", now.Sub(r.at))
+		default:
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// nodeSlices returns the resourceVersions of the EndpointSlices with an endpoint on node, by
+// namespace/name.
+func (p *proxier) nodeSlices(node string) map[string]string {
+	out := map[string]string{}
+	for _, svc := range p.src.Services() {
+		for _, es := range p.src.SlicesOf(svc.Namespace, svc.Name) {
+			for _, ep := range es.Endpoints {
+				if ep.NodeName != nil && *ep.NodeName == node {
+					out[es.Namespace+"/"+es.Name] = es.ResourceVersion
+					break
+				}
+			}
+		}
 	}
 	return out
 }

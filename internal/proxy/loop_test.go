@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
@@ -331,6 +332,82 @@ func TestNodePortAddressRefresh(t *testing.T) {
 		c = rs.calls()
 		if len(c) != 2 || len(c[1].m.Node.NodePortAddresses) != 2 {
 			t.Errorf("after an address was added: %d syncs, last %v", len(c), c[len(c)-1].m.Node.NodePortAddresses)
+		}
+	})
+}
+
+// TestReturningNode: a node that answers again after a power cut keeps its endpoints out until one of
+// its EndpointSlices changes (its kubelet reported its pods again), or until returnHold has passed (a
+// partition: the pods never stopped).
+func TestReturningNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		es := slice("svc", "svc-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.2.5", "node-c"}})
+		es.ResourceVersion = "1"
+		src := &staticSource{
+			nodes: []*corev1.Node{testNode("node-a", "192.168.0.10"), testNode("node-b", "192.168.0.11"), testNode("node-c", "192.168.0.12")},
+			svcs: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "svc"},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: []string{"10.96.0.10"},
+					Ports: []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: 80}}}}},
+			slices: []*discoveryv1.EndpointSlice{es},
+		}
+		rs := &recordingSyncer{}
+		p := testProxier(t, src, rs, loopConfig{returnHold: 20 * time.Second})
+		fe := &fakeEcho{up: map[string]bool{"node-b": true, "node-c": true}}
+		p.setEcho(fe)
+		stop := runLoop(t, p)
+		defer stop()
+		synctest.Wait()
+		last := func() map[string]bool { c := rs.calls(); return c[len(c)-1].m.Node.DeadNodes }
+		down := func(n string) {
+			fe.set(n, false)
+			p.onEcho([]liveness.Down{{Peer: n}})
+			synctest.Wait()
+		}
+		up := func(n string) {
+			fe.set(n, true)
+			p.onEcho(nil)
+			synctest.Wait()
+		}
+
+		// Back from a power cut: out until its slice changes.
+		down("node-b")
+		up("node-b")
+		time.Sleep(5 * time.Second)
+		p.poke()
+		synctest.Wait()
+		if d := last(); !d["node-b"] {
+			t.Fatalf("node-b answered again 5 s ago, slice unchanged: dead %v, want node-b still left out", d)
+		}
+		src.mu.Lock()
+		es2 := es.DeepCopy()
+		es2.ResourceVersion = "2"
+		es2.Endpoints[0].Conditions.Ready = ptr.To(false) // the kubelet restarting the pod
+		src.slices = []*discoveryv1.EndpointSlice{es2}
+		src.mu.Unlock()
+		p.poke()
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Fatalf("after node-b's slice changed: dead %v, want none", d)
+		}
+
+		// Back from a partition: nothing changes; in again after the hold.
+		down("node-c")
+		up("node-c")
+		if d := last(); !d["node-c"] {
+			t.Fatalf("node-c just answered again: dead %v, want node-c left out", d)
+		}
+		time.Sleep(21 * time.Second)
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Fatalf("20 s after node-c answered again: dead %v, want none", d)
+		}
+
+		// Dying again while returning: dead.
+		down("node-c")
+		up("node-c")
+		down("node-c")
+		if d := last(); !d["node-c"] {
+			t.Fatalf("node-c died again: dead %v", d)
 		}
 	})
 }
