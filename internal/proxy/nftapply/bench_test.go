@@ -15,13 +15,33 @@ import (
 // BenchmarkKernelFull times a full sync of n Services x 2 endpoints into an empty table of a
 // real kernel (in a throwaway namespace): building the transaction, listing the table, nft
 // parsing and the kernel committing. Run with -benchtime 1x to 3x.
+//
+// path=netlink is how a new table is written (the fixed objects through nft, the Services in one
+// netlink batch), path=nft the single nft transaction that replaces a table's Services.
 func BenchmarkKernelFull(b *testing.B) {
-	testNetns(b)
+	ns := testNetns(b)
 	ctx := context.Background()
 	for _, n := range []int{1000, 10000, 30000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+		for _, path := range []string{"netlink", "nft"} {
+			b.Run(fmt.Sprintf("services=%d/path=%s", n, path), func(b *testing.B) {
+				benchFull(b, ctx, ns, n, path == "netlink")
+			})
+		}
+	}
+}
+
+func benchFull(b *testing.B, ctx context.Context, ns string, n int, netlink bool) {
+	{
+		{
 			m := nftrulestest.Scale(n)
-			s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family})
+			var nl *Netlink
+			if netlink {
+				var err error
+				if nl, err = NewNetlink(knftables.IPv4Family, netnsFD(b, ns)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family}, WithNetlink(nl))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -41,7 +61,10 @@ func BenchmarkKernelFull(b *testing.B) {
 			if err := Cleanup(ctx, s.nft); err != nil {
 				b.Fatal(err)
 			}
-		})
+			if st := s.Stats(); netlink && (st.NetlinkState != NetlinkOn || st.Netlink == 0) {
+				b.Fatalf("the Services did not go over netlink: %+v", st)
+			}
+		}
 	}
 }
 

@@ -43,6 +43,10 @@ var _ Conn = (*nftables.Conn)(nil)
 type Netlink struct {
 	t    *translator
 	dial func() (Conn, error)
+	// kernel: the writer speaks to the kernel of namespace netns (NewNetlink), and applyBulk
+	// sends its own batch; otherwise (NewNetlinkConn) applyBulk is apply.
+	kernel bool
+	netns  int
 }
 
 // NewNetlink returns a writer for the table nftrules.TableName of family in the network
@@ -50,13 +54,18 @@ type Netlink struct {
 // namespace of the calling thread. It opens no socket until it writes. It fails if family is
 // neither ip nor ip6.
 func NewNetlink(family knftables.Family, netns int) (*Netlink, error) {
-	return NewNetlinkConn(family, func() (Conn, error) {
+	n, err := NewNetlinkConn(family, func() (Conn, error) {
 		c, err := nftables.New(nftables.WithNetNSFd(netns))
 		if err != nil {
 			return nil, fmt.Errorf("opening nftables netlink: %w", err)
 		}
 		return c, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	n.kernel, n.netns = true, netns
+	return n, nil
 }
 
 // NewNetlinkConn is NewNetlink with a Conn factory: dial is called once per batch, and the Conn
@@ -102,6 +111,18 @@ func (n *Netlink) apply(cmds []command) error {
 	if err != nil {
 		return err
 	}
+	if err := encode(c, cmds); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("netlink batch of %d messages: %w", len(cmds), firstError(err))
+	}
+	return nil
+}
+
+// encode buffers cmds on c.
+func encode(c Conn, cmds []command) error {
+	var err error
 	for i := range cmds {
 		cmd := &cmds[i]
 		switch cmd.kind {
@@ -127,9 +148,6 @@ func (n *Netlink) apply(cmds []command) error {
 		if err != nil {
 			return fmt.Errorf("encoding netlink message %d: %w", i, err)
 		}
-	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("netlink batch of %d messages: %w", len(cmds), firstError(err))
 	}
 	return nil
 }

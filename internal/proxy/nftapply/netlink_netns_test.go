@@ -53,7 +53,7 @@ func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock fun
 		t.Fatal(err)
 	}
 	tw.exec = New(tw.execNFT, b, clock)
-	tw.nl = New(tw.nlNFT, b, clock, WithNetlink(nl))
+	tw.nl = New(tw.nlNFT, b, clock, WithNetlink(nl), WithBulkNewTable(true))
 	return tw
 }
 

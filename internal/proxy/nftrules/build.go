@@ -128,8 +128,20 @@ func DeleteChains(tx Writer, chains []string) {
 // chains and affinity sets in existing that m no longer uses. Affinity sets still in use keep
 // their contents. Errors, if any, surface when tx is run.
 func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
-	e := emitter{tx: tx}
+	return b.FullSplit(tx, tx, m, existing)
+}
+
+// FullSplit is Full writing into two writers: into base the table and everything that does not
+// depend on Services (fixed chains, sets and maps, flushed and refilled, and their rules) and the
+// declarations of per-Service maps and affinity sets (they refer to nothing), into services the
+// rest (per-Service chains, sets, maps, rules and elements, and the cleanup of
+// existing ones). Full is FullSplit(tx, tx, ...). Applied one after the other, base first, they
+// make the same ruleset as Full, but not atomically: between the two, the fixed maps are empty.
+// nftapply uses it to write a new table's Services over netlink.
+func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) Plan {
+	e := emitter{tx: base}
 	b.writeBase(&e, &m.Node)
+	e.tx = services
 
 	keys := sortedKeys(m.Services)
 	objs := make([]*objects, 0, len(keys))
@@ -193,6 +205,7 @@ func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
 			e.deleteMap(mp)
 		}
 	}
+	e.tx = base // declarations that refer to nothing; the maps' typeof is left to nft by nftapply
 	for _, o := range objs {
 		for i := range o.sets {
 			b.addSet(&e, &o.sets[i])
@@ -201,6 +214,7 @@ func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
 			e.addMap(mp)
 		}
 	}
+	e.tx = services
 	for _, o := range objs {
 		for i := range o.chains {
 			e.addRules(&o.chains[i])
