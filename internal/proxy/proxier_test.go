@@ -184,8 +184,19 @@ func TestProxierEndToEnd(t *testing.T) {
 	eventually(t, "dead node's endpoint left out", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080")
 	eventually(t, "UDP conntrack flushed for the dead node's endpoint", func() string { return filters(ct) },
 		"-p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53")
+	// It answers again: its endpoints stay out until its kubelet reports them again (here: the slice
+	// is rewritten).
 	fe.set("node-b", true)
 	p.onEcho(nil)
+	time.Sleep(300 * time.Millisecond)
+	if got := tr("10.96.0.10:80", "tcp"); got != "DNAT 10.244.1.5:8080" {
+		t.Errorf("node-b answers again, its slice unchanged: %s, want its endpoint still out", got)
+	}
+	reported := slice("web", "web-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-a"}, {"10.244.2.5", "node-b"}})
+	reported.ResourceVersion = "reported-again"
+	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, reported, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "node back", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
 
 	// The local shop endpoint goes: the health check fails, traffic to the UDP endpoint too.

@@ -21,7 +21,7 @@ import (
 const (
 	InvSharedAddress = "address held by two Services that may not share it"
 	InvOutsidePool   = "address outside the pools allowed to serve its Service"
-	InvSplitBrain    = "more than one MAC answering ARP for an address"
+	InvSplitBrain    = "more than one MAC answering ARP for an address for more than 1 s"
 	InvNoAnswer      = "no ARP answer for an announced address for more than 1 s"
 	InvHTTP          = "request failed outside a failover window"
 	InvCrash         = "ironlb container restarted without an injected kill"
@@ -202,9 +202,11 @@ type ProbeReport struct {
 
 // AnalyzeProbe checks one address's probe events (failover.Parse) against the fault windows. The
 // probe asks who-has every interval; time is cut into buckets of bucket (100 ms), from the first answer
-// on: a span of buckets where two MACs answered is a split brain unless a fault window covers it and it
-// lasts at most maxFailover (a healing partition); a span longer than maxFailover without any answer is
-// a finding whatever the faults. HTTP failures outside the windows are findings.
+// on. A span of buckets without exactly one answering MAC is a failover window: none (the announcer
+// lost, the next not yet there) or two (a handover, which starts the new announcer before the old one
+// stops, or a healing partition). Issue 9 allows such windows up to maxFailover (1 s) wherever they
+// are; a longer one is a split brain (two MACs) or a lost address (none). HTTP failures outside the
+// fault windows are findings.
 func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket, maxFailover time.Duration, windows []Window) ProbeReport {
 	r := ProbeReport{Addr: addr}
 	n := int(end.Sub(start) / bucket)
@@ -258,9 +260,8 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 		if span > r.LongestFailover {
 			r.LongestFailover = span
 		}
-		covered := inWindows(from, windows) && inWindows(to, windows)
 		switch {
-		case split && (!covered || span > maxFailover):
+		case split && span > maxFailover:
 			var all []string
 			for k := i; k < j; k++ {
 				for m := range macs[k] {
