@@ -123,7 +123,7 @@ func ValidateBGPAdvertisement(a *v1beta1.BGPAdvertisement, objs Objects) error {
 	for _, p := range pools {
 		bp := bgpconfig.Pool{Name: p.Name, Labels: p.labels}
 		for _, r := range p.Ranges {
-			bp.Prefixes = append(bp.Prefixes, r.Prefixes()...)
+			bp.Entries = append(bp.Entries, r.Prefixes())
 		}
 		in.Pools = append(in.Pools, bp)
 	}

@@ -172,7 +172,7 @@ func FuzzValidateAdvertisements(f *testing.F) {
 			resolved := a.DeepCopy()
 			resolved.Spec.Communities = []string{"gold"}
 			if _, errs := bgpconfig.Build(bgpconfig.Input{Advertisements: []v1beta1.BGPAdvertisement{*resolved}, Communities: objs.Communities,
-				Pools: []bgpconfig.Pool{{Name: "p", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/28")}}}}); len(errs) > 0 {
+				Pools: []bgpconfig.Pool{{Name: "p", Entries: [][]netip.Prefix{{netip.MustParsePrefix("10.0.0.0/28")}}}}}); len(errs) > 0 {
 				t.Fatalf("admitted %+v, which the speakers refuse: %v", a.Spec, errs)
 			}
 		}

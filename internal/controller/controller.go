@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,40 +113,49 @@ func Run(ctx context.Context, cfg Config) error {
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	errc := make(chan error, 1)
-	leCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
-	leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: !cfg.KeepLeaseOnCancel,
-		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				log.Info("became leader", "identity", id)
-				m.leader.Set(1)
-				errc <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
-				cancel()
+	// Campaign until ctx ends. A leader that loses its lease (the apiserver away longer than the renew
+	// deadline, say) stops its reconciler, waits for it to end and campaigns again as a standby: the
+	// process stays up, and the next term starts a new reconciler that re-reads everything from the API
+	// (a former leader's allocator state is never trusted).
+	for {
+		// RunOrDie runs OnStartedLeading in a goroutine and returns when the term ends (renewing
+		// fails for RenewDeadline, or ctx ends): wait for that goroutine before the next campaign.
+		var started atomic.Bool
+		done := make(chan error, 1)
+		leCtx, cancel := context.WithCancel(ctx)
+		leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: !cfg.KeepLeaseOnCancel,
+			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					started.Store(true)
+					log.Info("became leader", "identity", id)
+					m.leader.Set(1)
+					done <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
+					cancel() // the reconciler failed on its own: end this term
+				},
+				OnStoppedLeading: func() {
+					if started.Load() {
+						log.Info("lost leadership", "identity", id)
+					}
+					m.leader.Set(0)
+				},
 			},
-			OnStoppedLeading: func() {
-				log.Info("lost leadership", "identity", id)
-				m.leader.Set(0)
-				cancel()
-			},
-		},
-	})
-	select {
-	case err := <-errc:
-		return err
-	default:
+		})
+		cancel()
+		if started.Load() {
+			if err := <-done; err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Info("standing by: campaigning for the lease again", "identity", id)
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	// Leadership lost while the process lives: exit so a restart re-reads everything from the API
-	// (the allocator state of a former leader must not be trusted).
-	return errors.New("leadership lost")
 }
 
 // reconciler owns the allocator. The informers and the queue are safe for concurrent use; the allocator
@@ -170,13 +180,14 @@ type reconciler struct {
 	dirtyPools map[string]bool
 	poolUIDs   map[string]types.UID
 	exhausted  map[string]bool
+	events     record.EventBroadcaster // shut down when run returns (a term ends)
 }
 
 func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger) *reconciler {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return &reconciler{
-		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log,
+		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log, events: b,
 		rec:        b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		alloc:      allocator.New(),
@@ -187,6 +198,7 @@ func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m
 }
 
 func (r *reconciler) run(ctx context.Context) error {
+	defer r.events.Shutdown()
 	defer r.queue.ShutDown()
 	inf := informers.NewSharedInformerFactory(r.cs, 0)
 	r.svcs = inf.Core().V1().Services().Lister()

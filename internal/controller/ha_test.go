@@ -160,3 +160,59 @@ func mayShare(a, b *corev1.Service) bool {
 	}
 	return true
 }
+
+// A leader that loses its lease (here another holder takes it, as when the apiserver was away longer
+// than the renew deadline) stops its reconciler and campaigns again in the same process: no exit, no
+// restart, and it leads again once the lease is free.
+func TestLeaderLosingLeaseCampaignsAgain(t *testing.T) {
+	h := newHarness(t)
+	h.apply(pool("p", "10.60.0.0/28"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, LeaderElect: true, Identity: "replica-a",
+			FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
+			RetryPeriod: 300 * time.Millisecond})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	leases := h.cs.CoordinationV1().Leases(ns)
+	holder := func() string {
+		l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (lease holder %q)", what, holder())
+			}
+		}
+	}
+	waitFor("replica-a to lead", func() bool { return holder() == "replica-a" })
+	h.createService("before")
+	h.waitIP("before", "10.60.0.0")
+
+	// Steal the lease: replica-a's next renewal fails and its term ends.
+	l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief, now, secs := "thief", metav1.NewMicroTime(time.Now()), int32(2)
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = &thief, &now, &now, &secs
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("replica-a to lead again after the thief's lease expired", func() bool { return holder() == "replica-a" })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned after losing the lease: %v", err)
+	default:
+	}
+	// The new term's reconciler works, and kept what the first one assigned.
+	h.createService("after")
+	h.waitIP("after", "10.60.0.1")
+	h.waitIP("before", "10.60.0.0")
+}

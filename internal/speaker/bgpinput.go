@@ -69,7 +69,7 @@ func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 		p := o.pools[n]
 		bp := bgpconfig.Pool{Name: p.name, Labels: p.labels}
 		for _, r := range p.ranges {
-			bp.Prefixes = append(bp.Prefixes, r.Prefixes()...)
+			bp.Entries = append(bp.Entries, r.Prefixes())
 		}
 		in.Pools = append(in.Pools, bp)
 	}

@@ -43,7 +43,7 @@ func TestBGPInput(t *testing.T) {
 			Node:            bgpconfig.Node{Name: "n1", Labels: map[string]string{"zone": "a"}},
 			DefaultRouterID: netip.MustParseAddr("172.18.0.2"),
 			Pools: []bgpconfig.Pool{{Name: "p1", Labels: map[string]string{"t": "x"},
-				Prefixes: []netip.Prefix{netip.MustParsePrefix("172.18.255.200/30")}}},
+				Entries: [][]netip.Prefix{{netip.MustParsePrefix("172.18.255.200/30")}}}},
 			Services: []bgpconfig.Service{{Key: "default/web", Labels: map[string]string{"app": "web"}, Pool: "p1",
 				Addrs: []netip.Addr{netip.MustParseAddr("172.18.255.200")}, Local: true, Endpoints: eps["default/web"]}},
 		}

@@ -198,6 +198,7 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 	t.Run("Algorithms", algorithmSuite)
 	t.Run("NodeLoss", nodeLossSuite)
 	t.Run("Dashboard", dashboardSuite)
+	t.Run("Chaos", chaosSuite)
 	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
 	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
 		t.Errorf("nftables tables on myk8s-worker: %q %v; want ironlb's and no kube-proxy's", tables, err)

@@ -159,7 +159,7 @@ func frrInput() bgpconfig.Input {
 			{ObjectMeta: metav1.ObjectMeta{Name: "ebgp-extra"}, Spec: v1beta1.BGPAdvertisementSpec{
 				Peers: []string{"ebgp"}, Communities: []string{"64513:100"}}},
 		},
-		Pools: []bgpconfig.Pool{{Name: "default", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}},
+		Pools: []bgpconfig.Pool{{Name: "default", Entries: [][]netip.Prefix{{netip.MustParsePrefix("198.51.100.0/24")}}}},
 		Services: []bgpconfig.Service{
 			{Key: "ns/cluster", Pool: "default", Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 				Endpoints: []election.Endpoint{{Node: "node-b", Ready: true}}},

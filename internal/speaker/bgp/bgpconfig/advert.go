@@ -115,6 +115,8 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 	}
 
 	// An aggregate shorter than a pool's own prefixes would announce addresses outside the pool.
+	// MetalLB checks each entry of spec.addresses against its shortest prefix; so do we, so that
+	// every configuration MetalLB accepts is accepted.
 	names := make([]string, 0, len(pools))
 	for n := range pools {
 		names = append(names, n)
@@ -125,14 +127,18 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 		if !ad.selectsPool(p) {
 			continue
 		}
-		for _, pfx := range p.Prefixes {
-			agg := ad.aggV4
-			if pfx.Addr().Unmap().Is6() {
-				agg = ad.aggV6
+		for _, entry := range p.Entries {
+			if len(entry) == 0 {
+				continue
 			}
-			if agg < pfx.Bits() {
-				return nil, bad("spec.aggregationLength", errf(ErrInvalidAggregation,
-					"/%d is shorter than prefix %v of pool %q", agg, pfx, p.Name))
+			shortest := slices.MinFunc(entry, func(a, b netip.Prefix) int { return a.Bits() - b.Bits() })
+			agg, field := ad.aggV4, "spec.aggregationLength"
+			if shortest.Addr().Unmap().Is6() {
+				agg, field = ad.aggV6, "spec.aggregationLengthV6"
+			}
+			if agg < shortest.Bits() {
+				return nil, bad(field, errf(ErrInvalidAggregation,
+					"/%d is shorter than prefix %v of pool %q", agg, shortest, p.Name))
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 )
@@ -54,7 +55,7 @@ var eq = cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
 var (
 	thisNode    = Node{Name: "node-a", Labels: map[string]string{"zone": "a", "kubernetes.io/hostname": "node-a"}}
 	defaultPool = Pool{Name: "default", Labels: map[string]string{"tier": "public"},
-		Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/64")}}
+		Entries: [][]netip.Prefix{{netip.MustParsePrefix("198.51.100.0/24")}, {netip.MustParsePrefix("2001:db8:100::/64")}}}
 	routerID = netip.MustParseAddr("10.0.0.10")
 )
 
@@ -515,6 +516,30 @@ func TestParseTimers(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalidTimers) {
 			t.Errorf("%s: %v is not ErrInvalidTimers", tt.annotation, err)
+		}
+	}
+}
+
+// MetalLB's rule for a range (validateBGPAdvPerPool): the aggregation length must not be shorter than
+// the range's shortest prefix. 172.18.255.200-250 splits into /29, /28, /28, /29, /31, /32: /30 passes
+// (MetalLB accepts it), /27 does not.
+func TestAggregationOverARange(t *testing.T) {
+	r, err := allocator.ParseRange("172.18.255.200-172.18.255.250")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		agg  int32
+		fail bool
+	}{{30, false}, {28, false}, {27, true}} {
+		in := Input{
+			Pools: []Pool{{Name: "r", Entries: [][]netip.Prefix{r[0].Prefixes()}}},
+			Advertisements: []v1beta1.BGPAdvertisement{{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+				Spec: v1beta1.BGPAdvertisementSpec{AggregationLength: i32(tc.agg)}}},
+		}
+		_, errs := Build(in)
+		if failed := len(errs) > 0; failed != tc.fail || failed && !errors.Is(errs[0], ErrInvalidAggregation) {
+			t.Errorf("aggregationLength %d over the range: errors %v, want failure %v", tc.agg, errs, tc.fail)
 		}
 	}
 }

@@ -48,10 +48,11 @@ type Node struct {
 type Pool struct {
 	Name   string
 	Labels map[string]string
-	// Prefixes are the pool's addresses as CIDRs (ranges split into prefixes). When set, an
-	// advertisement that would aggregate them into a shorter prefix, and so announce addresses
-	// outside the pool, is invalid (ErrInvalidAggregation), as in MetalLB.
-	Prefixes []netip.Prefix
+	// Entries are the pool's spec.addresses, each as CIDRs (a range split into prefixes). When set,
+	// an advertisement whose aggregation length is shorter than the shortest prefix of an entry is
+	// invalid (ErrInvalidAggregation), as in MetalLB (validateBGPAdvPerPool: a range passes when one
+	// of its prefixes is as long as the aggregate).
+	Entries [][]netip.Prefix
 }
 
 // Service is a LoadBalancer Service with its addresses.
