@@ -285,7 +285,7 @@ func (s *Syncer) write(ctx context.Context, rec *recorder, incremental bool) err
 		case NetlinkOn:
 			cmds, err := s.nl.translate(rec.ops)
 			if err == nil {
-				if err := s.nl.apply(cmds); err != nil {
+				if err := s.nl.applyBulk(cmds); err != nil {
 					s.stats.NetlinkErrors++
 					return err
 				}

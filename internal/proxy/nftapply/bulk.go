@@ -19,7 +19,8 @@ import (
 // a capturing connection), clears those flags, asks for the acknowledgement of the last message
 // only, and sends the batch in one sendmsg on a socket whose buffers fit it, as nft does. The
 // kernel processes a batch within sendmsg and reports every refused message, then the last
-// message's acknowledgement: the batch committed if no error came before it.
+// message's acknowledgement: the batch committed if no error came before it. Incremental syncs
+// use it too: a handful of messages, but one recvmsg instead of one per message and rule echo.
 func (n *Netlink) applyBulk(cmds []command) error {
 	if !n.kernel {
 		return n.apply(cmds)
@@ -90,7 +91,7 @@ func (n *Netlink) applyBulk(cmds []command) error {
 	for {
 		replies, err := c.Receive()
 		if err != nil {
-			return fmt.Errorf("netlink batch of %d messages: reading the kernel's answer: %w", len(msgs)-2, errors.Join(append(refused, err)...))
+			return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, errors.Join(append(refused, err)...))
 		}
 		for _, r := range replies {
 			if r.Header.Type != netlink.Error || len(r.Data) < 4 {
@@ -99,7 +100,8 @@ func (n *Netlink) applyBulk(cmds []command) error {
 			if errno := int32(binary.NativeEndian.Uint32(r.Data[:4])); errno != 0 {
 				refused = append(refused, fmt.Errorf("message %d: %w", r.Header.Sequence, syscall.Errno(-errno)))
 			}
-			if r.Header.Sequence == lastSeq {
+			// The batch itself refused (its begin message, sequence 1): nothing else comes.
+			if r.Header.Sequence == lastSeq || r.Header.Sequence == 1 && len(refused) > 0 {
 				if len(refused) > 0 {
 					return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, firstError(errors.Join(refused...)))
 				}
