@@ -50,6 +50,7 @@ type SyncTrial struct {
 	OwnFull  time.Duration // the proxy's own full-sync duration metric (mean if it did several)
 	OwnLast  time.Duration // container start -> the proxy's own last-sync timestamp metric
 	PeakRSS  int64         // bytes: every process of the Pod (the proxy and the nft it runs), sampled every 100 ms
+	CPU      time.Duration // CPU time (user and system) of the proxy and its children from start to rules; 0 when not measured (the lab)
 }
 
 // ChangeTrial is one endpoint change. Durations are -1 when unknown.
@@ -241,6 +242,15 @@ func Table(w io.Writer, r Result) {
 		last := func(t SyncTrial) time.Duration { return t.OwnLast }
 		kpL, ilL := col(kp, last), col(il, last)
 		row("  own metric: start -> last sync timestamp", fmtDur(kpL), fmtDur(ilL), fmtRatio(Ratio(float64(ilL), float64(kpL))), "")
+		cpu := func(t SyncTrial) time.Duration {
+			if t.CPU <= 0 {
+				return -1
+			}
+			return t.CPU
+		}
+		if kpC, ilC := col(kp, cpu), col(il, cpu); kpC > 0 || ilC > 0 {
+			row("  CPU time of the proxy and its children, start -> rules", fmtDur(kpC), fmtDur(ilC), fmtRatio(Ratio(float64(ilC), float64(kpC))), "")
+		}
 		kpR, ilR := peakRSS(kp), peakRSS(il)
 		row("  peak RSS during start and full sync (median)", fmtMiB(kpR), fmtMiB(ilR), fmtRatio(Ratio(float64(ilR), float64(kpR))), "")
 	}
@@ -337,4 +347,28 @@ func ProcStartTicks(stat string) (uint64, error) {
 		return 0, fmt.Errorf("proc stat %.40q: %d fields after the command name", stat, len(f))
 	}
 	return strconv.ParseUint(f[idx], 10, 64)
+}
+
+// ProcCPUTicks is the CPU time in clock ticks in the contents of /proc/PID/stat: utime, stime,
+// cutime and cstime (fields 14-17: the process and its children it has waited for); 0 if the
+// line is malformed.
+func ProcCPUTicks(stat string) uint64 {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	const first = 14 - 3
+	if len(f) < first+4 {
+		return 0
+	}
+	var sum uint64
+	for _, v := range f[first : first+4] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		sum += n
+	}
+	return sum
 }

@@ -232,3 +232,13 @@ func TestTable(t *testing.T) {
 		t.Errorf("empty table has %d lines:\n%s", n, b.String())
 	}
 }
+
+func TestProcCPUTicks(t *testing.T) {
+	stat := "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 12 0 5000 0 0"
+	if got := ProcCPUTicks(stat); got != 310 {
+		t.Errorf("ProcCPUTicks = %d, want 250+50+7+3", got)
+	}
+	if got := ProcCPUTicks("garbage"); got != 0 {
+		t.Errorf("ProcCPUTicks(garbage) = %d", got)
+	}
+}

@@ -319,6 +319,7 @@ func scaleSync(ctx context.Context, p *scaleProxy, last netip.Addr, n int) (tr S
 			}
 			if ok {
 				done = time.Now()
+				tr.CPU = treeCPU(p.cmd.Process.Pid)
 			}
 		} else if time.Since(done) > time.Second {
 			break // RSS sampled for a second after the sync
@@ -427,6 +428,34 @@ func treeRSS(pid int) int64 {
 	}
 	walk(pid)
 	return total
+}
+
+// treeCPU is the CPU time (user and system) a process, its descendants and its children that
+// have exited and been waited for have used; 0 if unknown.
+func treeCPU(pid int) time.Duration {
+	var ticks uint64
+	seen := map[int]bool{}
+	var walk func(int)
+	walk = func(pid int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			ticks += ProcCPUTicks(string(b))
+		}
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					walk(c)
+				}
+			}
+		}
+	}
+	walk(pid)
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 // statusField returns a "Name:   N kB" field of /proc/PID/status, in kB.
