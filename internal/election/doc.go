@@ -66,5 +66,7 @@
 //     the address's primary (status, gratuitous announcements to all clients).
 //
 // Timing is the caller's: Elect is re-run when the detector, Nodes, advertisements, Services or
-// endpoints change, and when a node's hold-down ends (ReadySince + HoldDown).
+// endpoints change, and when a node's hold-down ends (ReadySince + HoldDown). Views differ between
+// speakers for a moment, so a node that loses an address while still eligible keeps answering until
+// the winner takes it (Decision.Lingers): a handover no failure caused is make-before-break.
 package election

@@ -19,7 +19,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,12 +104,15 @@ type speaker struct {
 	annKeys  map[netip.Addr]string // copy of announced for the responders' goroutines
 
 	// owned by run
-	announced map[netip.Addr]string // address -> service key, announced by this node
-	current   map[netip.Addr]string // election key -> node that won the last election
-	eligible  map[string]time.Time  // peer -> since when it is alive, ready and not leaving
-	macs      map[string]string     // peer MAC -> node, from heartbeats
-	conflicts chan conflict         // from the responders' goroutines
-	wake      time.Time             // next hold-down end, when the election may change by itself
+	announced map[netip.Addr]string     // address -> service key, announced by this node
+	current   map[netip.Addr]string     // election key -> node that won the last election
+	elKeys    map[netip.Addr]netip.Addr // address -> its election key, as of the last reconcile
+	handover  *handovers                // addresses lost to another node, answered until it claims them
+	yielded   yields                    // addresses given up to a duplicate announcer, left to it briefly
+	eligible  map[string]time.Time      // peer -> since when it is alive, ready and not leaving
+	macs      map[string]string         // peer MAC -> node, from heartbeats
+	conflicts chan conflict             // from the responders' goroutines
+	wake      time.Time                 // next hold-down end, when the election may change by itself
 	m         *metrics
 }
 
@@ -157,6 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 	s := &speaker{cfg: cfg, log: log.With("iface", ifi.Name), cs: cs, ifi: ifi, kick: make(chan struct{}, 1), start: time.Now(),
 		rec:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		announced: map[netip.Addr]string{}, annKeys: map[netip.Addr]string{}, current: map[netip.Addr]string{},
+		elKeys: map[netip.Addr]netip.Addr{}, handover: newHandovers(handoverLinger), yielded: yields{},
 		eligible: map[string]time.Time{}, macs: map[string]string{}, conflicts: make(chan conflict, 64)}
 	reg := prometheus.NewRegistry()
 	s.m = &metrics{
@@ -328,18 +331,24 @@ func getNode(ctx context.Context, cs kubernetes.Interface, name string, log *slo
 	}
 }
 
-// objectBatch is how long object changes wait to be reconciled together. Changes come in bursts (a
+// objectBatch is how long object changes wait to be reconciled together, at least; maxObjectBatch at
+// most, so that one slow reconcile cannot hold back the next object change (an EndpointSlice that
+// moves an externalTrafficPolicy Local address) for many seconds. Changes come in bursts (a
 // deployment of 10,000 Services is 20,000 Service and EndpointSlice events) and a reconcile reads
 // every Service, so reconciling per event made every speaker spend a core on a large rollout;
 // liveness changes still poke at once, so failover is not delayed.
-const objectBatch = 50 * time.Millisecond
+const (
+	objectBatch    = 50 * time.Millisecond
+	maxObjectBatch = time.Second
+)
 
 // pokeSoon asks for a reconcile within objectBatch, or four times the last reconcile's duration if
 // that is longer (with many Services a reconcile takes tens of milliseconds: this keeps a burst of
-// changes from taking more than a fifth of a core); calls meanwhile share it.
+// changes from taking more than a fifth of a core), but never more than maxObjectBatch; calls
+// meanwhile share it.
 func (s *speaker) pokeSoon() {
 	if s.batchPending.CompareAndSwap(false, true) {
-		time.AfterFunc(max(objectBatch, 4*time.Duration(s.lastReconcile.Load())), func() {
+		time.AfterFunc(min(max(objectBatch, 4*time.Duration(s.lastReconcile.Load())), maxObjectBatch), func() {
 			s.batchPending.Store(false)
 			s.poke()
 		})
@@ -378,7 +387,16 @@ func (s *speaker) run(ctx context.Context) error {
 		case <-resync.C:
 		case <-wake.C:
 		case c := <-s.conflicts:
-			s.resolve(c)
+			// Settle every claim waiting before the next reconcile: after a heal they come by the
+			// dozen, and one reconcile each would delay the last by as many reconciles.
+			for more := true; more; {
+				s.resolve(c)
+				select {
+				case c = <-s.conflicts:
+				default:
+					more = false
+				}
+			}
 		}
 	}
 }
@@ -392,6 +410,12 @@ func (s *speaker) resolve(c conflict) {
 		return
 	}
 	other, known := s.macs[c.mac.String()]
+	if known && s.handover.claimed(c.ip) {
+		// Make-before-break: this node lost the election for the address and kept answering until now.
+		s.log.Info("handed over: the new announcer claims the address", "ip", c.ip, "node", other, "service", key)
+		s.withdraw(c.ip, key)
+		return
+	}
 	s.duplicateEvent(c, key, other)
 	if !known {
 		return // not a speaker: a misconfigured host; keep announcing and let the event tell
@@ -403,12 +427,11 @@ func (s *speaker) resolve(c conflict) {
 		return
 	}
 	s.log.Warn("duplicate announcer resolved: withdrawing in favour of a better-ranked node", "ip", c.ip, "node", other)
-	for k, n := range s.current {
-		if n == s.cfg.Node {
-			s.current[k] = other
-		}
+	if k, ok := s.elKeys[c.ip]; ok && s.current[k] == s.cfg.Node {
+		s.current[k] = other // only this address's election: the others are not in dispute
 	}
 	s.withdraw(c.ip, key)
+	s.yielded.hold(c.ip, other, time.Now().Add(yieldHold))
 }
 
 // reconcile elects the announcer of every address and makes this node's responders match.
@@ -448,6 +471,8 @@ func (s *speaker) reconcile(ctx context.Context) {
 	}
 	keys := map[netip.Addr]bool{}
 	rings := map[netip.Addr]election.Ring{}
+	lingers := map[netip.Addr]bool{} // addresses this node lost but may keep answering (Decision.Lingers)
+	clear(s.elKeys)
 	for _, group := range election.Group(svcs) {
 		// Current is this speaker's memory of the last winner: every speaker computes the same elections
 		// from the same view, so their memories agree, and a node whose own hold-down ends a moment
@@ -456,6 +481,12 @@ func (s *speaker) reconcile(ctx context.Context) {
 		d := election.Elect(election.Input{Services: group, Advertisements: adsFor[group[0].Key], HoldDown: s.cfg.HoldDown,
 			Current: s.current[electionKey(group)], Spread: spread}, nodes, now)
 		keys[d.Key] = true
+		for _, a := range d.Addrs {
+			s.elKeys[a] = d.Key
+			if !spread && d.Lingers(s.cfg.Node) {
+				lingers[a] = true
+			}
+		}
 		if d.Node != "" {
 			s.current[d.Key] = d.Node
 		} else {
@@ -477,9 +508,17 @@ func (s *speaker) reconcile(ctx context.Context) {
 		}
 	}
 	repoint := s.sp.set(rings)
+	alive := map[string]bool{}
+	for _, n := range nodes {
+		alive[n.Name] = n.Alive && !n.ReadySince.IsZero()
+	}
 	for a, key := range want {
+		s.handover.forget(a)
 		if _, ok := s.announced[a]; ok {
 			continue
+		}
+		if s.yielded.holds(a, now, func(n string) bool { return alive[n] }) {
+			continue // given up to a node that claimed it too a moment ago, and still alive
 		}
 		_, spread := rings[a]
 		s.announce(a, key, spread)
@@ -498,8 +537,27 @@ func (s *speaker) reconcile(ctx context.Context) {
 		s.log.Info("spread: re-pointed clients", "ip", a, "clients", len(cs))
 	}
 	for a, key := range s.announced {
-		if _, ok := want[a]; !ok {
-			s.withdraw(a, key)
+		if _, ok := want[a]; ok {
+			continue
+		}
+		// Lost to another node. A failure (this node's endpoints, advertisement or Service gone) stops
+		// it at once; a handover no failure caused is make-before-break: keep answering until the
+		// winner claims the address on the wire (resolve) or the linger ends.
+		was := s.handover.lingering(a)
+		if s.handover.keep(a, lingers[a], now) {
+			if !was {
+				s.log.Info("handing over: answering until the new announcer claims the address", "ip", a, "service", key, "linger", s.handover.linger)
+			}
+			continue
+		}
+		if was {
+			s.log.Warn("handover: the new announcer did not claim the address in time", "ip", a, "service", key, "linger", s.handover.linger)
+		}
+		s.withdraw(a, key)
+	}
+	for _, end := range []time.Time{s.handover.next(), s.yielded.next(now)} {
+		if !end.IsZero() && (s.wake.IsZero() || end.Before(s.wake)) {
+			s.wake = end
 		}
 	}
 	for k := range s.current {
@@ -511,8 +569,8 @@ func (s *speaker) reconcile(ctx context.Context) {
 	// announce ours again so that each of us sees the other's claim and resolve settles it.
 	if len(returned) > 0 {
 		for a := range s.announced {
-			if s.sp.isSpread(a) {
-				continue
+			if s.sp.isSpread(a) || s.handover.lingering(a) {
+				continue // a lingering address is the winner's: steering clients back here would undo it
 			}
 			if r := s.responder(a); r != nil {
 				_ = r.Gratuitous(a)
@@ -590,10 +648,11 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 	} else {
 		s.log.Info("announcing", "ip", a, "service", key)
 	}
-	if ns, name, ok := strings.Cut(key, "/"); ok {
-		if svc, err := s.cs.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
-			s.rec.Eventf(svc, corev1.EventTypeNormal, "nodeAssigned", "announcing from node %q with protocol \"layer2\"", s.cfg.Node)
-		}
+	// The Service from the informer's cache, never from the apiserver: this runs on the run goroutine,
+	// and a request to an unreachable apiserver (restarting, or this node cut off) held every other
+	// announcement, withdrawal and conflict resolution for seconds (issue 9's chaos run).
+	if o, ok, _ := s.svcs.GetStore().GetByKey(key); ok {
+		s.rec.Eventf(o.(*corev1.Service), corev1.EventTypeNormal, "nodeAssigned", "announcing from node %q with protocol \"layer2\"", s.cfg.Node)
 	}
 }
 
@@ -602,6 +661,7 @@ func (s *speaker) withdraw(a netip.Addr, key string) {
 		_ = r.Withdraw(a)
 	}
 	delete(s.announced, a)
+	s.handover.forget(a)
 	s.mu.Lock()
 	delete(s.annKeys, a)
 	s.mu.Unlock()
