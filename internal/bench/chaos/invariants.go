@@ -137,10 +137,14 @@ func inAllowedPool(ip netip.Addr, want string, pools []Pool) bool {
 // lasted longer than Grace (one reconcile: a pool that shrinks leaves its Services' addresses outside it
 // until the controller has moved them). Each persistent finding counts once.
 type Tracker struct {
-	Grace      time.Duration
-	since      map[Finding]time.Time
-	counted    map[Finding]bool
-	Violations []Violation
+	Grace time.Duration
+	// ControlPlaneBack is when the control plane last came back (kube-apiserver ready after a
+	// restart, plus a leader election): nothing reconciles while it is away, so a finding's age counts
+	// from then at the earliest.
+	ControlPlaneBack time.Time
+	since            map[Finding]time.Time
+	counted          map[Finding]bool
+	Violations       []Violation
 }
 
 // Violation is a finding that outlived the grace.
@@ -163,8 +167,13 @@ func (t *Tracker) Observe(now time.Time, fs []Finding) {
 			t.since[k] = now
 			first = now
 		}
-		if now.Sub(first) > t.Grace && !t.counted[k] {
+		from := first
+		if t.ControlPlaneBack.After(from) {
+			from = t.ControlPlaneBack
+		}
+		if now.Sub(from) > t.Grace && !t.counted[k] {
 			t.counted[k] = true
+			f.Detail += fmt.Sprintf(" (since %s, seen %s)", first.Format("15:04:05"), now.Format("15:04:05"))
 			t.Violations = append(t.Violations, Violation{Finding: f, Since: first, Seen: now})
 		}
 	}

@@ -77,6 +77,18 @@ func TestTrackerGrace(t *testing.T) {
 	if len(tr.Violations) != 1 || !tr.Violations[0].Since.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("violations %+v, want one since t0+2s", tr.Violations)
 	}
+
+	// While the control plane was away nothing could reconcile: age counts from its return.
+	tr2 := Tracker{Grace: 2 * time.Second, ControlPlaneBack: t0.Add(5 * time.Second)}
+	tr2.Observe(t0, []Finding{f})
+	tr2.Observe(t0.Add(6*time.Second), []Finding{f})
+	if len(tr2.Violations) != 0 {
+		t.Fatalf("violation counted during the control plane's absence: %+v", tr2.Violations)
+	}
+	tr2.Observe(t0.Add(7500*time.Millisecond), []Finding{f})
+	if len(tr2.Violations) != 1 {
+		t.Fatalf("no violation 2.5 s after the control plane's return: %+v", tr2.Violations)
+	}
 }
 
 // events builds probe events: an ARP reply from mac every 100 ms over [from, to), and an HTTP request

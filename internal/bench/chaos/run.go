@@ -619,7 +619,13 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 		return "5% loss on " + node + "'s link for 10 s", nil
 	case FaultAPIServer:
 		t0 := time.Now()
-		if err := r.l.RestartAPIServer(ctx); err != nil {
+		err := r.l.RestartAPIServer(ctx)
+		// Allocation findings age from the control plane's return: the apiserver, then the controller's
+		// leader re-elected (a lease of 15 s at worst).
+		r.mu.Lock()
+		r.track.ControlPlaneBack = time.Now().Add(15 * time.Second)
+		r.mu.Unlock()
+		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("kube-apiserver killed, ready again after %.1f s", time.Since(t0).Seconds()), nil
