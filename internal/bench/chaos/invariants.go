@@ -224,6 +224,38 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 	}
 	macs := make([]map[string]bool, n)
 	for _, e := range ev {
+		if e.Kind != "reply" && e.Kind != "garp" {
+			continue
+		}
+		i := int(e.At.Sub(start) / bucket)
+		if i < 0 || i >= n {
+			continue
+		}
+		if macs[i] == nil {
+			macs[i] = map[string]bool{}
+		}
+		macs[i][strings.ToLower(e.MAC)] = true
+	}
+	// A change of announcer (a handover, make-before-break or not) resets the connections in flight at
+	// that moment: the client's next packets reach a node without their conntrack entry. Those requests
+	// may fail, for up to maxFailover after the change, as inside a fault's window.
+	windows = slices.Clone(windows)
+	prev := ""
+	for i, m := range macs {
+		if len(m) != 1 {
+			continue
+		}
+		var mac string
+		for k := range m {
+			mac = k
+		}
+		if prev != "" && mac != prev {
+			at := start.Add(time.Duration(i) * bucket)
+			windows = append(windows, Window{From: at.Add(-bucket), To: at.Add(maxFailover), Fault: "handover"})
+		}
+		prev = mac
+	}
+	for _, e := range ev {
 		switch e.Kind {
 		case "http":
 			r.Sent++
@@ -236,15 +268,6 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 						fmt.Sprintf("request to %s at %s failed (%.0f ms)", addr, e.At.Format("15:04:05.000"), float64(e.End.Sub(e.At))/1e6)})
 				}
 			}
-		case "reply", "garp":
-			i := int(e.At.Sub(start) / bucket)
-			if i < 0 || i >= n {
-				continue
-			}
-			if macs[i] == nil {
-				macs[i] = map[string]bool{}
-			}
-			macs[i][strings.ToLower(e.MAC)] = true
 		}
 	}
 	// Spans of buckets that do not have exactly one MAC, from the first answer on.

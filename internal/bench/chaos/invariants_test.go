@@ -152,6 +152,10 @@ func TestAnalyzeProbe(t *testing.T) {
 		{name: "a request failing outside a window", spans: []span{{0, 10 * time.Second, []string{a}}},
 			fail: [][2]time.Duration{{1 * time.Second, 1100 * time.Millisecond}}, windows: window, want: []string{InvHTTP}},
 		{name: "never answered", want: []string{InvNoAnswer}},
+		{name: "a request reset at a clean handover (no fault)", spans: []span{{0, 3 * time.Second, []string{a}}, {3 * time.Second, 10 * time.Second, []string{b}}},
+			fail: [][2]time.Duration{{3 * time.Second, 3100 * time.Millisecond}}, inWindow: 1},
+		{name: "a request failing 2 s after a handover", spans: []span{{0, 3 * time.Second, []string{a}}, {3 * time.Second, 10 * time.Second, []string{b}}},
+			fail: [][2]time.Duration{{5 * time.Second, 5100 * time.Millisecond}}, want: []string{InvHTTP}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := AnalyzeProbe(vip, events(t0, tc.spans, tc.fail), t0, end, 100*time.Millisecond, time.Second, tc.windows)

@@ -125,7 +125,10 @@ spec:
       terminationGracePeriodSeconds: 0
       topologySpreadConstraints:
       - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: chaos-web}}}
-      containers: [{name: whoami, image: traefik/whoami}]
+      containers:
+      - name: whoami
+        image: traefik/whoami
+        readinessProbe: {tcpSocket: {port: 80}, periodSeconds: 1}
 `, probePool, poolA, poolB, poolBWide, probePool, poolA, poolB, namespace)
 	for i, a := range probeAddrs {
 		etp := "Cluster"
