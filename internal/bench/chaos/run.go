@@ -580,7 +580,20 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 	r.mu.Unlock()
 	switch kind {
 	case FaultKillController:
-		return r.killPod(ctx, "component=controller", "controller", "")
+		// Killing the leader leaves no reconciler until another replica takes the lease (it is not
+		// released by a SIGKILL: up to LeaseDuration, 15 s): allocation findings age from then.
+		leader := ""
+		if l, err := r.cs.CoordinationV1().Leases("metallb-system").Get(ctx, "ironlb-controller", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+			leader = *l.Spec.HolderIdentity
+		}
+		what, err := r.killPod(ctx, "component=controller", "controller", "")
+		if err == nil && leader != "" && strings.Contains(what, leader+"/") {
+			r.mu.Lock()
+			r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+			r.mu.Unlock()
+			what += " (the leader)"
+		}
+		return what, err
 	case FaultKillSpeaker:
 		r.window(kind, failoverBudget)
 		what, err := r.killPod(ctx, "component=speaker", "speaker", node)
