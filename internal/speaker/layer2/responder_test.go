@@ -580,6 +580,10 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Run reads the injected requests on its own schedule: on a busy machine the loops can end first.
+	for deadline := time.Now().Add(5 * time.Second); r.Stats().Requests == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
