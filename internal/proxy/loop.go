@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -326,7 +325,8 @@ func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
 }
 
 // returning is a node that answers echo again after it was declared dead: since when, and the
-// resourceVersions of the EndpointSlices holding its endpoints at that moment.
+// resourceVersions of the EndpointSlices holding its endpoints at that moment. It stays left out
+// until every one of those slices has changed or gone, or the hold has passed.
 type returning struct {
 	at     time.Time
 	slices map[string]string
@@ -398,7 +398,7 @@ func (p *proxier) liveness() map[string]bool {
 			delete(p.returned, n)
 		case len(r.slices) == 0:
 			delete(p.returned, n) // no endpoints there
-		case !maps.Equal(r.slices, p.nodeSlices(n)):
+		case allChanged(r.slices, p.nodeSlices(n)):
 			delete(p.returned, n)
 			p.log.Info("returned node's endpoints reported again: using them", "node", n, "after", now.Sub(r.at))
 		case now.Sub(r.at) >= hold:
@@ -409,6 +409,18 @@ func (p *proxier) liveness() map[string]bool {
 		}
 	}
 	return out
+}
+
+// allChanged reports whether every EndpointSlice in was (the node's slices when it returned) has
+// changed or gone in now. Services often share pods, so one slice changing says nothing about the
+// others: a node's endpoints are trusted again only once all of them were reported again.
+func allChanged(was, now map[string]string) bool {
+	for k, rv := range was {
+		if cur, ok := now[k]; ok && cur == rv {
+			return false
+		}
+	}
+	return true
 }
 
 // nodeSlices returns the resourceVersions of the EndpointSlices with an endpoint on node, by

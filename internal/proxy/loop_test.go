@@ -336,19 +336,25 @@ func TestNodePortAddressRefresh(t *testing.T) {
 	})
 }
 
-// TestReturningNode: a node that answers again after a power cut keeps its endpoints out until one of
-// its EndpointSlices changes (its kubelet reported its pods again), or until returnHold has passed (a
-// partition: the pods never stopped).
+// TestReturningNode: a node that answers again after a power cut keeps its endpoints out until every
+// one of its EndpointSlices has changed (its kubelet reported its pods again), or until returnHold has
+// passed (a partition: the pods never stopped). Two Services select the same pods: the first slice
+// to change says nothing about the second.
 func TestReturningNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		es := slice("svc", "svc-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.2.5", "node-c"}})
 		es.ResourceVersion = "1"
+		other := slice("svc2", "svc2-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.2.5", "node-c"}})
+		other.ResourceVersion = "1"
+		svc := func(name, ip string) *corev1.Service {
+			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: name},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: []string{ip},
+					Ports: []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+		}
 		src := &staticSource{
-			nodes: []*corev1.Node{testNode("node-a", "192.168.0.10"), testNode("node-b", "192.168.0.11"), testNode("node-c", "192.168.0.12")},
-			svcs: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "svc"},
-				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: []string{"10.96.0.10"},
-					Ports: []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: 80}}}}},
-			slices: []*discoveryv1.EndpointSlice{es},
+			nodes:  []*corev1.Node{testNode("node-a", "192.168.0.10"), testNode("node-b", "192.168.0.11"), testNode("node-c", "192.168.0.12")},
+			svcs:   []*corev1.Service{svc("svc", "10.96.0.10"), svc("svc2", "10.96.0.11")},
+			slices: []*discoveryv1.EndpointSlice{es, other},
 		}
 		rs := &recordingSyncer{}
 		p := testProxier(t, src, rs, loopConfig{returnHold: 20 * time.Second})
@@ -382,12 +388,23 @@ func TestReturningNode(t *testing.T) {
 		es2 := es.DeepCopy()
 		es2.ResourceVersion = "2"
 		es2.Endpoints[0].Conditions.Ready = ptr.To(false) // the kubelet restarting the pod
-		src.slices = []*discoveryv1.EndpointSlice{es2}
+		src.slices = []*discoveryv1.EndpointSlice{es2, other}
+		src.mu.Unlock()
+		p.poke()
+		synctest.Wait()
+		if d := last(); !d["node-b"] {
+			t.Fatalf("after one of node-b's two slices changed: dead %v, want node-b still left out", d)
+		}
+		src.mu.Lock()
+		other2 := other.DeepCopy()
+		other2.ResourceVersion = "2"
+		other2.Endpoints[0].Conditions.Ready = ptr.To(false)
+		src.slices = []*discoveryv1.EndpointSlice{es2, other2}
 		src.mu.Unlock()
 		p.poke()
 		synctest.Wait()
 		if d := last(); len(d) != 0 {
-			t.Fatalf("after node-b's slice changed: dead %v, want none", d)
+			t.Fatalf("after both of node-b's slices changed: dead %v, want none", d)
 		}
 
 		// Back from a partition: nothing changes; in again after the hold.

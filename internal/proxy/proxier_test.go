@@ -184,8 +184,8 @@ func TestProxierEndToEnd(t *testing.T) {
 	eventually(t, "dead node's endpoint left out", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080")
 	eventually(t, "UDP conntrack flushed for the dead node's endpoint", func() string { return filters(ct) },
 		"-p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53")
-	// It answers again: its endpoints stay out until its kubelet reports them again (here: the slice
-	// is rewritten).
+	// It answers again: its endpoints stay out until its kubelet reports them again (here: its slices
+	// are rewritten).
 	fe.set("node-b", true)
 	p.onEcho(nil)
 	time.Sleep(300 * time.Millisecond)
@@ -195,6 +195,17 @@ func TestProxierEndToEnd(t *testing.T) {
 	reported := slice("web", "web-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-a"}, {"10.244.2.5", "node-b"}})
 	reported.ResourceVersion = "reported-again"
 	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, reported, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// node-b also has an endpoint in dns-1, still as it was: its endpoints stay out until that one
+	// is reported again too.
+	time.Sleep(300 * time.Millisecond)
+	if got := tr("10.96.0.10:80", "tcp"); got != "DNAT 10.244.1.5:8080" {
+		t.Errorf("node-b answers again, one of its two slices rewritten: %s, want its endpoint still out", got)
+	}
+	dnsAgain := slice("dns", "dns-1", corev1.ProtocolUDP, 5353, [][2]string{{"10.244.1.53", "node-a"}, {"10.244.2.53", "node-b"}})
+	dnsAgain.ResourceVersion = "reported-again"
+	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, dnsAgain, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "node back", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
