@@ -1,8 +1,11 @@
 package nftrules
 
 import (
+	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // Incremental writes into tx the changes from old, the model of the last transaction that ran
@@ -57,18 +60,25 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 	}
 
 	e := emitter{tx: tx}
+	shared := b.settleShared(old, m, keys, &plan)
 	// 1. Elements that went or changed (nft cannot overwrite a map element's value), except those
-	// of per-Service maps that go as a whole.
+	// of per-Service maps that go as a whole, and those of the fixed sets and maps, settled by key
+	// below.
 	for _, d := range diffs {
 		newElems := elemIndex(d.new)
 		for i := range d.old.elems {
 			el := &d.old.elems[i]
-			if IsServiceMap(el.container) && !slices.Contains(d.new.maps, el.container) {
+			if IsServiceMap(el.container) && !slices.Contains(d.new.maps, el.container) || !IsServiceMap(el.container) {
 				continue
 			}
 			if n, ok := newElems[el.id()]; !ok || !sameElem(el, n) {
 				e.deleteElem(el)
 			}
+		}
+	}
+	for _, s := range shared {
+		if s.old != nil && (s.new == nil || s.oldOwner != s.newOwner || !sameElem(s.old, s.new)) {
+			e.deleteElem(s.old)
 		}
 	}
 	// 2. New and changed chains are added and flushed; chains that went are flushed.
@@ -130,13 +140,158 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 		oldElems := elemIndex(d.old)
 		for i := range d.new.elems {
 			el := &d.new.elems[i]
+			if !IsServiceMap(el.container) {
+				continue
+			}
 			if o, ok := oldElems[el.id()]; !ok || !sameElem(o, el) {
 				e.addElem(el)
 			}
 		}
 	}
+	for _, s := range shared {
+		if s.new != nil && (s.old == nil || s.oldOwner != s.newOwner || !sameElem(s.old, s.new)) {
+			e.addElem(s.new)
+		}
+	}
 	plan.Ops = e.ops
 	return plan
+}
+
+// settled is one key of a fixed set or map that a changed Service held before or holds now: the
+// element written for it before and now, and the Service whose element it is (the first in key
+// order of those holding the key, as in Full).
+type settled struct {
+	old, new           *elem
+	oldOwner, newOwner ServiceKey
+}
+
+// settleShared decides, for every fixed-set and fixed-map key that the changed Services (keys)
+// hold in old or m, which Service's element the table holds before and after. Two Services can
+// claim one key for a while (a load-balancer address moving from one to the other, externalIPs
+// written by hand); Full keeps the first in key order and reports a conflict, and so does this,
+// so that an incremental sync neither adds a second element for a key (nft: "file exists") nor
+// deletes the element another Service still holds. Besides the changed Services, only those
+// sharing an external or load-balancer address with them are looked at.
+func (b *Builder) settleShared(old, m *Model, keys []ServiceKey, plan *Plan) []settled {
+	type side struct {
+		model *Model
+		objs  map[ServiceKey]map[string]*elem
+		byIP  map[netip.Addr][]ServiceKey
+	}
+	sides := [2]*side{{model: old}, {model: m}}
+	for _, sd := range sides {
+		sd.objs = map[ServiceKey]map[string]*elem{}
+		sd.byIP = map[netip.Addr][]ServiceKey{}
+	}
+	elems := func(sd *side, k ServiceKey) map[string]*elem {
+		if ix, ok := sd.objs[k]; ok {
+			return ix
+		}
+		o, _ := b.serviceObjects(sd.model.Services[k], &sd.model.Node)
+		ix := map[string]*elem{}
+		for i := range o.elems {
+			if el := &o.elems[i]; !IsServiceMap(el.container) {
+				ix[el.id()] = el
+			}
+		}
+		sd.objs[k] = ix
+		return ix
+	}
+	// The touched keys, in a stable order.
+	var ids []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		for _, sd := range sides {
+			for id := range elems(sd, k) {
+				if !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	slices.Sort(ids)
+	// Which other Services hold the changed Services' external and load-balancer addresses (the
+	// only ones two Services can hold: the apiserver hands out ClusterIPs and node ports once).
+	shared := false
+	for _, k := range keys {
+		for _, sd := range sides {
+			if svc := sd.model.Services[k]; svc != nil {
+				for _, list := range [2][]netip.Addr{svc.ExternalIPs, svc.LoadBalancerIPs} {
+					for _, a := range list {
+						for _, sd := range sides {
+							sd.byIP[a] = nil
+						}
+						shared = true
+					}
+				}
+			}
+		}
+	}
+	for _, sd := range sides {
+		if !shared {
+			break
+		}
+		for k, svc := range sd.model.Services {
+			if svc == nil {
+				continue
+			}
+			for _, list := range [2][]netip.Addr{svc.ExternalIPs, svc.LoadBalancerIPs} {
+				for _, a := range list {
+					if others, ok := sd.byIP[a]; ok && !slices.Contains(others, k) {
+						sd.byIP[a] = append(others, k)
+					}
+				}
+			}
+		}
+	}
+	out := make([]settled, 0, len(ids))
+	for _, id := range ids {
+		var st settled
+		for i, sd := range sides {
+			var cands []ServiceKey
+			cands = append(cands, keys...)
+			if a, ok := elemAddr(id); ok {
+				cands = append(cands, sd.byIP[a]...)
+			}
+			var owner ServiceKey
+			var el *elem
+			var holders []ServiceKey
+			for _, c := range cands {
+				x, ok := elems(sd, c)[id]
+				if !ok || slices.Contains(holders, c) {
+					continue
+				}
+				holders = append(holders, c)
+				if el == nil || compareKeys(c, owner) < 0 {
+					owner, el = c, x
+				}
+			}
+			if i == 0 {
+				st.old, st.oldOwner = el, owner
+			} else {
+				st.new, st.newOwner = el, owner
+				if len(holders) > 1 {
+					slices.SortFunc(holders, compareKeys)
+					plan.Conflicts = append(plan.Conflicts, fmt.Sprintf("%s: %s (%s, %s)", el.container,
+						strings.Join(el.key, " . "), holders[0], holders[1]))
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// elemAddr returns the address an element id's key starts with, if any.
+func elemAddr(id string) (netip.Addr, bool) {
+	_, key, ok := strings.Cut(id, " ")
+	if !ok {
+		return netip.Addr{}, false
+	}
+	first, _, _ := strings.Cut(key, " . ")
+	a, err := netip.ParseAddr(first)
+	return a, err == nil
 }
 
 // existing lists the per-Service chains and affinity sets that a Full sync of m wrote.
