@@ -336,8 +336,8 @@ type returning struct {
 // are not to be used: those declared dead, and those answering again whose endpoints have not been
 // reported again. A node back from a power cut answers echo before its kubelet has restarted its
 // pods, while the EndpointSlices still hold them ready from before the cut: its endpoints are used
-// again once one of its EndpointSlices changed after its return (the kubelet reported its pods), or
-// after returnHold (a partition: the pods never stopped). Other endpoints are preferred meanwhile,
+// again once every EndpointSlice that held its endpoints at its return has changed (the kubelet
+// reported its pods; Services sharing the pods have a slice each), or after returnHold (a partition: the pods never stopped). Other endpoints are preferred meanwhile,
 // not required (nftrules uses a dead node's endpoints when no other is usable). A node gone from
 // the cluster is forgotten.
 func (p *proxier) liveness() map[string]bool {
