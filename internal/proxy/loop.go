@@ -337,9 +337,10 @@ type returning struct {
 // reported again. A node back from a power cut answers echo before its kubelet has restarted its
 // pods, while the EndpointSlices still hold them ready from before the cut: its endpoints are used
 // again once every EndpointSlice that held its endpoints at its return has changed (the kubelet
-// reported its pods; Services sharing the pods have a slice each), or after returnHold (a partition: the pods never stopped). Other endpoints are preferred meanwhile,
-// not required (nftrules uses a dead node's endpoints when no other is usable). A node gone from
-// the cluster is forgotten.
+// reported its pods; Services sharing the pods have a slice each), or after returnHold (a
+// partition: the pods never stopped). Other endpoints are preferred meanwhile, not required
+// (nftrules uses a dead node's endpoints when no other is usable). A node gone from the cluster is
+// forgotten.
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
