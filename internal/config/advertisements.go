@@ -54,17 +54,8 @@ func ValidateL2Advertisement(a *v1beta1.L2Advertisement) error {
 	if field, err := duplicateString("spec.ipAddressPools", sp.IPAddressPools); err != nil {
 		return bad(field, err)
 	}
-	for _, s := range []struct {
-		field string
-		sels  []metav1.LabelSelector
-	}{
-		{"spec.ipAddressPoolSelectors", sp.IPAddressPoolSelectors},
-		{"spec.nodeSelectors", sp.NodeSelectors},
-		{"spec.serviceSelectors", sp.ServiceSelectors},
-	} {
-		if field, err := checkSelectors(s.field, s.sels); err != nil {
-			return bad(field, err)
-		}
+	if field, err := checkAdvertisementSelectors(sp.IPAddressPoolSelectors, sp.NodeSelectors, sp.ServiceSelectors); err != nil {
+		return bad(field, err)
 	}
 	for i, ifname := range sp.Interfaces {
 		if err := checkInterfaceName(ifname); err != nil {
@@ -72,6 +63,23 @@ func ValidateL2Advertisement(a *v1beta1.L2Advertisement) error {
 		}
 	}
 	return nil
+}
+
+// checkAdvertisementSelectors checks the three selector lists both kinds of advertisement have.
+func checkAdvertisementSelectors(pools, nodes, services []metav1.LabelSelector) (string, error) {
+	for _, s := range []struct {
+		field string
+		sels  []metav1.LabelSelector
+	}{
+		{"spec.ipAddressPoolSelectors", pools},
+		{"spec.nodeSelectors", nodes},
+		{"spec.serviceSelectors", services},
+	} {
+		if field, err := checkSelectors(s.field, s.sels); err != nil {
+			return field, err
+		}
+	}
+	return "", nil
 }
 
 // ValidateBGPAdvertisement checks a BGPAdvertisement as MetalLB's webhook does (its
@@ -102,17 +110,8 @@ func ValidateBGPAdvertisement(a *v1beta1.BGPAdvertisement, objs Objects) error {
 			return bad(field, err)
 		}
 	}
-	for _, s := range []struct {
-		field string
-		sels  []metav1.LabelSelector
-	}{
-		{"spec.ipAddressPoolSelectors", sp.IPAddressPoolSelectors},
-		{"spec.nodeSelectors", sp.NodeSelectors},
-		{"spec.serviceSelectors", sp.ServiceSelectors},
-	} {
-		if field, err := checkSelectors(s.field, s.sels); err != nil {
-			return bad(field, err)
-		}
+	if field, err := checkAdvertisementSelectors(sp.IPAddressPoolSelectors, sp.NodeSelectors, sp.ServiceSelectors); err != nil {
+		return bad(field, err)
 	}
 
 	// The speakers' check, with the stored pools and aliases; alias names are left out.
