@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/bench/proxybench"
 	"github.com/ironlb/ironlb/internal/lab"
 )
 
@@ -748,25 +748,17 @@ func scrape(ctx context.Context, c *http.Client, url string) (Sample, error) {
 		return Sample{}, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	ms, err := proxybench.ParseMetrics(resp.Body)
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, fmt.Errorf("%s: %w", url, err)
 	}
 	var s Sample
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
+	for _, m := range ms {
+		switch m.Name {
 		case "go_goroutines":
-			s.Goroutines = v
+			s.Goroutines = m.Value
 		case "process_resident_memory_bytes":
-			s.RSS = v
+			s.RSS = m.Value
 		}
 	}
 	if s.Goroutines == 0 {
