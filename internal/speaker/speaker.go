@@ -779,6 +779,15 @@ type poolInfo struct {
 	ranges []allocator.Range
 }
 
+func (p *poolInfo) contains(a netip.Addr) bool {
+	for _, r := range p.ranges {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // lbService is a Service this speaker serves (config.Ours) with its load-balancer addresses and
 // the pool holding them.
 type lbService struct {
@@ -789,7 +798,8 @@ type lbService struct {
 }
 
 // lbServices picks, from the Services' store, those this speaker serves that have an address in a
-// known pool: an address in no pool is never announced, even if someone forged the status.
+// known pool: an address in no pool is never announced, even if someone forged the status, and a
+// second address outside the first one's pool is dropped.
 func lbServices(objs []any, lbClass string, pools map[string]*poolInfo) []lbService {
 	var out []lbService
 	for _, o := range objs {
@@ -810,6 +820,8 @@ func lbServices(objs []any, lbClass string, pools map[string]*poolInfo) []lbServ
 		if pool == nil {
 			continue
 		}
+		// A second address (dual stack) must lie in the same pool too.
+		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { return !pool.contains(a) })
 		out = append(out, lbService{svc: svc, key: svc.Namespace + "/" + svc.Name, addrs: addrs, pool: pool})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
@@ -837,14 +849,7 @@ func (s *speaker) poolMap() map[string]*poolInfo {
 // poolOf finds the pool holding a Service's address: the one the controller recorded, if it contains
 // the address, else any pool that contains it.
 func poolOf(svc *corev1.Service, a netip.Addr, pools map[string]*poolInfo) *poolInfo {
-	contains := func(p *poolInfo) bool {
-		for _, r := range p.ranges {
-			if r.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
+	contains := func(p *poolInfo) bool { return p.contains(a) }
 	if p, ok := pools[svc.Annotations[config.AnnotationAllocatedFromPool]]; ok && contains(p) {
 		return p
 	}
