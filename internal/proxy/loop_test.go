@@ -384,25 +384,25 @@ func TestReturningNode(t *testing.T) {
 		if d := last(); !d["node-b"] {
 			t.Fatalf("node-b answered again 5 s ago, slice unchanged: dead %v, want node-b still left out", d)
 		}
-		src.mu.Lock()
-		es2 := es.DeepCopy()
-		es2.ResourceVersion = "2"
-		es2.Endpoints[0].Conditions.Ready = ptr.To(false) // the kubelet restarting the pod
-		src.slices = []*discoveryv1.EndpointSlice{es2, other}
-		src.mu.Unlock()
-		p.poke()
-		synctest.Wait()
+		// reported is es as the kubelet rewrites it while restarting node-b's pod.
+		reported := func(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+			c := es.DeepCopy()
+			c.ResourceVersion = "2"
+			c.Endpoints[0].Conditions.Ready = ptr.To(false)
+			return c
+		}
+		setSlices := func(ss ...*discoveryv1.EndpointSlice) {
+			src.mu.Lock()
+			src.slices = ss
+			src.mu.Unlock()
+			p.poke()
+			synctest.Wait()
+		}
+		setSlices(reported(es), other)
 		if d := last(); !d["node-b"] {
 			t.Fatalf("after one of node-b's two slices changed: dead %v, want node-b still left out", d)
 		}
-		src.mu.Lock()
-		other2 := other.DeepCopy()
-		other2.ResourceVersion = "2"
-		other2.Endpoints[0].Conditions.Ready = ptr.To(false)
-		src.slices = []*discoveryv1.EndpointSlice{es2, other2}
-		src.mu.Unlock()
-		p.poke()
-		synctest.Wait()
+		setSlices(reported(es), reported(other))
 		if d := last(); len(d) != 0 {
 			t.Fatalf("after both of node-b's slices changed: dead %v, want none", d)
 		}

@@ -188,26 +188,26 @@ func TestProxierEndToEnd(t *testing.T) {
 	// are rewritten).
 	fe.set("node-b", true)
 	p.onEcho(nil)
-	time.Sleep(300 * time.Millisecond)
-	if got := tr("10.96.0.10:80", "tcp"); got != "DNAT 10.244.1.5:8080" {
-		t.Errorf("node-b answers again, its slice unchanged: %s, want its endpoint still out", got)
+	stillOut := func(what string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond)
+		if got := tr("10.96.0.10:80", "tcp"); got != "DNAT 10.244.1.5:8080" {
+			t.Errorf("node-b answers again, %s: %s, want its endpoint still out", what, got)
+		}
 	}
-	reported := slice("web", "web-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-a"}, {"10.244.2.5", "node-b"}})
-	reported.ResourceVersion = "reported-again"
-	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, reported, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	reportAgain := func(es *discoveryv1.EndpointSlice) {
+		t.Helper()
+		es.ResourceVersion = "reported-again"
+		if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	stillOut("its slices unchanged")
+	reportAgain(slice("web", "web-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-a"}, {"10.244.2.5", "node-b"}}))
 	// node-b also has an endpoint in dns-1, still as it was: its endpoints stay out until that one
 	// is reported again too.
-	time.Sleep(300 * time.Millisecond)
-	if got := tr("10.96.0.10:80", "tcp"); got != "DNAT 10.244.1.5:8080" {
-		t.Errorf("node-b answers again, one of its two slices rewritten: %s, want its endpoint still out", got)
-	}
-	dnsAgain := slice("dns", "dns-1", corev1.ProtocolUDP, 5353, [][2]string{{"10.244.1.53", "node-a"}, {"10.244.2.53", "node-b"}})
-	dnsAgain.ResourceVersion = "reported-again"
-	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, dnsAgain, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	stillOut("one of its two slices rewritten")
+	reportAgain(slice("dns", "dns-1", corev1.ProtocolUDP, 5353, [][2]string{{"10.244.1.53", "node-a"}, {"10.244.2.53", "node-b"}}))
 	eventually(t, "node back", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
 
 	// The local shop endpoint goes: the health check fails, traffic to the UDP endpoint too.
