@@ -849,8 +849,7 @@ func (s *speaker) poolMap() map[string]*poolInfo {
 // poolOf finds the pool holding a Service's address: the one the controller recorded, if it contains
 // the address, else any pool that contains it.
 func poolOf(svc *corev1.Service, a netip.Addr, pools map[string]*poolInfo) *poolInfo {
-	contains := func(p *poolInfo) bool { return p.contains(a) }
-	if p, ok := pools[svc.Annotations[config.AnnotationAllocatedFromPool]]; ok && contains(p) {
+	if p, ok := pools[svc.Annotations[config.AnnotationAllocatedFromPool]]; ok && p.contains(a) {
 		return p
 	}
 	names := make([]string, 0, len(pools))
@@ -859,7 +858,7 @@ func poolOf(svc *corev1.Service, a netip.Addr, pools map[string]*poolInfo) *pool
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if contains(pools[n]) {
+		if pools[n].contains(a) {
 			return pools[n]
 		}
 	}

@@ -68,7 +68,7 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 		newElems := elemIndex(d.new)
 		for i := range d.old.elems {
 			el := &d.old.elems[i]
-			if IsServiceMap(el.container) && !slices.Contains(d.new.maps, el.container) || !IsServiceMap(el.container) {
+			if !IsServiceMap(el.container) || !slices.Contains(d.new.maps, el.container) {
 				continue
 			}
 			if n, ok := newElems[el.id()]; !ok || !sameElem(el, n) {
