@@ -49,7 +49,7 @@ func TestKernelSync(t *testing.T) {
 		"10.96.0.10 . tcp . 80 : goto service-",
 		"10.96.0.53 . udp . 53 : goto service-",
 		"192.168.1.240 . tcp . 80 : goto external-",
-		"dnat to 10.244.2.5:8080",
+		": 10.244.2.5 . 8080",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("kernel table lacks %q:\n%s", want, got)
@@ -65,7 +65,7 @@ func TestKernelSync(t *testing.T) {
 	if err := p.sync(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); strings.Contains(got, "dnat to 10.244.2.5:8080") {
+	if got := list(); strings.Contains(got, ": 10.244.2.5 . 8080") {
 		t.Errorf("dead node's endpoint still in the kernel:\n%s", got)
 	}
 	if err := cs.CoreV1().Services("ns1").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {

@@ -232,7 +232,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	if n := testutil.CollectAndCount(p.m.syncDuration); n != 2 {
 		t.Errorf("sync duration has %d series, want full and partial", n)
 	}
-	if v := testutil.ToFloat64(p.m.chains.WithLabelValues("ip")); v < 3 {
+	if v := testutil.ToFloat64(p.m.chains.WithLabelValues("ip")); v < 1 {
 		t.Errorf("service chains gauge %v", v)
 	}
 

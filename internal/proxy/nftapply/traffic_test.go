@@ -117,7 +117,7 @@ func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
 	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
 	tx := fake.NewTransaction()
-	b.Full(tx, m, nftrules.Existing{})
+	b.Full(tx, m, nftrules.Existing{}, nil)
 	if err := fake.Run(context.Background(), tx); err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func TestTranslateBuilderOutput(t *testing.T) {
 		}
 		for seed := range uint64(20) {
 			rec := &recorder{}
-			b.Full(rec, nftrulestest.NewGen(seed).Model(20), nftrules.Existing{})
+			b.Full(rec, nftrulestest.NewGen(seed).Model(20), nftrules.Existing{}, nil)
 			for _, o := range rec.ops {
 				_, err := tr.translate([]op{o})
 				var u *UnsupportedError

@@ -127,9 +127,26 @@ func DeleteChains(tx Writer, chains []string) {
 // (flushed and refilled), every Service's chains and elements, and the cleanup of per-Service
 // chains and affinity sets in existing that m no longer uses. Affinity sets still in use keep
 // their contents. Errors, if any, surface when tx is run.
-func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
-	return b.FullSplit(tx, tx, m, existing)
+//
+// st, if not nil, is the State of the table's last sync (or a new one); Full keeps the windows
+// of dnat-endpoints that are still in use and leaves in st the State of this sync. With a nil
+// (or new) State the windows are numbered in key order, so that Full is a function of m alone.
+func (b *Builder) Full(tx Writer, m *Model, existing Existing, st *State) Plan {
+	return b.FullSplit(tx, tx, m, existing, st)
 }
+
+// StateOf returns the State a Full sync of m with a new State leaves.
+func (b *Builder) StateOf(m *Model) *State {
+	st := &State{}
+	b.FullSplit(nopWriter{}, nopWriter{}, m, Existing{}, st)
+	return st
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Add(knftables.Object)    {}
+func (nopWriter) Flush(knftables.Object)  {}
+func (nopWriter) Delete(knftables.Object) {}
 
 // FullSplit is Full writing into two writers: into base the table and everything that does not
 // depend on Services (fixed chains, sets and maps, flushed and refilled, and their rules) and the
@@ -138,7 +155,7 @@ func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
 // existing ones). Full is FullSplit(tx, tx, ...). Applied one after the other, base first, they
 // make the same ruleset as Full, but not atomically: between the two, the fixed maps are empty.
 // nftapply uses it to write a new table's Services over netlink.
-func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) Plan {
+func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, st *State) Plan {
 	e := emitter{tx: base}
 	b.writeBase(&e, &m.Node)
 	e.tx = services
@@ -146,8 +163,9 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 	keys := sortedKeys(m.Services)
 	objs := make([]*objects, 0, len(keys))
 	plan := Plan{Full: true}
+	rb := newRebuild(st)
 	for _, k := range keys {
-		o, err := b.serviceObjects(m.Services[k], &m.Node)
+		o, err := b.serviceObjects(m.Services[k], &m.Node, rb.window)
 		if err != nil {
 			if plan.Skipped == nil {
 				plan.Skipped = map[ServiceKey]error{}
@@ -236,8 +254,35 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 			e.addElem(el)
 		}
 	}
+	used := map[string]bool{}
+	for _, o := range objs {
+		for _, w := range o.windows {
+			used[w] = true
+		}
+	}
+	next := rb.finish(used)
+	for _, o := range objs {
+		for _, a := range o.hairpin {
+			next.hairpin[a]++
+		}
+	}
+	hairpin := make([]netip.Addr, 0, len(next.hairpin))
+	for a := range next.hairpin {
+		hairpin = append(hairpin, a)
+	}
+	slices.SortFunc(hairpin, netip.Addr.Compare)
+	for _, a := range hairpin {
+		e.addElem(hairpinElem(a))
+	}
+	next.set(st)
 	plan.Ops = e.ops
 	return plan
+}
+
+// hairpinElem is the hairpin-endpoints element of endpoint address a.
+func hairpinElem(a netip.Addr) *elem {
+	s := a.String()
+	return &elem{container: setHairpin, set: true, key: []string{s, s}}
 }
 
 // writeBase writes the table and everything that does not depend on Services: fixed chains
@@ -291,11 +336,27 @@ func (b *Builder) writeBase(e *emitter, n *Node) {
 		e.tx.Flush(&knftables.Map{Name: mp.name})
 		e.ops += 2
 	}
+	for _, p := range []Protocol{TCP, UDP, SCTP} {
+		e.tx.Add(&knftables.Map{
+			Name:    dnatMap(p),
+			TypeOf:  fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", WindowSize, b.ipX, p),
+			Flags:   []knftables.SetFlag{knftables.IntervalFlag},
+			Comment: knftables.PtrTo("endpoints of random " + strings.ToUpper(string(p)) + " Services without affinity, a window of keys per endpoint set"),
+		})
+		e.tx.Flush(&knftables.Map{Name: dnatMap(p)})
+		e.ops += 2
+	}
+	e.tx.Add(&knftables.Set{Name: setHairpin, Type: b.addrType + " . " + b.addrType,
+		Comment: knftables.PtrTo("endpoints of dnat-endpoints maps, to masquerade when they reach themselves")})
+	e.tx.Flush(&knftables.Set{Name: setHairpin})
+	e.ops += 2
 
 	for _, j := range jumps {
 		e.rule(j.from, strings.TrimSpace(j.match+" jump "+j.to), "")
 	}
 	e.rule(chainMarkForMasquerade, "mark set mark or "+b.mark, "")
+	e.rule(chainMasquerading, "ct status dnat "+b.ipX+" saddr . "+b.ipX+" daddr @"+setHairpin+" mark set mark or "+b.mark,
+		"hairpin through dnat-endpoints maps")
 	e.rule(chainMasquerading, "mark and "+b.mark+" == 0 return", "")
 	e.rule(chainMasquerading, "mark set mark xor "+b.mark, "")
 	e.rule(chainMasquerading, "masquerade fully-random", "")

@@ -37,13 +37,25 @@ const (
 	setClusterIPs   = "cluster-ips"
 	setNodePortIPs  = "nodeport-ips"
 	setClusterCIDRs = "cluster-cidrs"
+	setHairpin      = "hairpin-endpoints"
 
 	mapServiceIPs          = "service-ips"
 	mapServiceNodePorts    = "service-nodeports"
 	mapNoEndpointServices  = "no-endpoint-services"
 	mapNoEndpointNodePorts = "no-endpoint-nodeports"
 	mapFirewallIPs         = "firewall-ips"
+	prefixDNATMap          = "dnat-endpoints-" // + protocol
 )
+
+// HairpinSet names the set of hairpin pairs (see dnatmap.go).
+const HairpinSet = setHairpin
+
+// dnatMap names the shared DNAT map of a protocol: nft 1.0 refuses a rule whose protocol
+// differs from the one in the map's typeof, so there is one per protocol.
+func dnatMap(p Protocol) string { return prefixDNATMap + string(p) }
+
+// IsDNATMap reports whether m is one of the shared DNAT maps (dnat-endpoints-tcp, -udp, -sctp).
+func IsDNATMap(m string) bool { return strings.HasPrefix(m, prefixDNATMap) }
 
 // Prefixes of the per-Service chain and set names.
 const (
