@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		defer s.Close()
 		p.fams = append(p.fams, family{name: f, s: s})
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
 	}

@@ -318,6 +318,15 @@ func (s *Syncer) exec(ctx context.Context, tx *knftables.Transaction) error {
 	return s.nft.Run(ctx, tx)
 }
 
+// Close releases the netlink socket the Syncer keeps between syncs, if any. The Syncer can still
+// be used; the next netlink batch opens another.
+func (s *Syncer) Close() error {
+	if s.nl == nil {
+		return nil
+	}
+	return s.nl.Close()
+}
+
 // Stats returns how the Syncer's transactions have reached the kernel so far.
 func (s *Syncer) Stats() Stats {
 	st := s.stats
