@@ -123,6 +123,11 @@ type command struct {
 	elems []nftables.SetElement
 }
 
+// maxElemsPerMessage bounds the elements of one netlink message: they are nested in one
+// attribute, whose length is 16 bits (64 KiB). An element of the largest kind (an IPv6 address
+// pair, or a DNAT map element) takes under 80 bytes.
+const maxElemsPerMessage = 512
+
 // translator turns recorded operations into google/nftables calls for one family's table. It is
 // pure: no sockets.
 type translator struct {
@@ -157,9 +162,11 @@ func (t *translator) translate(ops []op) ([]command, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Consecutive element operations on one set become one message.
+		// Consecutive element operations on one set become one message, of at most
+		// maxElemsPerMessage elements.
 		if n := len(cmds); n > 0 && (c.kind == cmdAddElems || c.kind == cmdDelElems) &&
-			cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name {
+			cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name &&
+			len(cmds[n-1].elems)+len(c.elems) <= maxElemsPerMessage {
 			cmds[n-1].elems = append(cmds[n-1].elems, c.elems...)
 			continue
 		}

@@ -3,6 +3,7 @@ package nftapply
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -282,6 +283,24 @@ func TestTranslateMergesElements(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, []int{2, 1, 1, 1}) {
 		t.Errorf("elements per message %v, want [2 1 1 1]", got)
+	}
+
+	// Many: messages of at most 512 elements (the kernel misreads a longer element list, whose
+	// nested attribute's 16-bit length overflows, as ENOENT).
+	var ops []op
+	for i := range 1300 {
+		a := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}).String()
+		ops = append(ops, op{verbAdd, &knftables.Element{Set: nftrules.HairpinSet, Key: []string{a, a}}})
+	}
+	if cmds, err = tr.translate(ops); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, c := range cmds {
+		got = append(got, len(c.elems))
+	}
+	if !reflect.DeepEqual(got, []int{512, 512, 276}) {
+		t.Errorf("elements per message %v, want [512 512 276]", got)
 	}
 }
 
