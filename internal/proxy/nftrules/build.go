@@ -188,6 +188,7 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 	activeChains := make(map[string]bool, nChains)
 	activeSets := map[string]bool{}
 	activeMaps := make(map[string]bool, len(objs))
+	activeDNAT := map[string]int{}
 	plan.AddedChains = make([]string, 0, nChains)
 	for _, o := range objs {
 		for i := range o.chains {
@@ -199,6 +200,9 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 		}
 		for _, mp := range o.maps {
 			activeMaps[mp] = true
+		}
+		for _, mp := range o.dnatMaps {
+			activeDNAT[mp]++
 		}
 	}
 	for _, c := range existing.Chains {
@@ -218,9 +222,11 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 			e.deleteSet(s)
 		}
 	}
+	deleted := map[string]bool{}
 	for _, mp := range existing.Maps {
-		if IsServiceMap(mp) && !activeMaps[mp] {
+		if (IsServiceMap(mp) && !activeMaps[mp] || IsDNATMap(mp) && activeDNAT[mp] == 0) && !deleted[mp] {
 			e.deleteMap(mp)
+			deleted[mp] = true
 		}
 	}
 	e.tx = base // declarations that refer to nothing; the maps' typeof is left to nft by nftapply
@@ -231,6 +237,14 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 		for _, mp := range o.maps {
 			e.addMap(mp)
 		}
+	}
+	dnatMaps := make([]string, 0, len(activeDNAT))
+	for mp := range activeDNAT {
+		dnatMaps = append(dnatMaps, mp)
+	}
+	slices.Sort(dnatMaps)
+	for _, mp := range dnatMaps {
+		b.addDNATMap(&e, mp)
 	}
 	e.tx = services
 	for _, o := range objs {
@@ -261,6 +275,7 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 		}
 	}
 	next := rb.finish(used)
+	next.dnatMaps = activeDNAT
 	for _, o := range objs {
 		for _, a := range o.hairpin {
 			next.hairpin[a]++
@@ -277,6 +292,19 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, 
 	next.set(st)
 	plan.Ops = e.ops
 	return plan
+}
+
+// addDNATMap declares (and flushes) DNAT map mp.
+func (b *Builder) addDNATMap(e *emitter, mp string) {
+	p := dnatMapProtocol(mp)
+	e.tx.Add(&knftables.Map{
+		Name:    mp,
+		TypeOf:  fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", WindowSize, b.ipX, p),
+		Flags:   []knftables.SetFlag{knftables.IntervalFlag},
+		Comment: knftables.PtrTo(fmt.Sprintf("endpoints of random %s Services without affinity, windows %d-%d", strings.ToUpper(string(p)), dnatShard(mp)*WindowsPerMap, (dnatShard(mp)+1)*WindowsPerMap-1)),
+	})
+	e.tx.Flush(&knftables.Map{Name: mp})
+	e.ops += 2
 }
 
 // hairpinElem is the hairpin-endpoints element of endpoint address a.
@@ -334,16 +362,6 @@ func (b *Builder) writeBase(e *emitter, n *Node) {
 	for _, mp := range maps {
 		e.tx.Add(&knftables.Map{Name: mp.name, Type: mp.typ, Comment: knftables.PtrTo(mp.comment)})
 		e.tx.Flush(&knftables.Map{Name: mp.name})
-		e.ops += 2
-	}
-	for _, p := range []Protocol{TCP, UDP, SCTP} {
-		e.tx.Add(&knftables.Map{
-			Name:    dnatMap(p),
-			TypeOf:  fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", WindowSize, b.ipX, p),
-			Flags:   []knftables.SetFlag{knftables.IntervalFlag},
-			Comment: knftables.PtrTo("endpoints of random " + strings.ToUpper(string(p)) + " Services without affinity, a window of keys per endpoint set"),
-		})
-		e.tx.Flush(&knftables.Map{Name: dnatMap(p)})
 		e.ops += 2
 	}
 	e.tx.Add(&knftables.Set{Name: setHairpin, Type: b.addrType + " . " + b.addrType,

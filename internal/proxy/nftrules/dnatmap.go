@@ -1,9 +1,11 @@
 package nftrules
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // The shared DNAT map.
@@ -11,20 +13,28 @@ import (
 // A Service port balanced at random without session affinity picks its endpoint with one rule
 // that stays the same while its endpoints change:
 //
-//	meta l4proto tcp dnat ip to numgen random mod 65536 offset K map @dnat-endpoints
+//	meta l4proto tcp dnat ip to numgen random mod 65536 offset K map @dnat-endpoints-tcp-N
 //
-// dnat-endpoints is one interval map per table, `typeof numgen random mod 65536 : ip daddr . tcp
-// dport`, that maps a key to an endpoint's address and port. Each of the port's endpoint sets
-// (service- or local- chain) owns a window of WindowSize keys starting at K = id·WindowSize, and
-// endpoint i of n owns keys [K + i·WindowSize/n, K + (i+1)·WindowSize/n - 1]. An endpoint change
-// rewrites map elements only: no rule and no chain, so the kernel does not validate the table's
-// jump graph at commit (tens of milliseconds at 10,000 Services), and the number of sets stays
-// fixed however many Services there are (the kernel finds a set by walking them all).
+// The DNAT maps are interval maps, `typeof numgen random mod 65536 : ip daddr . tcp dport`, that
+// map a key to an endpoint's address and port. Each of the port's endpoint sets (service- or
+// local- chain) owns a window of WindowSize keys starting at K = id·WindowSize, and endpoint i of
+// n owns keys [K + i·WindowSize/n, K + (i+1)·WindowSize/n - 1]. Map N of a protocol holds the
+// windows N·WindowsPerMap to (N+1)·WindowsPerMap - 1. An endpoint change rewrites map elements
+// only: no rule and no chain, so the kernel does not validate the table's jump graph at commit
+// (tens of milliseconds at 10,000 Services), and the number of sets stays a fraction of the
+// number of Services (the kernel finds a set by walking them all: a map per Service made loading
+// 10,000 Services three times slower).
 //
 // Hairpin traffic (an endpoint reaching itself through its Service) is masqueraded in
 // postrouting through one set of `ip saddr . ip daddr` pairs, one per endpoint address used
 // through the map, instead of a rule in an endpoint chain. Several Services can share an
 // endpoint address: State counts them.
+
+// WindowsPerMap is the number of windows in one DNAT map. The kernel checks every element
+// added to a map against every rule that looks it up (nft_add_set_elem walks the set's
+// bindings), so one map for all Services made a full sync at 10,000 Services quadratic; maps of
+// 64 windows keep the check short and the number of sets small.
+const WindowsPerMap = 64
 
 // WindowSize is the number of dnat-endpoints keys each endpoint set owns, and the modulus of its
 // numgen: an endpoint of n gets WindowSize/n of them (±1).
@@ -45,6 +55,8 @@ type State struct {
 	next    uint32            // IDs from next up were never handed out
 	free    []uint32          // IDs below next not in use
 	hairpin map[netip.Addr]int
+	// dnatMaps counts the Services that use each DNAT map the table holds.
+	dnatMaps map[string]int
 }
 
 // Clone returns a deep copy of s.
@@ -57,6 +69,7 @@ func (s *State) Clone() *State {
 	for k, v := range s.hairpin {
 		c.hairpin[k] = v
 	}
+	c.dnatMaps = maps.Clone(s.dnatMaps)
 	return c
 }
 
@@ -69,6 +82,9 @@ func (s *State) init() {
 	}
 	if s.hairpin == nil {
 		s.hairpin = map[netip.Addr]int{}
+	}
+	if s.dnatMaps == nil {
+		s.dnatMaps = map[string]int{}
 	}
 	if s.next == 0 {
 		s.next = 1
@@ -192,6 +208,13 @@ func (s *State) set(dst *State) {
 	if dst != nil {
 		*dst = *s
 	}
+}
+
+// dnatShard returns the shard number of DNAT map mp.
+func dnatShard(mp string) uint32 {
+	_, n, _ := strings.Cut(strings.TrimPrefix(mp, prefixDNATMap), "-")
+	v, _ := strconv.ParseUint(n, 10, 32)
+	return uint32(v)
 }
 
 // windowRange returns the keys endpoint i of n owns in window id, as an nft interval "lo-hi".

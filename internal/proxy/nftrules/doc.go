@@ -31,8 +31,8 @@
 //	affinity-HASH-...                  dynamic set of client addresses (sessionAffinity ClientIP)
 //
 // A Service port balanced at random without session affinity (the default) has no endpoint
-// chains: its service (or local) chain DNATs in one rule through a window of keys in the shared
-// interval map dnat-endpoints-PROTO (`numgen random mod 65536 offset K map @...`), and hairpin
+// chains: its service (or local) chain DNATs in one rule through a window of keys in a shared
+// interval map dnat-endpoints-PROTO-N (`numgen random mod 65536 offset K map @...`), and hairpin
 // traffic is masqueraded in postrouting through the set hairpin-endpoints. An endpoint change is
 // then a change of map and set elements only; see dnatmap.go and [State].
 //

@@ -201,6 +201,40 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 			}
 		}
 	}
+	// DNAT maps: added when a Service first uses one, deleted (after the flushes above) when the
+	// last stops.
+	{
+		before := map[string]int{}
+		for _, d := range diffs {
+			for _, side := range [2]struct {
+				maps  []string
+				delta int
+			}{{d.old.dnatMaps, -1}, {d.new.dnatMaps, 1}} {
+				for _, mp := range side.maps {
+					if _, ok := before[mp]; !ok {
+						before[mp] = st.dnatMaps[mp]
+					}
+					st.dnatMaps[mp] += side.delta
+				}
+			}
+		}
+		names := make([]string, 0, len(before))
+		for mp := range before {
+			names = append(names, mp)
+		}
+		slices.Sort(names)
+		for _, mp := range names {
+			switch n, after := before[mp], st.dnatMaps[mp]; {
+			case n > 0 && after <= 0:
+				e.deleteMap(mp)
+				delete(st.dnatMaps, mp)
+			case n <= 0 && after > 0:
+				b.addDNATMap(&e, mp)
+			case after <= 0:
+				delete(st.dnatMaps, mp)
+			}
+		}
+	}
 	// 4. Rules of the rewritten chains.
 	for _, cs := range rewrite {
 		for _, c := range cs {
@@ -382,6 +416,7 @@ func (b *Builder) existing(m *Model, st *State) Existing {
 			ex.Sets = append(ex.Sets, o.sets[i].name)
 		}
 		ex.Maps = append(ex.Maps, o.maps...)
+		ex.Maps = append(ex.Maps, o.dnatMaps...)
 	}
 	return ex
 }

@@ -110,7 +110,7 @@ func TestIncrementalTouchesOnlyChanged(t *testing.T) {
 	text := tx.String()
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "add element ip ironlb dnat-endpoints-tcp ") && !strings.HasPrefix(l, "delete element ip ironlb dnat-endpoints-tcp ") &&
+		if !strings.HasPrefix(l, "add element ip ironlb dnat-endpoints-tcp-") && !strings.HasPrefix(l, "delete element ip ironlb dnat-endpoints-tcp-") &&
 			!strings.HasPrefix(l, "add element ip ironlb hairpin-endpoints ") && !strings.HasPrefix(l, "delete element ip ironlb hairpin-endpoints ") {
 			t.Errorf("not an element of dnat-endpoints or hairpin-endpoints: %s", l)
 		}

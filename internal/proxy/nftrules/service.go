@@ -21,8 +21,9 @@ type objects struct {
 	elems  []elem
 	// windows are the endpoint sets (service and local chain names) that own a window of
 	// dnat-endpoints; hairpin the endpoint addresses they use, sorted, each once.
-	windows []string
-	hairpin []netip.Addr
+	windows  []string
+	dnatMaps []string
+	hairpin  []netip.Addr
 }
 
 func (o *objects) empty() bool { return len(o.chains) == 0 && len(o.elems) == 0 }
@@ -425,10 +426,13 @@ func (b *Builder) balance(o *objects, c *chain, svc *Service, base string, eps [
 // and the window's elements.
 func (b *Builder) dnatWindow(o *objects, c *chain, proto Protocol, id uint32, eps []Endpoint) {
 	c.add(fmt.Sprintf("meta l4proto %s dnat %s to numgen random mod %d offset %d map @%s",
-		proto, b.ipX, WindowSize, uint64(id)*WindowSize, dnatMap(proto)), "")
+		proto, b.ipX, WindowSize, uint64(id)*WindowSize, dnatMap(proto, id)), "")
 	o.windows = append(o.windows, c.name)
+	if mp := dnatMap(proto, id); !slices.Contains(o.dnatMaps, mp) {
+		o.dnatMaps = append(o.dnatMaps, mp)
+	}
 	for i, ep := range eps {
-		o.elems = append(o.elems, elem{container: dnatMap(proto), key: []string{windowRange(id, i, len(eps))},
+		o.elems = append(o.elems, elem{container: dnatMap(proto, id), key: []string{windowRange(id, i, len(eps))},
 			value: ep.Addr.String() + " . " + strconv.Itoa(int(ep.Port))})
 	}
 }
