@@ -36,11 +36,12 @@ func TestKernelSync(t *testing.T) {
 	src := newInformerSource(cs, "node-a", true)
 	defer src.shutdown()
 	defer cancel()
+	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
+		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
+	src.onChange(p.pokeService, p.poke) // as Run does: incremental syncs convert what changed
 	if !src.start(ctx) {
 		t.Fatal("informers did not sync")
 	}
-	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
-		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
 	if err := p.sync(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,11 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := src.svcLister.Services("ns1").Get("web"); err != nil {
+	for time.Now().Before(deadline) { // the handler has recorded the change (after the lister)
+		p.mu.Lock()
+		seen := p.dirty[nftrules.ServiceKey{Namespace: "ns1", Name: "web"}]
+		p.mu.Unlock()
+		if seen {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

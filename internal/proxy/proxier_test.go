@@ -137,7 +137,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	p.rec = rec
 	fe := &fakeEcho{up: map[string]bool{"node-b": true}}
 	p.setEcho(fe)
-	src.onChange(p.poke)
+	src.onChange(p.pokeService, p.poke)
 	if !src.start(ctx) {
 		t.Fatal("informers did not sync")
 	}

@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		healthTimeout: cfg.HealthzTimeout,
 	}, log, src, nil, m)
 	p.localAddrs = interfaceAddrs
-	src.onChange(p.poke)
+	src.onChange(p.pokeService, p.poke)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
