@@ -51,7 +51,8 @@ func BenchmarkBuildUnchanged(b *testing.B) {
 		idx[convert.ServiceOf(es)] = []*discoveryv1.EndpointSlice{es}
 		p.pokeService(nftrules.ServiceKey{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]})
 		m := p.build(false)
-		_ = conntrack.Stale(old, m)
+		_ = conntrack.StaleOf(old, m, p.rebuilt)
+		p.rebuilt = nil
 		old = m
 	}
 }

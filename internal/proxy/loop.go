@@ -83,12 +83,16 @@ type proxier struct {
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
 	conv     *convert.Converter
 	built    map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
-	applied  *nftrules.Model                           // last model applied to every family
-	chains   map[knftables.Family]int
-	skipped  map[nftrules.ServiceKey]string // logged invalid Services and why
-	peers    []liveness.Peer
-	addrs    []netip.Addr // local addresses, when node-port CIDRs need them
-	addrsErr error
+	// rebuilt are the Services converted again since the last model applied (for the conntrack
+	// diff), unless rebuiltAll: all of them were.
+	rebuilt    []nftrules.ServiceKey
+	rebuiltAll bool
+	applied    *nftrules.Model // last model applied to every family
+	chains     map[knftables.Family]int
+	skipped    map[nftrules.ServiceKey]string // logged invalid Services and why
+	peers      []liveness.Peer
+	addrs      []netip.Addr // local addresses, when node-port CIDRs need them
+	addrsErr   error
 }
 
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
@@ -248,8 +252,13 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 	old := p.applied
 	p.applied = m
 	if p.ct != nil {
-		p.flushConntrack(ctx, conntrack.Stale(old, m))
+		if p.rebuiltAll {
+			p.flushConntrack(ctx, conntrack.Stale(old, m))
+		} else {
+			p.flushConntrack(ctx, conntrack.StaleOf(old, m, p.rebuilt))
+		}
 	}
+	p.rebuilt, p.rebuiltAll = nil, false
 	if p.hc != nil {
 		checks := nftrules.HealthChecks(m)
 		var addrs []netip.Addr
@@ -298,12 +307,14 @@ func (p *proxier) build(all bool) *nftrules.Model {
 	var issues []convert.Issue
 	if all || allDirty || p.built == nil {
 		svcs, issues = p.conv.Services(p.src.Services(), p.src.SlicesOf)
+		p.rebuiltAll = true
 	} else {
 		keys := make([]nftrules.ServiceKey, 0, len(dirty))
 		for k := range dirty {
 			keys = append(keys, k)
 		}
 		svcs, issues = p.conv.Update(p.built, keys, p.src.Service, p.src.SlicesOf)
+		p.rebuilt = append(p.rebuilt, keys...)
 	}
 	p.built = svcs
 	for _, is := range issues {
