@@ -297,6 +297,9 @@ func (p *parser) stmt() (stmt, error) {
 	if err != nil {
 		return stmt{}, err
 	}
+	if len(e) == 1 && e[0].kind == pCtStatus && (len(vals) != 1 || vals[0] != "dnat") {
+		return stmt{}, fmt.Errorf("ct status %v: only dnat is supported", vals)
+	}
 	s.kind = stMatch
 	s.values = vals
 	return s, nil
