@@ -282,3 +282,28 @@ func mustNetlink(t *testing.T, fam knftables.Family, fd int) *Netlink {
 	}
 	return nl
 }
+
+// TestNetlinkDNATMapShards: the Service whose window is the first of a new DNAT map creates the
+// map (through nft: typeof), and the map goes with the last Service in it; both kernels agree,
+// and endpoint changes in either map go over netlink.
+func TestNetlinkDNATMapShards(t *testing.T) {
+	clock := time.Unix(0, 0)
+	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family}, func() time.Time { return clock })
+	small := nftrulestest.Scale(nftrules.WindowsPerMap - 1) // windows 1-63: the first map
+	tw.sync(t, small, "full")
+	big := nftrulestest.Scale(nftrules.WindowsPerMap)
+	tw.sync(t, big, "a Service in the second map")
+	if got := nsRun(t, tw.nlNS, "", "nft", "list", "maps", "ip"); !strings.Contains(got, "dnat-endpoints-tcp-1") {
+		t.Fatalf("no second DNAT map:\n%s", got)
+	}
+	st0 := tw.nl.Stats()
+	tw.sync(t, nftrulestest.WithEndpointChange(big, nftrules.WindowsPerMap-1, 1), "an endpoint change in the second map")
+	tw.sync(t, nftrulestest.WithEndpointChange(big, 0, 1), "an endpoint change in the first map")
+	if st := tw.nl.Stats(); st.Netlink-st0.Netlink != 2 || st.Exec != st0.Exec {
+		t.Errorf("endpoint changes: %+v (before %+v), want both over netlink", st, st0)
+	}
+	tw.sync(t, small, "the second map's last Service goes")
+	if got := nsRun(t, tw.nlNS, "", "nft", "list", "maps", "ip"); strings.Contains(got, "dnat-endpoints-tcp-1") {
+		t.Errorf("the emptied DNAT map is still there:\n%s", got)
+	}
+}

@@ -323,3 +323,40 @@ func TestIncrementalSharedAddresses(t *testing.T) {
 		})
 	}
 }
+
+// TestIncrementalDNATMaps: the first window of a new DNAT map adds the map, the last Service
+// leaving it deletes it, and the table stays what a full sync with the same State writes.
+func TestIncrementalDNATMaps(t *testing.T) {
+	b := builder(t, nftrules.Config{Family: knftables.IPv4Family})
+	small, big := nftrulestest.Scale(nftrules.WindowsPerMap-1), nftrulestest.Scale(nftrules.WindowsPerMap)
+	st := &nftrules.State{}
+	fake, _ := fullFakeWith(t, b, small, st)
+	for _, step := range []struct {
+		old, next *nftrules.Model
+		want      string
+	}{
+		{small, big, "add map ip ironlb dnat-endpoints-tcp-1 "},
+		{big, small, "delete map ip ironlb dnat-endpoints-tcp-1"},
+	} {
+		tx := fake.NewTransaction()
+		plan := b.Incremental(tx, step.old, step.next, st)
+		if !strings.Contains(tx.String(), step.want) {
+			t.Errorf("transaction lacks %q:\n%s", step.want, tx)
+		}
+		if err := fake.Run(context.Background(), tx); err != nil {
+			t.Fatalf("%v\n%s", err, tx)
+		}
+		tx = fake.NewTransaction()
+		nftrules.DeleteChains(tx, plan.StaleChains)
+		if err := fake.Run(context.Background(), tx); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := fullFakeWith(t, b, step.next, st.Clone())
+		if diff := cmp.Diff(normalized(want), normalized(fake)); diff != "" {
+			t.Errorf("incremental differs from full (-full +incremental):\n%s", diff)
+		}
+	}
+	if n := st.Windows(); n != nftrules.WindowsPerMap-1 {
+		t.Errorf("%d windows in use, want %d", n, nftrules.WindowsPerMap-1)
+	}
+}
