@@ -8,17 +8,23 @@
 // Lines:
 //
 //	arp <ns> <reply|garp> <sender MAC>   an ARP packet whose sender is the address
-//	http <start ns> <end ns> <ok|fail>   one request
+//	http <start ns> <end ns> <ok|fail> <detail>
+//	                                     one request; detail is the answering host (whoami's Hostname,
+//	                                     "-" if none) or why it failed (timeout, reset, refused,
+//	                                     unreachable, status-N, error)
 package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mdlayher/arp"
@@ -115,15 +121,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				go func() {
 					defer reqs.Done()
 					start := time.Now()
-					res := "fail"
-					if r, err := client.Get(cfg.URL); err == nil {
-						_, _ = io.Copy(io.Discard, r.Body)
+					res, detail := "fail", ""
+					r, err := client.Get(cfg.URL)
+					if err == nil {
+						body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
 						r.Body.Close()
 						if r.StatusCode == http.StatusOK {
-							res = "ok"
+							res, detail = "ok", hostname(body)
+						} else {
+							detail = fmt.Sprintf("status-%d", r.StatusCode)
 						}
+					} else {
+						detail = failure(err)
 					}
-					emit("http %d %d %s", start.UnixNano(), time.Now().UnixNano(), res)
+					emit("http %d %d %s %s", start.UnixNano(), time.Now().UnixNano(), res, detail)
 				}()
 				select {
 				case <-ctx.Done():
@@ -135,4 +146,34 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// hostname returns the Hostname line of a whoami answer, "-" if there is none.
+func hostname(body []byte) string {
+	for line := range strings.Lines(string(body)) {
+		if h, ok := strings.CutPrefix(line, "Hostname:"); ok {
+			if h = strings.TrimSpace(h); h != "" && !strings.ContainsAny(h, " \t") {
+				return h
+			}
+		}
+	}
+	return "-"
+}
+
+// failure names why a request failed, in one word.
+func failure(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "eof"
+	}
+	return "error"
 }

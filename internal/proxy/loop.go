@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/knftables"
 
@@ -71,18 +72,18 @@ type proxier struct {
 	localAddrs func() ([]netip.Addr, error) // addresses on the node's interfaces
 	kick       chan struct{}
 
-	mu   sync.Mutex // guards the following fields
-	echo echoer     // nil while the echo detector is off
-	dead map[string]bool
+	mu       sync.Mutex // guards the following fields
+	echo     echoer     // nil while the echo detector is off
+	dead     map[string]bool
+	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
 	// dirty are the Services whose object or EndpointSlices changed since the last build, and
 	// allDirty says that anything else may have changed: the next build converts every Service.
 	dirty    map[nftrules.ServiceKey]bool
 	allDirty bool
 
 	// owned by run
-	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
-	conv     *convert.Converter
-	built    map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
+	conv  *convert.Converter
+	built map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
 	// rebuilt are the Services converted again since the last model applied (for the conntrack
 	// diff), unless rebuiltAll: all of them were.
 	rebuilt    []nftrules.ServiceKey
@@ -376,22 +377,23 @@ func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
 }
 
 // returning is a node that answers echo again after it was declared dead: since when, and the
-// resourceVersions of the EndpointSlices holding its endpoints at that moment. It stays left out
-// until every one of those slices has changed or gone, or the hold has passed.
+// addresses of its endpoints that were ready at that moment and have not been reported again since.
+// It stays left out until each of those has been seen not ready or gone (its kubelet restarted the
+// pod), or the hold has passed.
 type returning struct {
-	at     time.Time
-	slices map[string]string
+	at    time.Time
+	stale map[string]bool
 }
 
 // liveness updates the echo detector's peers from the Nodes and returns the nodes whose endpoints
 // are not to be used: those declared dead, and those answering again whose endpoints have not been
 // reported again. A node back from a power cut answers echo before its kubelet has restarted its
 // pods, while the EndpointSlices still hold them ready from before the cut: its endpoints are used
-// again once every EndpointSlice that held its endpoints at its return has changed (the kubelet
-// reported its pods; Services sharing the pods have a slice each), or after returnHold (a
-// partition: the pods never stopped). Other endpoints are preferred meanwhile, not required
-// (nftrules uses a dead node's endpoints when no other is usable). A node gone from the cluster is
-// forgotten.
+// again once every endpoint that was ready at its return has been seen not ready or gone (the
+// kubelet reported that pod again; one Service's slice often holds several of the node's pods, and
+// one pod is in the slices of several Services), or after returnHold (a partition: the pods never
+// stopped). Other endpoints are preferred meanwhile, not required (nftrules uses a dead node's
+// endpoints when no other is usable). A node gone from the cluster is forgotten.
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
@@ -437,25 +439,38 @@ func (p *proxier) liveness() map[string]bool {
 		}
 		if up, _ := e.Up(n); up {
 			delete(p.dead, n)
-			p.returned[n] = returning{at: now, slices: p.nodeSlices(n)}
-			p.log.Info("node answers echo again: using its endpoints once they are reported again", "node", n, "atMost", hold)
+			stale := map[string]bool{}
+			for a, ready := range p.nodeEndpoints(n) {
+				if ready {
+					stale[a] = true
+				}
+			}
+			p.returned[n] = returning{at: now, stale: stale}
+			p.log.Info("node answers echo again: using its endpoints once they are reported again", "node", n, "endpoints", len(stale), "atMost", hold)
 			time.AfterFunc(hold, p.poke)
 			continue
 		}
 		out[n] = true
 	}
 	for n, r := range p.returned {
+		if known[n] && !out[n] {
+			// Gone, or listed not ready in some slice: reported again.
+			cur := p.nodeEndpoints(n)
+			for a := range r.stale {
+				if ready, ok := cur[a]; !ok || !ready {
+					delete(r.stale, a)
+				}
+			}
+		}
 		switch {
 		case !known[n] || out[n]:
 			delete(p.returned, n)
-		case len(r.slices) == 0:
-			delete(p.returned, n) // no endpoints there
-		case allChanged(r.slices, p.nodeSlices(n)):
+		case len(r.stale) == 0:
 			delete(p.returned, n)
 			p.log.Info("returned node's endpoints reported again: using them", "node", n, "after", now.Sub(r.at))
 		case now.Sub(r.at) >= hold:
 			delete(p.returned, n)
-			p.log.Info("returned node's endpoints not reported again: using them anyway", "node", n, "after", now.Sub(r.at))
+			p.log.Info("returned node's endpoints not reported again: using them anyway", "node", n, "after", now.Sub(r.at), "unreported", len(r.stale))
 		default:
 			out[n] = true
 		}
@@ -463,28 +478,42 @@ func (p *proxier) liveness() map[string]bool {
 	return out
 }
 
-// allChanged reports whether every EndpointSlice in was (the node's slices when it returned) has
-// changed or gone in now. Services often share pods, so one slice changing says nothing about the
-// others: a node's endpoints are trusted again only once all of them were reported again.
-func allChanged(was, now map[string]string) bool {
-	for k, rv := range was {
-		if cur, ok := now[k]; ok && cur == rv {
-			return false
+// sliceSeen is the EndpointSlice informer's callback (adds and updates, in order, before any
+// coalescing sync): an endpoint of a returning node listed not ready has been reported again, even
+// if it is ready again by the next sync.
+func (p *proxier) sliceSeen(es *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.returned) == 0 {
+		return
+	}
+	for _, ep := range es.Endpoints {
+		if ep.NodeName == nil || ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			continue
+		}
+		if r, ok := p.returned[*ep.NodeName]; ok {
+			for _, a := range ep.Addresses {
+				delete(r.stale, a)
+			}
 		}
 	}
-	return true
 }
 
-// nodeSlices returns the resourceVersions of the EndpointSlices with an endpoint on node, by
-// namespace/name.
-func (p *proxier) nodeSlices(node string) map[string]string {
-	out := map[string]string{}
+// nodeEndpoints returns the addresses of the endpoints on node in every Service's EndpointSlices,
+// each with whether it is ready in all of them (a pod is in the slices of every Service selecting it,
+// and each slice is updated on its own).
+func (p *proxier) nodeEndpoints(node string) map[string]bool {
+	out := map[string]bool{}
 	for _, svc := range p.src.Services() {
 		for _, es := range p.src.SlicesOf(svc.Namespace, svc.Name) {
 			for _, ep := range es.Endpoints {
-				if ep.NodeName != nil && *ep.NodeName == node {
-					out[es.Namespace+"/"+es.Name] = es.ResourceVersion
-					break
+				if ep.NodeName == nil || *ep.NodeName != node {
+					continue
+				}
+				ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+				for _, a := range ep.Addresses {
+					was, ok := out[a]
+					out[a] = ready && (!ok || was)
 				}
 			}
 		}

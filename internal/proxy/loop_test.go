@@ -352,12 +352,13 @@ func TestNodePortAddressRefresh(t *testing.T) {
 }
 
 // TestReturningNode: a node that answers again after a power cut keeps its endpoints out until every
-// one of its EndpointSlices has changed (its kubelet reported its pods again), or until returnHold has
-// passed (a partition: the pods never stopped). Two Services select the same pods: the first slice
-// to change says nothing about the second.
+// endpoint it had ready at its return has been reported again (seen not ready, or gone: its kubelet
+// restarted the pod), or until returnHold has passed (a partition, whose pods never stopped); dying
+// again while returning makes it dead again.
 func TestReturningNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		es := slice("svc", "svc-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.2.5", "node-c"}})
+		// node-b runs two pods of svc (one slice holds both) and one of them is also in svc2.
+		es := slice("svc", "svc-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.1.6", "node-b"}, {"10.244.2.5", "node-c"}})
 		es.ResourceVersion = "1"
 		other := slice("svc2", "svc2-x", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-b"}, {"10.244.2.5", "node-c"}})
 		other.ResourceVersion = "1"
@@ -389,38 +390,68 @@ func TestReturningNode(t *testing.T) {
 			p.onEcho(nil)
 			synctest.Wait()
 		}
-
-		// Back from a power cut: out until its slice changes.
-		down("node-b")
-		up("node-b")
-		time.Sleep(5 * time.Second)
-		p.poke()
-		synctest.Wait()
-		if d := last(); !d["node-b"] {
-			t.Fatalf("node-b answered again 5 s ago, slice unchanged: dead %v, want node-b still left out", d)
-		}
-		// reported is es as the kubelet rewrites it while restarting node-b's pod.
-		reported := func(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+		// with returns a copy of es, rewritten by the kubelet: the endpoint at addr ready or not.
+		with := func(es *discoveryv1.EndpointSlice, rv, addr string, ready bool) *discoveryv1.EndpointSlice {
 			c := es.DeepCopy()
-			c.ResourceVersion = "2"
-			c.Endpoints[0].Conditions.Ready = ptr.To(false)
+			c.ResourceVersion = rv
+			for i := range c.Endpoints {
+				if c.Endpoints[i].Addresses[0] == addr {
+					c.Endpoints[i].Conditions.Ready = ptr.To(ready)
+				}
+			}
 			return c
 		}
 		setSlices := func(ss ...*discoveryv1.EndpointSlice) {
 			src.mu.Lock()
 			src.slices = ss
 			src.mu.Unlock()
+			for _, s := range ss {
+				p.sliceSeen(s)
+			}
 			p.poke()
 			synctest.Wait()
 		}
-		setSlices(reported(es), other)
+
+		// Back from a power cut: out until its pods are reported again.
+		down("node-b")
+		up("node-b")
+		time.Sleep(5 * time.Second)
+		p.poke()
+		synctest.Wait()
 		if d := last(); !d["node-b"] {
-			t.Fatalf("after one of node-b's two slices changed: dead %v, want node-b still left out", d)
+			t.Fatalf("node-b answered again 5 s ago, slices unchanged: dead %v, want node-b still left out", d)
 		}
-		setSlices(reported(es), reported(other))
+		// The pod at .5 restarts: not ready in both slices, then ready. Both slices have changed, but
+		// the pod at .6 has not been reported again.
+		setSlices(with(es, "2", "10.244.1.5", false), with(other, "2", "10.244.1.5", false))
+		setSlices(with(es, "3", "10.244.1.5", true), with(other, "3", "10.244.1.5", true))
+		if d := last(); !d["node-b"] {
+			t.Fatalf("after one of node-b's two pods was reported again: dead %v, want node-b still left out", d)
+		}
+		// The pod at .6 goes not ready and ready again between two syncs: the informer saw it.
+		p.sliceSeen(with(es, "4", "10.244.1.6", false))
+		setSlices(with(es, "5", "10.244.1.5", true), with(other, "3", "10.244.1.5", true))
 		if d := last(); len(d) != 0 {
-			t.Fatalf("after both of node-b's slices changed: dead %v, want none", d)
+			t.Fatalf("after both of node-b's pods were reported again: dead %v, want none", d)
 		}
+
+		// Back again; this time its pods are deleted (gone from the slices): in again at once.
+		down("node-b")
+		up("node-b")
+		if d := last(); !d["node-b"] {
+			t.Fatalf("node-b just answered again: dead %v, want node-b left out", d)
+		}
+		gone := func(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+			c := es.DeepCopy()
+			c.ResourceVersion = "9"
+			c.Endpoints = slices.DeleteFunc(c.Endpoints, func(e discoveryv1.Endpoint) bool { return *e.NodeName == "node-b" })
+			return c
+		}
+		setSlices(gone(es), gone(other))
+		if d := last(); len(d) != 0 {
+			t.Fatalf("after node-b's pods were deleted: dead %v, want none", d)
+		}
+		setSlices(es, other)
 
 		// Back from a partition: nothing changes; in again after the hold.
 		down("node-c")

@@ -137,6 +137,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	p.rec = rec
 	fe := &fakeEcho{up: map[string]bool{"node-b": true}}
 	p.setEcho(fe)
+	src.onSlice(p.sliceSeen)
 	src.onChange(p.pokeService, p.poke)
 	if !src.start(ctx) {
 		t.Fatal("informers did not sync")
@@ -184,8 +185,8 @@ func TestProxierEndToEnd(t *testing.T) {
 	eventually(t, "dead node's endpoint left out", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080")
 	eventually(t, "UDP conntrack flushed for the dead node's endpoint", func() string { return filters(ct) },
 		"-p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53")
-	// It answers again: its endpoints stay out until its kubelet reports them again (here: its slices
-	// are rewritten).
+	// It answers again: its endpoints stay out until its kubelet reports them again (here: its pods
+	// go not ready and ready again in their slices).
 	fe.set("node-b", true)
 	p.onEcho(nil)
 	stillOut := func(what string) {
@@ -197,16 +198,23 @@ func TestProxierEndToEnd(t *testing.T) {
 	}
 	reportAgain := func(es *discoveryv1.EndpointSlice) {
 		t.Helper()
-		es.ResourceVersion = "reported-again"
-		if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		for _, ready := range []bool{false, true} {
+			c := es.DeepCopy()
+			for i := range c.Endpoints {
+				if *c.Endpoints[i].NodeName == "node-b" {
+					c.Endpoints[i].Conditions.Ready = ptr.To(ready)
+				}
+			}
+			if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	stillOut("its slices unchanged")
 	reportAgain(slice("web", "web-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.1.5", "node-a"}, {"10.244.2.5", "node-b"}}))
 	// node-b also has an endpoint in dns-1, still as it was: its endpoints stay out until that one
 	// is reported again too.
-	stillOut("one of its two slices rewritten")
+	stillOut("one of its two pods reported again")
 	reportAgain(slice("dns", "dns-1", corev1.ProtocolUDP, 5353, [][2]string{{"10.244.1.53", "node-a"}, {"10.244.2.53", "node-b"}}))
 	eventually(t, "node back", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
 

@@ -141,6 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		healthTimeout: cfg.HealthzTimeout,
 	}, log, src, nil, m)
 	p.localAddrs = interfaceAddrs
+	src.onSlice(p.sliceSeen)
 	src.onChange(p.pokeService, p.poke)
 
 	var wg sync.WaitGroup

@@ -104,6 +104,16 @@ func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func())
 		UpdateFunc: func(_, _ any) { all() }, DeleteFunc: func(any) { all() }})
 }
 
+// onSlice calls fn on every EndpointSlice added or updated, in the order the watch delivers them.
+func (s *informerSource) onSlice(fn func(*discoveryv1.EndpointSlice)) {
+	call := func(obj any) {
+		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			fn(es)
+		}
+	}
+	_, _ = s.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: call, UpdateFunc: func(_, obj any) { call(obj) }})
+}
+
 // start starts the informers and waits for their caches; false if ctx ended first.
 func (s *informerSource) start(ctx context.Context) bool {
 	for _, f := range s.factories {

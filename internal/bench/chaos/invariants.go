@@ -6,6 +6,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/netip"
@@ -265,7 +266,8 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 					r.FailedInWindows++
 				} else {
 					r.Findings = append(r.Findings, Finding{InvHTTP, addr.String() + " " + e.At.Format("15:04:05.000"),
-						fmt.Sprintf("request to %s at %s failed (%.0f ms)", addr, e.At.Format("15:04:05.000"), float64(e.End.Sub(e.At))/1e6)})
+						fmt.Sprintf("request to %s at %s failed (%.0f ms%s; %s)", addr, e.At.Format("15:04:05.000"), float64(e.End.Sub(e.At))/1e6,
+							cmp.Or(" "+e.Detail, ""), around(ev, e))})
 				}
 			}
 		}
@@ -370,4 +372,34 @@ func (res Result) Total() int {
 		n += len(v)
 	}
 	return n
+}
+
+// around describes what the probe saw around a failed request, to tell a dead endpoint from a change of
+// announcer: the ARP answerers from 1 s before it started to its end, and the last request answered
+// before it and the first after it (with the host that answered).
+func around(ev []failover.Event, failed failover.Event) string {
+	var macs []string
+	var before, after *failover.Event
+	for i := range ev {
+		e := &ev[i]
+		switch {
+		case e.Kind == "reply" || e.Kind == "garp":
+			if !e.At.Before(failed.At.Add(-time.Second)) && !e.At.After(failed.End) {
+				if m := strings.ToLower(e.MAC); len(macs) == 0 || macs[len(macs)-1] != m {
+					macs = append(macs, m)
+				}
+			}
+		case e.Kind == "http" && e.OK && e.End.Before(failed.At):
+			before = e
+		case e.Kind == "http" && e.OK && e.At.After(failed.At) && after == nil:
+			after = e
+		}
+	}
+	req := func(e *failover.Event) string {
+		if e == nil {
+			return "none"
+		}
+		return e.At.Format("15:04:05.000") + " " + cmp.Or(e.Detail, "ok")
+	}
+	return fmt.Sprintf("ARP answerers %s; last answered before %s; first after %s", cmp.Or(strings.Join(macs, " > "), "none"), req(before), req(after))
 }

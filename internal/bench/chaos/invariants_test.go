@@ -3,6 +3,7 @@ package chaos
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,35 @@ func TestLeaking(t *testing.T) {
 	} {
 		if got := Leaking(base, tc.last); got != tc.want {
 			t.Errorf("Leaking(%+v, %+v) = %v, want %v", base, tc.last, got, tc.want)
+		}
+	}
+}
+
+// A failed request's finding says what the probe saw around it: the ARP answerers, and who answered
+// the requests before and after it.
+func TestAnalyzeProbeFindingContext(t *testing.T) {
+	t0 := time.Unix(2000, 0)
+	a, b := "02:42:ac:12:00:03", "02:42:ac:12:00:04"
+	ev := []failover.Event{
+		{At: t0.Add(100 * time.Millisecond), End: t0.Add(110 * time.Millisecond), Kind: "http", OK: true, Detail: "web-1"},
+		{At: t0.Add(150 * time.Millisecond), Kind: "reply", MAC: a},
+		{At: t0.Add(200 * time.Millisecond), End: t0.Add(1200 * time.Millisecond), Kind: "http", Detail: "timeout"},
+		{At: t0.Add(250 * time.Millisecond), Kind: "reply", MAC: a},
+		{At: t0.Add(160 * time.Millisecond), Kind: "garp", MAC: strings.ToUpper(b)},
+		{At: t0.Add(300 * time.Millisecond), End: t0.Add(310 * time.Millisecond), Kind: "http", OK: true, Detail: "web-2"},
+		{At: t0.Add(3 * time.Second), Kind: "reply", MAC: a},
+	}
+	slices.SortStableFunc(ev, func(x, y failover.Event) int { return x.At.Compare(y.At) })
+	r := AnalyzeProbe(netip.MustParseAddr("172.18.200.1"), ev, t0, t0.Add(4*time.Second), 100*time.Millisecond, time.Second, nil)
+	var got string
+	for _, f := range r.Findings {
+		if f.Invariant == InvHTTP {
+			got = f.Detail
+		}
+	}
+	for _, want := range []string{"(1000 ms timeout;", "ARP answerers " + a + " > " + b + " > " + a + ";", "before 08:33:20.100 web-1", "after 08:33:20.300 web-2"} {
+		if !strings.Contains(got, strings.ReplaceAll(want, "08:33:20", t0.Format("15:04:05"))) {
+			t.Errorf("finding %q does not say %q", got, want)
 		}
 	}
 }

@@ -22,6 +22,8 @@ type Event struct {
 	Kind string    // "reply", "garp" (ARP) or "http"
 	MAC  string    // ARP sender
 	OK   bool      // HTTP success
+	// HTTP: the answering host, or why the request failed (probe's detail; "" in older logs)
+	Detail string
 }
 
 // Parse reads the probe's log; malformed lines are an error with their number.
@@ -34,7 +36,7 @@ func Parse(r io.Reader) ([]Event, error) {
 			continue
 		}
 		bad := fmt.Errorf("probe log line %d: %q", n, sc.Text())
-		if len(f) != 4 {
+		if len(f) != 4 && !(len(f) == 5 && f[0] == "http") {
 			return nil, bad
 		}
 		a, err := strconv.ParseInt(f[1], 10, 64)
@@ -49,7 +51,11 @@ func Parse(r io.Reader) ([]Event, error) {
 			if err != nil {
 				return nil, bad
 			}
-			out = append(out, Event{At: time.Unix(0, a), End: time.Unix(0, b), Kind: "http", OK: f[3] == "ok"})
+			e := Event{At: time.Unix(0, a), End: time.Unix(0, b), Kind: "http", OK: f[3] == "ok"}
+			if len(f) == 5 {
+				e.Detail = f[4]
+			}
+			out = append(out, e)
 		default:
 			return nil, bad
 		}

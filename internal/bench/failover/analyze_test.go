@@ -83,3 +83,18 @@ func TestAnalyzeTrailingOutage(t *testing.T) {
 		t.Fatalf("trailing outage: %+v", got)
 	}
 }
+
+// A request line may carry the probe's detail (the answering host or why it failed); older logs
+// have none; other kinds of line take no fifth field.
+func TestParseDetail(t *testing.T) {
+	ev, err := Parse(strings.NewReader("http 1 2 ok webpod1\nhttp 3 4 fail timeout\nhttp 5 6 ok\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 3 || ev[0].Detail != "webpod1" || !ev[0].OK || ev[1].Detail != "timeout" || ev[1].OK || ev[2].Detail != "" {
+		t.Fatalf("parsed %+v", ev)
+	}
+	if _, err := Parse(strings.NewReader("arp 1 reply aa:bb extra\n")); err == nil {
+		t.Fatal("an ARP line with five fields was accepted")
+	}
+}
