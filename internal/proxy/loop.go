@@ -76,15 +76,24 @@ type proxier struct {
 	echo     echoer     // nil while the echo detector is off
 	dead     map[string]bool
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
+	// dirty are the Services whose object or EndpointSlices changed since the last build, and
+	// allDirty says that anything else may have changed: the next build converts every Service.
+	dirty    map[nftrules.ServiceKey]bool
+	allDirty bool
 
 	// owned by run
-	conv     *convert.Converter
-	applied  *nftrules.Model // last model applied to every family
-	chains   map[knftables.Family]int
-	skipped  map[nftrules.ServiceKey]string // logged invalid Services and why
-	peers    []liveness.Peer
-	addrs    []netip.Addr // local addresses, when node-port CIDRs need them
-	addrsErr error
+	conv  *convert.Converter
+	built map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
+	// rebuilt are the Services converted again since the last model applied (for the conntrack
+	// diff), unless rebuiltAll: all of them were.
+	rebuilt    []nftrules.ServiceKey
+	rebuiltAll bool
+	applied    *nftrules.Model // last model applied to every family
+	chains     map[knftables.Family]int
+	skipped    map[nftrules.ServiceKey]string // logged invalid Services and why
+	peers      []liveness.Peer
+	addrs      []netip.Addr // local addresses, when node-port CIDRs need them
+	addrsErr   error
 }
 
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
@@ -96,6 +105,8 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 		health:   healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
 		kick:     make(chan struct{}, 1),
 		dead:     map[string]bool{},
+		dirty:    map[nftrules.ServiceKey]bool{},
+		allDirty: true,
 		returned: map[string]returning{},
 		conv:     convert.NewConverter(cfg.node.Name),
 		chains:   map[knftables.Family]int{},
@@ -103,8 +114,24 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 	}
 }
 
-// poke asks the loop for a sync; it never blocks, and pokes coalesce.
+// poke asks the loop for a sync that converts every Service; it never blocks, and pokes
+// coalesce.
 func (p *proxier) poke() {
+	p.mu.Lock()
+	p.allDirty = true
+	p.mu.Unlock()
+	p.wake()
+}
+
+// pokeService asks the loop for a sync after a change of one Service or its EndpointSlices.
+func (p *proxier) pokeService(k nftrules.ServiceKey) {
+	p.mu.Lock()
+	p.dirty[k] = true
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *proxier) wake() {
 	p.health.Queued()
 	select {
 	case p.kick <- struct{}{}:
@@ -178,7 +205,7 @@ func (p *proxier) run(ctx context.Context) error {
 // entries and updates the health checks.
 func (p *proxier) sync(ctx context.Context, full bool) error {
 	start := time.Now()
-	m := p.build()
+	m := p.build(full)
 	kind := "partial"
 	var errs []error
 	skipped := map[nftrules.ServiceKey]error{}
@@ -226,8 +253,13 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 	old := p.applied
 	p.applied = m
 	if p.ct != nil {
-		p.flushConntrack(ctx, conntrack.Stale(old, m))
+		if p.rebuiltAll {
+			p.flushConntrack(ctx, conntrack.Stale(old, m))
+		} else {
+			p.flushConntrack(ctx, conntrack.StaleOf(old, m, p.rebuilt))
+		}
 	}
+	p.rebuilt, p.rebuiltAll = nil, false
 	if p.hc != nil {
 		checks := nftrules.HealthChecks(m)
 		var addrs []netip.Addr
@@ -257,8 +289,10 @@ func (p *proxier) flushConntrack(ctx context.Context, filters []conntrack.Filter
 	}
 }
 
-// build converts the cluster's objects into the model of this sync.
-func (p *proxier) build() *nftrules.Model {
+// build converts the cluster's objects into the model of this sync: every Service if all is
+// true or something besides Services and EndpointSlices changed, else only the Services that
+// changed since the last build.
+func (p *proxier) build(all bool) *nftrules.Model {
 	self := p.src.Node(p.cfg.node.Name)
 	p.health.SetNodeEligible(convert.NodeEligible(self))
 	dead := p.liveness()
@@ -266,7 +300,24 @@ func (p *proxier) build() *nftrules.Model {
 	if p.needAddrs() && p.addrs == nil && p.addrsErr == nil {
 		p.refreshAddrs()
 	}
-	svcs, issues := p.conv.Services(p.src.Services(), p.src.SlicesOf)
+	p.mu.Lock()
+	dirty, allDirty := p.dirty, p.allDirty
+	p.dirty, p.allDirty = map[nftrules.ServiceKey]bool{}, false
+	p.mu.Unlock()
+	var svcs map[nftrules.ServiceKey]*nftrules.Service
+	var issues []convert.Issue
+	if all || allDirty || p.built == nil {
+		svcs, issues = p.conv.Services(p.src.Services(), p.src.SlicesOf)
+		p.rebuiltAll = true
+	} else {
+		keys := make([]nftrules.ServiceKey, 0, len(dirty))
+		for k := range dirty {
+			keys = append(keys, k)
+		}
+		svcs, issues = p.conv.Update(p.built, keys, p.src.Service, p.src.SlicesOf)
+		p.rebuilt = append(p.rebuilt, keys...)
+	}
+	p.built = svcs
 	for _, is := range issues {
 		key := is.Service.Namespace + "/" + is.Service.Name
 		if is.Skip != convert.NotSkipped {

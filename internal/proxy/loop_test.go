@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -11,10 +13,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
@@ -35,6 +40,15 @@ func (s *staticSource) Services() []*corev1.Service {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.svcs
+}
+
+func (s *staticSource) Service(ns, name string) *corev1.Service {
+	for _, svc := range s.Services() {
+		if svc.Namespace == ns && svc.Name == name {
+			return svc
+		}
+	}
+	return nil
 }
 
 func (s *staticSource) SlicesOf(ns, name string) []*discoveryv1.EndpointSlice {
@@ -459,4 +473,78 @@ func TestReturningNode(t *testing.T) {
 			t.Fatalf("node-c died again: dead %v", d)
 		}
 	})
+}
+
+// TestBuildIncrementalMatchesFull: a build that converts only the Services the handlers named
+// gives the same model as one that converts them all, through random changes of Services and
+// EndpointSlices (new, changed, deleted, moved to another Service), resourceVersions bumped as
+// the apiserver would.
+func TestBuildIncrementalMatchesFull(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const universe = 12
+	rv := 0
+	next := func() string { rv++; return fmt.Sprint(rv) }
+	mkSvc := func(i int) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: fmt.Sprintf("s%d", i), ResourceVersion: next(), UID: types.UID(fmt.Sprint("u", i))},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: []string{fmt.Sprintf("10.96.0.%d", i+1)},
+				Ports: []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: int32(80 + r.IntN(2))}}},
+		}
+	}
+	mkSlice := func(svc string, j int) *discoveryv1.EndpointSlice {
+		es := slice(svc, fmt.Sprintf("es%d", j), corev1.ProtocolTCP, 8080,
+			[][2]string{{fmt.Sprintf("10.244.%d.%d", r.IntN(3), r.IntN(5)+1), "node-a"}})
+		es.ResourceVersion, es.UID = next(), types.UID(fmt.Sprint("e", j))
+		return es
+	}
+	src := &staticSource{nodes: []*corev1.Node{testNode("node-a", "192.168.0.10")}}
+	for i := range universe / 2 {
+		src.svcs = append(src.svcs, mkSvc(i))
+		src.slices = append(src.slices, mkSlice(fmt.Sprintf("s%d", i), i))
+	}
+	newP := func() *proxier {
+		return newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour},
+			slog.New(slog.DiscardHandler), src, nil, newMetrics(prometheus.NewRegistry()))
+	}
+	p := newP()
+	p.build(true)
+	for step := range 200 {
+		touched := map[nftrules.ServiceKey]bool{}
+		for range 1 + r.IntN(3) {
+			i := r.IntN(universe)
+			name := fmt.Sprintf("s%d", i)
+			touched[nftrules.ServiceKey{Namespace: "ns1", Name: name}] = true
+			src.mu.Lock()
+			switch r.IntN(4) {
+			case 0: // the Service comes, changes or goes
+				src.svcs = slices.DeleteFunc(slices.Clone(src.svcs), func(s *corev1.Service) bool { return s.Name == name })
+				if r.IntN(3) > 0 {
+					src.svcs = append(src.svcs, mkSvc(i))
+				}
+			case 1, 2: // a slice of it comes or changes
+				j := r.IntN(universe)
+				src.slices = slices.DeleteFunc(slices.Clone(src.slices), func(es *discoveryv1.EndpointSlice) bool {
+					if es.Name == fmt.Sprintf("es%d", j) {
+						touched[nftrules.ServiceKey{Namespace: "ns1", Name: es.Labels[discoveryv1.LabelServiceName]}] = true
+						return true
+					}
+					return false
+				})
+				src.slices = append(src.slices, mkSlice(name, j))
+			case 3: // its slices go
+				src.slices = slices.DeleteFunc(slices.Clone(src.slices), func(es *discoveryv1.EndpointSlice) bool {
+					return es.Labels[discoveryv1.LabelServiceName] == name
+				})
+			}
+			src.mu.Unlock()
+		}
+		for k := range touched {
+			p.pokeService(k)
+		}
+		got := p.build(false)
+		want := newP().build(true)
+		if diff := cmp.Diff(want.Services, got.Services, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
+			t.Fatalf("step %d: incremental build differs (-full +incremental):\n%s", step, diff)
+		}
+	}
 }

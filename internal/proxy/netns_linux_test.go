@@ -36,11 +36,12 @@ func TestKernelSync(t *testing.T) {
 	src := newInformerSource(cs, "node-a", true)
 	defer src.shutdown()
 	defer cancel()
+	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
+		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
+	src.onChange(p.pokeService, p.poke) // as Run does: incremental syncs convert what changed
 	if !src.start(ctx) {
 		t.Fatal("informers did not sync")
 	}
-	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
-		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
 	if err := p.sync(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestKernelSync(t *testing.T) {
 		"10.96.0.10 . tcp . 80 : goto service-",
 		"10.96.0.53 . udp . 53 : goto service-",
 		"192.168.1.240 . tcp . 80 : goto external-",
-		"dnat to 10.244.2.5:8080",
+		": 10.244.2.5 . 8080",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("kernel table lacks %q:\n%s", want, got)
@@ -65,15 +66,18 @@ func TestKernelSync(t *testing.T) {
 	if err := p.sync(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); strings.Contains(got, "dnat to 10.244.2.5:8080") {
+	if got := list(); strings.Contains(got, ": 10.244.2.5 . 8080") {
 		t.Errorf("dead node's endpoint still in the kernel:\n%s", got)
 	}
 	if err := cs.CoreV1().Services("ns1").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := src.svcLister.Services("ns1").Get("web"); err != nil {
+	for time.Now().Before(deadline) { // the handler has recorded the change (after the lister)
+		p.mu.Lock()
+		seen := p.dirty[nftrules.ServiceKey{Namespace: "ns1", Name: "web"}]
+		p.mu.Unlock()
+		if seen {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

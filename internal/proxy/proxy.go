@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}, log, src, nil, m)
 	p.localAddrs = interfaceAddrs
 	src.onSlice(p.sliceSeen)
-	src.onChange(p.poke)
+	src.onChange(p.pokeService, p.poke)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -177,6 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		defer s.Close()
 		p.fams = append(p.fams, family{name: f, s: s})
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
 	}

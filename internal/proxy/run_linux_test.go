@@ -59,7 +59,7 @@ func TestRun(t *testing.T) {
 	if _, err := cs.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, done, "the new endpoint in the kernel", func() bool { return strings.Contains(list(), "dnat to 10.244.1.6:8080") })
+	waitFor(t, done, "the new endpoint in the kernel", func() bool { return strings.Contains(list(), ": 10.244.1.6 . 8080") })
 
 	cancel()
 	select {

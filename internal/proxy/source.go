@@ -15,11 +15,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
 // source is the proxy's read-only view of the cluster.
 type source interface {
 	Services() []*corev1.Service
+	// Service returns one Service, nil if there is none (or it is not the proxy's).
+	Service(namespace, name string) *corev1.Service
 	SlicesOf(namespace, name string) []*discoveryv1.EndpointSlice
 	Nodes() []*corev1.Node
 	Node(name string) *corev1.Node
@@ -68,12 +71,37 @@ func newInformerSource(cs kubernetes.Interface, node string, allNodes bool) *inf
 	return s
 }
 
-// onChange calls fn on every add, update and delete.
-func (s *informerSource) onChange(fn func()) {
-	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { fn() }, UpdateFunc: func(_, _ any) { fn() }, DeleteFunc: func(any) { fn() }}
-	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes} {
+// onChange calls service with the Service a Service or EndpointSlice event concerns (once for
+// each Service), and all on every Node event and on any event it cannot attribute to a Service.
+func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func()) {
+	one := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		switch o := obj.(type) {
+		case *corev1.Service:
+			service(nftrules.ServiceKey{Namespace: o.Namespace, Name: o.Name})
+		case *discoveryv1.EndpointSlice:
+			if name := o.Labels[discoveryv1.LabelServiceName]; name != "" {
+				service(nftrules.ServiceKey{Namespace: o.Namespace, Name: name})
+			}
+		default:
+			all()
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: one, DeleteFunc: one, UpdateFunc: func(old, cur any) {
+		if o, ok := old.(*discoveryv1.EndpointSlice); ok {
+			if c, ok := cur.(*discoveryv1.EndpointSlice); !ok || o.Labels[discoveryv1.LabelServiceName] != c.Labels[discoveryv1.LabelServiceName] {
+				one(old) // moved to another Service
+			}
+		}
+		one(cur)
+	}}
+	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices} {
 		_, _ = i.AddEventHandler(h)
 	}
+	_, _ = s.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { all() },
+		UpdateFunc: func(_, _ any) { all() }, DeleteFunc: func(any) { all() }})
 }
 
 // onSlice calls fn on every EndpointSlice added or updated, in the order the watch delivers them.
@@ -112,6 +140,14 @@ func (s *informerSource) shutdown() {
 func (s *informerSource) Services() []*corev1.Service {
 	out, _ := s.svcLister.List(labels.Everything())
 	return out
+}
+
+func (s *informerSource) Service(namespace, name string) *corev1.Service {
+	svc, err := s.svcLister.Services(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return svc
 }
 
 func (s *informerSource) SlicesOf(namespace, name string) []*discoveryv1.EndpointSlice {

@@ -75,7 +75,6 @@ func Stale(old, m *nftrules.Model) []Filter {
 		return nil
 	}
 	deadSame := sameDead(old.Node.DeadNodes, m.Node.DeadNodes)
-	var out []Filter
 	keys := make([]nftrules.ServiceKey, 0)
 	for k, o := range old.Services {
 		if n := m.Services[k]; o != n || !deadSame {
@@ -87,7 +86,30 @@ func Stale(old, m *nftrules.Model) []Filter {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b nftrules.ServiceKey) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(keys, compareKeys)
+	return staleOf(old, m, keys)
+}
+
+func compareKeys(a, b nftrules.ServiceKey) int { return strings.Compare(a.String(), b.String()) }
+
+// StaleOf is Stale when the caller knows which Services may differ between old and m (their
+// *Service pointers): keys, in any order, with duplicates. Other Services are not looked at,
+// unless the dead nodes differ, when it is Stale.
+func StaleOf(old, m *nftrules.Model, keys []nftrules.ServiceKey) []Filter {
+	if old == nil || m == nil {
+		return nil
+	}
+	if !sameDead(old.Node.DeadNodes, m.Node.DeadNodes) {
+		return Stale(old, m)
+	}
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, compareKeys)
+	return staleOf(old, m, slices.Compact(keys))
+}
+
+// staleOf diffs the Services of keys, sorted.
+func staleOf(old, m *nftrules.Model, keys []nftrules.ServiceKey) []Filter {
+	var out []Filter
 	for _, k := range keys {
 		for _, v6 := range []bool{false, true} {
 			before := endpointsByTarget(old.Services[k], &old.Node, v6)

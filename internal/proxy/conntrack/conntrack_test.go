@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules/nftrulestest"
 )
 
 var a = netip.MustParseAddr
@@ -170,5 +171,39 @@ func TestExec(t *testing.T) {
 	runErr = errors.New("exec: not found")
 	if _, err := e.Delete(context.Background(), f); !errors.Is(err, ErrConntrack) {
 		t.Errorf("failure to run: %v", err)
+	}
+}
+
+// TestStaleOf: given the Services whose pointers changed (with others and duplicates mixed in),
+// StaleOf finds what Stale finds by comparing every Service.
+func TestStaleOf(t *testing.T) {
+	for seed := range uint64(30) {
+		g := nftrulestest.NewGen(seed)
+		old := g.Model(8)
+		for step := range 10 {
+			m := g.Mutate(old, 10)
+			var keys []nftrules.ServiceKey
+			for k, s := range m.Services {
+				if old.Services[k] != s || g.R.IntN(4) == 0 {
+					keys = append(keys, k, k)
+				}
+			}
+			for k := range old.Services {
+				if _, ok := m.Services[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			strs := func(fs []Filter) []string {
+				var out []string
+				for _, f := range fs {
+					out = append(out, f.String())
+				}
+				return out
+			}
+			if diff := cmp.Diff(strs(Stale(old, m)), strs(StaleOf(old, m, keys))); diff != "" {
+				t.Fatalf("seed %d step %d (-Stale +StaleOf):\n%s", seed, step, diff)
+			}
+			old = m
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -56,26 +58,8 @@ func (c *Converter) Services(svcs []*corev1.Service, slicesOf func(namespace, na
 	var issues []Issue
 	for _, svc := range svcs {
 		key := nftrules.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}
-		eps := slicesOf(svc.Namespace, svc.Name)
-		e := c.cache[key]
-		if e != nil && e.ver.matches(svc, eps) {
-			e.gen = c.gen
-			if e.svc != nil {
-				out[key] = e.svc
-			}
-			continue
-		}
-		s, skip, warns := Service(svc, eps, c.node)
-		if e == nil {
-			e = &cached{}
-			c.cache[key] = e
-		}
-		e.gen, e.svc, e.ver = c.gen, s, versionOf(svc, eps)
-		if s != nil {
-			out[key] = s
-		}
-		if len(warns) > 0 || skip != NotSkipped {
-			issues = append(issues, Issue{Service: svc, Skip: skip, Warnings: warns})
+		if is, ok := c.convert(key, svc, slicesOf(svc.Namespace, svc.Name), out); ok {
+			issues = append(issues, is)
 		}
 	}
 	if len(c.cache) > len(svcs) {
@@ -86,6 +70,65 @@ func (c *Converter) Services(svcs []*corev1.Service, slicesOf func(namespace, na
 		}
 	}
 	return out, issues
+}
+
+// Update is Services for a sync that knows which Services may have changed since the call that
+// returned prev: it returns a copy of prev with the Services of keys converted again (service
+// returns a Service's object, nil if it is gone; slicesOf its EndpointSlices), reusing the cache
+// as Services does. The other Services are not looked at, so a sync costs what changed rather
+// than a pass over every Service; prev is not modified. Issues are as Services reports them.
+func (c *Converter) Update(prev map[nftrules.ServiceKey]*nftrules.Service, keys []nftrules.ServiceKey,
+	service func(namespace, name string) *corev1.Service,
+	slicesOf func(namespace, name string) []*discoveryv1.EndpointSlice) (map[nftrules.ServiceKey]*nftrules.Service, []Issue) {
+	c.gen++
+	out := maps.Clone(prev)
+	if out == nil {
+		out = map[nftrules.ServiceKey]*nftrules.Service{}
+	}
+	var issues []Issue
+	for _, key := range keys {
+		svc := service(key.Namespace, key.Name)
+		if svc == nil {
+			delete(out, key)
+			delete(c.cache, key)
+			continue
+		}
+		if is, ok := c.convert(key, svc, slicesOf(key.Namespace, key.Name), out); ok {
+			issues = append(issues, is)
+		}
+	}
+	return out, issues
+}
+
+// convert converts one Service into out (reusing the cache entry if its objects are unchanged)
+// and returns its issues, if it has any and was converted anew.
+func (c *Converter) convert(key nftrules.ServiceKey, svc *corev1.Service, eps []*discoveryv1.EndpointSlice,
+	out map[nftrules.ServiceKey]*nftrules.Service) (Issue, bool) {
+	e := c.cache[key]
+	if e != nil && e.ver.matches(svc, eps) {
+		e.gen = c.gen
+		if e.svc != nil {
+			out[key] = e.svc
+		} else {
+			delete(out, key)
+		}
+		return Issue{}, false
+	}
+	s, skip, warns := Service(svc, eps, c.node)
+	if e == nil {
+		e = &cached{}
+		c.cache[key] = e
+	}
+	e.gen, e.svc, e.ver = c.gen, s, versionOf(svc, eps)
+	if s != nil {
+		out[key] = s
+	} else {
+		delete(out, key)
+	}
+	if len(warns) > 0 || skip != NotSkipped {
+		return Issue{Service: svc, Skip: skip, Warnings: warns}, true
+	}
+	return Issue{}, false
 }
 
 func versionOf(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) objVersion {

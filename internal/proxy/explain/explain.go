@@ -116,7 +116,7 @@ func Explain(objs Objects, opts Options, q Query) (*Report, error) {
 	}
 	fake := knftables.NewFake(fam, nftrules.TableName)
 	tx := fake.NewTransaction()
-	plan := b.Full(tx, m, nftrules.Existing{})
+	plan := b.Full(tx, m, nftrules.Existing{}, nil)
 	if err := fake.Run(context.Background(), tx); err != nil {
 		return nil, fmt.Errorf("building the ruleset: %w", err)
 	}

@@ -40,6 +40,7 @@ type Syncer struct {
 	bulkNew bool // write a new table's Services over netlink (WithBulkNewTable)
 
 	applied *nftrules.Model      // last model applied successfully; nil forces a full sync
+	state   nftrules.State       // the Builder's State of the table (windows of dnat-endpoints)
 	stale   map[string]time.Time // flushed chains and when they went stale
 	stats   Stats
 }
@@ -177,12 +178,12 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 		} else {
 			// Straight into one transaction: it replaces Services that carry traffic, atomically.
 			tx := s.nft.NewTransaction()
-			plan = s.b.Full(tx, m, existing)
+			plan = s.b.Full(tx, m, existing, &s.state)
 			err = s.exec(ctx, tx)
 		}
 	} else {
 		rec := &recorder{}
-		plan = s.b.Incremental(rec, s.applied, m)
+		plan = s.b.Incremental(rec, s.applied, m, &s.state)
 		err = s.write(ctx, rec, !plan.Full)
 	}
 	if err != nil {
@@ -217,7 +218,7 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 // through nft as well.
 func (s *Syncer) fullNew(ctx context.Context, m *nftrules.Model, existing nftrules.Existing) (nftrules.Plan, error) {
 	base, svcs := &recorder{}, &recorder{}
-	plan := s.b.FullSplit(base, svcs, m, existing)
+	plan := s.b.FullSplit(base, svcs, m, existing, &s.state)
 	tx := s.nft.NewTransaction()
 	base.replay(tx)
 	if err := s.exec(ctx, tx); err != nil {
@@ -315,6 +316,15 @@ func (s *Syncer) exec(ctx context.Context, tx *knftables.Transaction) error {
 	}
 	s.stats.Exec++
 	return s.nft.Run(ctx, tx)
+}
+
+// Close releases the netlink socket the Syncer keeps between syncs, if any. The Syncer can still
+// be used; the next netlink batch opens another.
+func (s *Syncer) Close() error {
+	if s.nl == nil {
+		return nil
+	}
+	return s.nl.Close()
 }
 
 // Stats returns how the Syncer's transactions have reached the kernel so far.

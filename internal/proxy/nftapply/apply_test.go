@@ -2,6 +2,8 @@ package nftapply
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +51,9 @@ func TestGoldenRulesetsLoad(t *testing.T) {
 
 // kernelState is what the comparison between the kernel and a Fake looks at: chains with their
 // rule counts, and map and set elements (keys), each sorted.
-func kernelState(t *testing.T, nft knftables.Interface) map[string][]string {
+// ns, if not empty, is the namespace of a real nft: knftables lists the interval keys of the
+// DNAT maps as empty, so their elements are read from nft -j there.
+func kernelState(t *testing.T, nft knftables.Interface, ns string, fam knftables.Family) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]string{}
@@ -78,6 +82,12 @@ func kernelState(t *testing.T, nft knftables.Interface) map[string][]string {
 				out["affinity"] = append(out["affinity"], n)
 				continue
 			}
+			if ns != "" && nftrules.IsDNATMap(n) {
+				if els := dnatElements(t, ns, fam, n); len(els) > 0 {
+					out[n] = els
+				}
+				continue
+			}
 			els, err := nft.ListElements(ctx, kind, n)
 			if err != nil {
 				t.Fatal(err)
@@ -98,7 +108,7 @@ func kernelState(t *testing.T, nft knftables.Interface) map[string][]string {
 // every step that the kernel holds what a fresh full sync in a Fake holds. It catches what the
 // Fake forgives: re-adding a map element with another value, deleting a set still referenced.
 func TestSyncKernelRandom(t *testing.T) {
-	testNetns(t)
+	ns := testNetns(t)
 	ctx := context.Background()
 	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
 		cfg := nftrules.Config{Family: fam, MaglevTableSize: 13}
@@ -132,7 +142,7 @@ func TestSyncKernelRandom(t *testing.T) {
 				steps++
 				fake := knftables.NewFake(fam, nftrules.TableName)
 				tx := fake.NewTransaction()
-				b.Full(tx, m, nftrules.Existing{})
+				b.Full(tx, m, nftrules.Existing{}, s.state.Clone()) // the same windows
 				// The kernel also holds this step's stale chains, flushed.
 				for _, c := range plan.StaleChains {
 					tx.Add(&knftables.Chain{Name: c})
@@ -140,7 +150,7 @@ func TestSyncKernelRandom(t *testing.T) {
 				if err := fake.Run(ctx, tx); err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(kernelState(t, fake), kernelState(t, nft)); diff != "" {
+				if diff := cmp.Diff(kernelState(t, fake, "", fam), kernelState(t, nft, ns, fam)); diff != "" {
 					t.Fatalf("%s seed %d step %d (full %v): kernel differs (-want +kernel):\n%s", fam, seed, step, plan.Full, diff)
 				}
 			}
@@ -193,4 +203,42 @@ func TestSyncRecoversWithFull(t *testing.T) {
 	if err := Cleanup(ctx, nft); err != nil {
 		t.Errorf("second cleanup: %v", err)
 	}
+}
+
+// dnatElements lists a DNAT map's elements as "lo-hi : address . port" from nft -j in ns.
+func dnatElements(t *testing.T, ns string, fam knftables.Family, name string) []string {
+	t.Helper()
+	out := nsRun(t, ns, "", "nft", "-j", "list", "map", string(fam), nftrules.TableName, name)
+	var doc struct {
+		Nftables []struct {
+			Map *struct {
+				Elem [][2]json.RawMessage `json:"elem"`
+			} `json:"map"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("parsing nft -j output: %v", err)
+	}
+	var els []string
+	for _, o := range doc.Nftables {
+		if o.Map == nil {
+			continue
+		}
+		for _, e := range o.Map.Elem {
+			var key struct {
+				Range [2]uint32 `json:"range"`
+			}
+			var val struct {
+				Concat []any `json:"concat"`
+			}
+			if err := json.Unmarshal(e[0], &key); err != nil {
+				t.Fatalf("DNAT map key %s: %v", e[0], err)
+			}
+			if err := json.Unmarshal(e[1], &val); err != nil || len(val.Concat) != 2 {
+				t.Fatalf("DNAT map value %s: %v", e[1], err)
+			}
+			els = append(els, fmt.Sprintf("%d-%d : %v . %v", key.Range[0], key.Range[1], val.Concat[0], val.Concat[1]))
+		}
+	}
+	return els
 }

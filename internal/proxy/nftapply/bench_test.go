@@ -71,8 +71,8 @@ func benchFull(b *testing.B, ctx context.Context, ns string, n int, netlink bool
 // BenchmarkKernelIncremental times applying one endpoint change among n Services x 2 endpoints
 // in a real kernel (a throwaway namespace): Incremental plus either one netlink batch
 // (path=netlink) or one `nft -f -` with the few operations it wrote (path=nft). All paths start
-// from the same table (one full sync per size). The stale chain each change leaves is deleted
-// between iterations, untimed. path=kernel-floor is the part no writer avoids: one netlink batch
+// from the same table (one full sync per size). A stale chain a change leaves (none for random
+// Services, which change elements only) is deleted between iterations, untimed. path=kernel-floor is the part no writer avoids: one netlink batch
 // adding a chain with a single `drop` rule, whose commit makes the kernel validate the jump graph
 // of the whole table. Besides ns/op (the mean) it reports the median as median-ns. Run with
 // -benchtime 15x or so.
@@ -141,7 +141,7 @@ func BenchmarkKernelIncremental(b *testing.B) {
 					s.deleteStale(ctx)
 					b.StartTimer()
 				}
-				if after := s.Stats(); path == "netlink" && after.Netlink-before.Netlink < 2*len(times) {
+				if after := s.Stats(); path == "netlink" && (after.Netlink-before.Netlink < len(times) || len(after.Fallbacks) > 0) {
 					b.Fatalf("not every change went over netlink: %+v", after)
 				}
 				b.ReportMetric(float64(median(times).Nanoseconds()), "median-ns")

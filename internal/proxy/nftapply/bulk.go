@@ -21,7 +21,11 @@ import (
 // kernel processes a batch within sendmsg and reports every refused message, then the last
 // message's acknowledgement: the batch committed if no error came before it. Incremental syncs
 // use it too: a handful of messages, but one recvmsg instead of one per message and rule echo.
-func (n *Netlink) applyBulk(cmds []command) error {
+//
+// The socket stays open for the next batch (Close closes it): closing a netfilter socket right
+// after a commit waits for the kernel to release what the commit replaced, an RCU grace period
+// (4-5 ms, as much as the commit of an endpoint change). A batch that fails closes it.
+func (n *Netlink) applyBulk(cmds []command) (err error) {
 	if !n.kernel {
 		return n.apply(cmds)
 	}
@@ -54,17 +58,23 @@ func (n *Netlink) applyBulk(cmds []command) error {
 		buf = binary.NativeEndian.AppendUint32(buf, uint32(l))
 		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Type))
 		buf = binary.NativeEndian.AppendUint16(buf, uint16(flags))
-		buf = binary.NativeEndian.AppendUint32(buf, uint32(i+1)) // sequence
-		buf = binary.NativeEndian.AppendUint32(buf, 0)           // port ID: the kernel knows the socket's
+		buf = binary.NativeEndian.AppendUint32(buf, n.seq+uint32(i+1)) // sequence
+		buf = binary.NativeEndian.AppendUint32(buf, 0)                 // port ID: the kernel knows the socket's
 		buf = append(buf, m.Data...)
 		buf = append(buf, make([]byte, nlmsgAlign(l)-l)...)
 	}
 
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.netns})
-	if err != nil {
-		return fmt.Errorf("opening nftables netlink: %w", err)
+	if n.conn == nil {
+		if n.conn, err = netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.netns}); err != nil {
+			return fmt.Errorf("opening nftables netlink: %w", err)
+		}
 	}
-	defer c.Close()
+	c := n.conn
+	defer func() {
+		if err != nil { // unread answers may be left: start afresh
+			n.Close()
+		}
+	}()
 	// Room for the batch (SO_SNDBUFFORCE: the batch is one datagram, over net.core.wmem_max),
 	// and for error messages, which quote the refused message.
 	if err := forceBuffers(c, size+(64<<10), min(size, 64<<20)+(1<<20)); err != nil {
@@ -87,6 +97,8 @@ func (n *Netlink) applyBulk(cmds []command) error {
 	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
 		return err
 	}
+	lastSeq += n.seq // sequence numbers go on from batch to batch on one socket
+	defer func() { n.seq += uint32(len(msgs)) }()
 	var refused []error
 	for {
 		replies, err := c.Receive()
@@ -100,8 +112,8 @@ func (n *Netlink) applyBulk(cmds []command) error {
 			if errno := int32(binary.NativeEndian.Uint32(r.Data[:4])); errno != 0 {
 				refused = append(refused, fmt.Errorf("message %d: %w", r.Header.Sequence, syscall.Errno(-errno)))
 			}
-			// The batch itself refused (its begin message, sequence 1): nothing else comes.
-			if r.Header.Sequence == lastSeq || r.Header.Sequence == 1 && len(refused) > 0 {
+			// The batch itself refused (its begin message): nothing else comes.
+			if r.Header.Sequence == lastSeq || r.Header.Sequence == n.seq+1 && len(refused) > 0 {
 				if len(refused) > 0 {
 					return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, firstError(errors.Join(refused...)))
 				}
@@ -157,4 +169,14 @@ func forceBuffers(c *netlink.Conn, snd, rcv int) error {
 		return fmt.Errorf("netlink socket buffers: %w", serr)
 	}
 	return nil
+}
+
+// Close closes the netlink socket kept between batches, if any; the next batch opens another.
+func (n *Netlink) Close() error {
+	if n.conn == nil {
+		return nil
+	}
+	err := n.conn.Close()
+	n.conn, n.seq = nil, 0
+	return err
 }

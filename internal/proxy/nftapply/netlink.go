@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"sigs.k8s.io/knftables"
 )
 
@@ -47,6 +48,10 @@ type Netlink struct {
 	// sends its own batch; otherwise (NewNetlinkConn) applyBulk is apply.
 	kernel bool
 	netns  int
+	// conn is the socket applyBulk keeps between batches (nil: none open), seq the sequence
+	// number of its last message.
+	conn *netlink.Conn
+	seq  uint32
 }
 
 // NewNetlink returns a writer for the table nftrules.TableName of family in the network

@@ -128,12 +128,16 @@ func canonical(t *testing.T, v any) string {
 
 // netlinkListing returns `nft --debug=netlink list table`: what the kernel holds, expression by
 // expression with registers, lengths and userdata. Rule handles are cut from the rule headers
-// and set elements sorted within their set; the order of rules is kept.
+// and set elements sorted within their set; the order of rules is kept. The interval-end element
+// at key 0 that nft adds to an interval map it writes into (when the map was in the kernel before
+// its transaction) is left out: no interval starts at 0, lookups do not need it, and the netlink
+// writer does not add it.
 func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 	t.Helper()
 	out := nsRun(t, ns, "", "nft", "--debug=netlink", "list", "table", string(fam), nftrules.TableName)
 	header := string(fam) + " " + nftrules.TableName + " "
 	var lines, elems []string
+	inDNAT := false
 	flush := func() {
 		slices.Sort(elems)
 		lines = append(lines, elems...)
@@ -142,8 +146,12 @@ func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 	for _, l := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(l, "\telement "):
-			elems = append(elems, l)
+			if !(inDNAT && strings.HasPrefix(l, "\telement 00000000  : 1 [end]")) {
+				elems = append(elems, l)
+			}
 			continue
+		case strings.HasPrefix(l, header+"@"):
+			inDNAT = nftrules.IsDNATMap(strings.TrimPrefix(l, header+"@"))
 		case strings.HasPrefix(l, header) && !strings.HasPrefix(l, header+"@"):
 			f := strings.Fields(l)
 			l = strings.Join(f[:3], " ") // family table chain, without handle and position
@@ -258,7 +266,7 @@ func TestNetlinkRecoversWithFull(t *testing.T) {
 	if err != nil || !plan.Full {
 		t.Fatalf("sync after the failure: full %v, %v", plan.Full, err)
 	}
-	if got := nsRun(t, ns, "", "nft", "list", "table", "ip", nftrules.TableName); !strings.Contains(got, "dnat to 10.247.0.1:8080") {
+	if got := nsRun(t, ns, "", "nft", "list", "table", "ip", nftrules.TableName); !strings.Contains(got, ": 10.247.0.1 . 8080") {
 		t.Errorf("table not rebuilt:\n%s", got)
 	}
 	if err := Cleanup(ctx, s.nft); err != nil {
@@ -273,4 +281,29 @@ func mustNetlink(t *testing.T, fam knftables.Family, fd int) *Netlink {
 		t.Fatal(err)
 	}
 	return nl
+}
+
+// TestNetlinkDNATMapShards: the Service whose window is the first of a new DNAT map creates the
+// map (through nft: typeof), and the map goes with the last Service in it; both kernels agree,
+// and endpoint changes in either map go over netlink.
+func TestNetlinkDNATMapShards(t *testing.T) {
+	clock := time.Unix(0, 0)
+	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family}, func() time.Time { return clock })
+	small := nftrulestest.Scale(nftrules.WindowsPerMap - 1) // windows 1-63: the first map
+	tw.sync(t, small, "full")
+	big := nftrulestest.Scale(nftrules.WindowsPerMap)
+	tw.sync(t, big, "a Service in the second map")
+	if got := nsRun(t, tw.nlNS, "", "nft", "list", "maps", "ip"); !strings.Contains(got, "dnat-endpoints-tcp-1") {
+		t.Fatalf("no second DNAT map:\n%s", got)
+	}
+	st0 := tw.nl.Stats()
+	tw.sync(t, nftrulestest.WithEndpointChange(big, nftrules.WindowsPerMap-1, 1), "an endpoint change in the second map")
+	tw.sync(t, nftrulestest.WithEndpointChange(big, 0, 1), "an endpoint change in the first map")
+	if st := tw.nl.Stats(); st.Netlink-st0.Netlink != 2 || st.Exec != st0.Exec {
+		t.Errorf("endpoint changes: %+v (before %+v), want both over netlink", st, st0)
+	}
+	tw.sync(t, small, "the second map's last Service goes")
+	if got := nsRun(t, tw.nlNS, "", "nft", "list", "maps", "ip"); strings.Contains(got, "dnat-endpoints-tcp-1") {
+		t.Errorf("the emptied DNAT map is still there:\n%s", got)
+	}
 }

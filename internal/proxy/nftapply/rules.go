@@ -35,6 +35,11 @@ import (
 //	meta l4proto tcp dnat to 10.0.0.1:8080
 //	                           meta ...; cmp ...; immediate reg 1 <addr>; immediate reg 2 <port>;
 //	                           nat dnat ip addr_min reg 1 proto_min reg 2 flags 0x2
+//	meta l4proto tcp dnat ip to numgen random mod 65536 offset K map @m
+//	                           meta ...; cmp ...; numgen reg 1 = random mod 65536 offset K;
+//	                           byteorder reg 1 = hton(reg 1, 4, 4); lookup reg 1 set m dreg 1;
+//	                           nat dnat ip addr_min reg 1 addr_max reg 1 proto_min reg 9
+//	                           proto_max reg 9 flags 0x3 (ip6: proto reg 2, after the address)
 //	jump c / goto c / drop     immediate reg 0 <verdict>
 //	comment "x"                rule userdata: TLV type 0, "x\x00"
 
@@ -386,8 +391,13 @@ func (p *ruleParser) update() error {
 	return nil
 }
 
-// dnat to ADDR:PORT, after a match that fixed the transport protocol.
+// dnat to ADDR:PORT, after a match that fixed the transport protocol; or
+// dnat ip to numgen random mod N offset K map @m.
 func (p *ruleParser) dnat() error {
+	if len(p.toks) > 0 && p.toks[0] == p.t.ipX {
+		p.next()
+		return p.dnatMap()
+	}
 	if err := p.expect("to"); err != nil {
 		return err
 	}
@@ -411,6 +421,56 @@ func (p *ruleParser) dnat() error {
 		&expr.Immediate{Register: reg1, Data: a},
 		&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, ap.Port())},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegProtoMin: reg2, Specified: true},
+	)
+	p.done = true
+	return nil
+}
+
+// dnatMap parses "to numgen random mod N offset K map @m" after "dnat ip": the map's values are
+// an address and a port.
+func (p *ruleParser) dnatMap() error {
+	if err := p.expect("to"); err != nil {
+		return err
+	}
+	if err := p.expect("numgen"); err != nil {
+		return err
+	}
+	if err := p.expect("random"); err != nil {
+		return err
+	}
+	mod, err := p.modulus()
+	if err != nil {
+		return err
+	}
+	if err := p.expect("offset"); err != nil {
+		return err
+	}
+	s, _ := p.next()
+	off, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || off+uint64(mod) > 1<<32 {
+		return fmt.Errorf("bad offset %q", s)
+	}
+	if err := p.expect("map"); err != nil {
+		return err
+	}
+	m, _ := p.next()
+	name, ok := strings.CutPrefix(m, "@")
+	if !ok || name == "" {
+		return fmt.Errorf("only a named map may follow map, got %q", m)
+	}
+	if p.l4 == 0 {
+		return fmt.Errorf("dnat to a port without a transport protocol match")
+	}
+	family, regProto := uint32(unix.NFPROTO_IPV4), uint32(9) // NFT_REG32_01: after the 4-byte address
+	if p.t.v6 {
+		family, regProto = unix.NFPROTO_IPV6, reg2 // after the 16-byte address
+	}
+	p.emit(
+		&expr.Numgen{Register: reg1, Type: unix.NFT_NG_RANDOM, Modulus: mod, Offset: uint32(off)},
+		&expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: name},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegAddrMax: reg1,
+			RegProtoMin: regProto, RegProtoMax: regProto, Specified: true},
 	)
 	p.done = true
 	return nil

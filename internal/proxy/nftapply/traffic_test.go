@@ -25,7 +25,7 @@ type trafficLab struct {
 
 type accepted struct {
 	endpoint netip.AddrPort
-	peer     netip.Addr
+	peer     netip.AddrPort
 }
 
 func newTrafficLab(t *testing.T, nClients int) *trafficLab {
@@ -57,7 +57,8 @@ func newTrafficLab(t *testing.T, nClients int) *trafficLab {
 					if err != nil {
 						return
 					}
-					peer := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+					pa := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+					peer := netip.AddrPortFrom(pa.Addr().Unmap(), pa.Port())
 					c.Close()
 					l.accepted <- accepted{ap, peer}
 				}
@@ -82,8 +83,19 @@ func (l *trafficLab) model(alg nftrules.Algorithm) *nftrules.Model {
 }
 
 // connect opens (and closes) one connection from client to the ClusterIP and returns the
-// endpoint that accepted it.
+// endpoint that accepted it, which must have seen the client's address.
 func (l *trafficLab) connect(t *testing.T, client netip.Addr) netip.AddrPort {
+	t.Helper()
+	ep, peer, _ := l.connectPeer(t, client)
+	if peer.Addr() != client {
+		t.Fatalf("endpoint %s saw peer %s, want %s (not masqueraded)", ep, peer, client)
+	}
+	return ep
+}
+
+// connectPeer is connect returning the address and port the endpoint saw, whatever they are,
+// and the client's own.
+func (l *trafficLab) connectPeer(t *testing.T, client netip.Addr) (endpoint, peer, local netip.AddrPort) {
 	t.Helper()
 	inNetns(t, l.ns, func() {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(client, 0)), Timeout: 2 * time.Second}
@@ -91,18 +103,17 @@ func (l *trafficLab) connect(t *testing.T, client netip.Addr) netip.AddrPort {
 		if err != nil {
 			t.Fatalf("dial from %s: %v", client, err)
 		}
+		la := c.LocalAddr().(*net.TCPAddr).AddrPort()
+		local = netip.AddrPortFrom(la.Addr().Unmap(), la.Port())
 		c.Close()
 	})
 	select {
 	case a := <-l.accepted:
-		if a.peer != client {
-			t.Fatalf("endpoint %s saw peer %s, want %s (not masqueraded)", a.endpoint, a.peer, client)
-		}
-		return a.endpoint
+		return a.endpoint, a.peer, local
 	case <-time.After(2 * time.Second):
 		t.Fatalf("no endpoint accepted the connection from %s", client)
 	}
-	return netip.AddrPort{}
+	return netip.AddrPort{}, netip.AddrPort{}, local
 }
 
 func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
@@ -117,7 +128,7 @@ func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
 	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
 	tx := fake.NewTransaction()
-	b.Full(tx, m, nftrules.Existing{})
+	b.Full(tx, m, nftrules.Existing{}, nil)
 	if err := fake.Run(context.Background(), tx); err != nil {
 		t.Fatal(err)
 	}
@@ -195,5 +206,32 @@ func TestTrafficRandom(t *testing.T) {
 			t.Errorf("random: %v, want 100 +- 35 each", count)
 			break
 		}
+	}
+}
+
+// TestTrafficHairpin: an endpoint reaching its own Service through a DNAT map is masqueraded
+// when the map picks itself (hairpin-endpoints), and keeps its address and port when it picks
+// another. (In this lab the connections are local: masquerading out of lo keeps the address, so
+// the sign of it is the port, which masquerade fully-random changes.)
+func TestTrafficHairpin(t *testing.T) {
+	l := newTrafficLab(t, 0)
+	l.apply(t, l.model(nftrules.Random))
+	self := l.endpoints[0]
+	var toSelf, toOther int
+	for i := 0; i < 60 && (toSelf == 0 || toOther == 0); i++ {
+		ep, peer, local := l.connectPeer(t, self.Addr())
+		switch {
+		case ep == self && peer == local:
+			t.Fatalf("hairpin connection to %s not masqueraded (peer %s)", ep, peer)
+		case ep == self:
+			toSelf++
+		case peer != local:
+			t.Fatalf("connection from %s to %s masqueraded (peer %s)", local, ep, peer)
+		default:
+			toOther++
+		}
+	}
+	if toSelf == 0 || toOther == 0 {
+		t.Errorf("60 connections: %d to itself, %d to the others; want some of each", toSelf, toOther)
 	}
 }

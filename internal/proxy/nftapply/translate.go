@@ -123,6 +123,11 @@ type command struct {
 	elems []nftables.SetElement
 }
 
+// maxElemsPerMessage bounds the elements of one netlink message: they are nested in one
+// attribute, whose length is 16 bits (64 KiB). An element of the largest kind (an IPv6 address
+// pair, or a DNAT map element) takes under 80 bytes.
+const maxElemsPerMessage = 512
+
 // translator turns recorded operations into google/nftables calls for one family's table. It is
 // pure: no sockets.
 type translator struct {
@@ -157,9 +162,11 @@ func (t *translator) translate(ops []op) ([]command, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Consecutive element operations on one set become one message.
+		// Consecutive element operations on one set become one message, of at most
+		// maxElemsPerMessage elements.
 		if n := len(cmds); n > 0 && (c.kind == cmdAddElems || c.kind == cmdDelElems) &&
-			cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name {
+			cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name &&
+			len(cmds[n-1].elems)+len(c.elems) <= maxElemsPerMessage {
 			cmds[n-1].elems = append(cmds[n-1].elems, c.elems...)
 			continue
 		}
@@ -310,6 +317,9 @@ func (t *translator) elementOp(o op, e *knftables.Element) (command, error) {
 	if e.Map != "" {
 		name = e.Map
 	}
+	if nftrules.IsDNATMap(e.Map) {
+		return t.dnatElement(o, e)
+	}
 	key, err := t.elementKey(e)
 	if err != nil {
 		return command{}, t.unsupported(FallbackElement, o, "%v", err)
@@ -348,6 +358,16 @@ func (t *translator) elementKey(e *knftables.Element) ([]byte, error) {
 	switch {
 	case e.Set != "" && len(k) == 1:
 		return t.rules.addr(k[0])
+	case e.Set == nftrules.HairpinSet && len(k) == 2:
+		a, err := t.rules.addr(k[0])
+		if err != nil {
+			return nil, err
+		}
+		b, err := t.rules.addr(k[1])
+		if err != nil {
+			return nil, err
+		}
+		return append(a, b...), nil
 	case e.Map != "" && len(k) == 1 && nftrules.IsServiceMap(e.Map):
 		v, err := strconv.ParseUint(k[0], 10, 32)
 		if err != nil {
@@ -368,6 +388,45 @@ func (t *translator) elementKey(e *knftables.Element) ([]byte, error) {
 		return protoPort(k[0], k[1])
 	}
 	return nil, fmt.Errorf("key %q", k)
+}
+
+// dnatElement encodes an element of the shared DNAT map, an interval of integer keys mapping to
+// `address . port`, as nft does: a start element (key in network byte order, as the rule's
+// byteorder expression makes it) with the value, and an interval-end element at the last key + 1.
+// Deleting it deletes both. (nft also adds an interval-end element at key 0 when it first writes
+// into a map that was in the kernel before its transaction; lookups do not need it, no interval
+// starts at 0, and it is left out here.)
+func (t *translator) dnatElement(o op, e *knftables.Element) (command, error) {
+	if len(e.Key) != 1 || e.Comment != nil {
+		return command{}, t.unsupported(FallbackElement, o, "key %q", e.Key)
+	}
+	lo, hi, ok := strings.Cut(e.Key[0], "-")
+	l, err1 := strconv.ParseUint(lo, 10, 32)
+	h, err2 := strconv.ParseUint(hi, 10, 32)
+	if !ok || err1 != nil || err2 != nil || l > h || h == 1<<32-1 {
+		return command{}, t.unsupported(FallbackElement, o, "key %q is not an interval", e.Key[0])
+	}
+	set := &nftables.Set{Table: t.table, Name: e.Map, IsMap: true, Interval: true}
+	start := nftables.SetElement{Key: binary.BigEndian.AppendUint32(nil, uint32(l))}
+	end := nftables.SetElement{Key: binary.BigEndian.AppendUint32(nil, uint32(h+1)), IntervalEnd: true}
+	if o.verb == verbDelete {
+		return command{kind: cmdDelElems, set: set, elems: []nftables.SetElement{start, end}}, nil
+	}
+	v := strings.Join(e.Value, " . ")
+	addr, port, ok := strings.Cut(v, " . ")
+	if !ok {
+		return command{}, t.unsupported(FallbackElement, o, "value %q is not an address and a port", v)
+	}
+	a, err := t.rules.addr(addr)
+	if err != nil {
+		return command{}, t.unsupported(FallbackElement, o, "%v", err)
+	}
+	pt, err := parsePort(port)
+	if err != nil {
+		return command{}, t.unsupported(FallbackElement, o, "%v", err)
+	}
+	start.Val = append(append(a, pt...), 0, 0)
+	return command{kind: cmdAddElems, set: set, elems: []nftables.SetElement{start, end}}, nil
 }
 
 // protoPort encodes `inet_proto . inet_service` as two 4-byte fields.

@@ -3,7 +3,9 @@ package nftapply
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +104,26 @@ func TestTranslateRule(t *testing.T) {
 		comment: ptr("x"),
 		want:    cat(&expr.Verdict{Kind: expr.VerdictDrop}),
 		ud:      []byte{0, 2, 'x', 0},
+	}, {
+		// nft --debug=netlink: numgen reg 1 = random mod 65536 offset 131072; byteorder reg 1 =
+		// hton(reg 1, 4, 4); lookup reg 1 set m dreg 1; nat dnat ip addr_min reg 1 addr_max reg 1
+		// proto_min reg 9 proto_max reg 9 flags 0x3
+		fam:  knftables.IPv4Family,
+		rule: "meta l4proto tcp dnat ip to numgen random mod 65536 offset 131072 map @dnat-endpoints-tcp-0",
+		want: cat(l4(6),
+			&expr.Numgen{Register: 1, Type: unix.NFT_NG_RANDOM, Modulus: 65536, Offset: 131072},
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+			&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: "dnat-endpoints-tcp-0"},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 9, RegProtoMax: 9, Specified: true}),
+	}, {
+		// ip6: the port follows the 16-byte address, in reg 2.
+		fam:  knftables.IPv6Family,
+		rule: "meta l4proto sctp dnat ip6 to numgen random mod 65536 offset 65536 map @dnat-endpoints-sctp-0",
+		want: cat(l4(132),
+			&expr.Numgen{Register: 1, Type: unix.NFT_NG_RANDOM, Modulus: 65536, Offset: 65536},
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+			&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: "dnat-endpoints-sctp-0"},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 2, RegProtoMax: 2, Specified: true}),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -169,7 +191,7 @@ func TestTranslateBuilderOutput(t *testing.T) {
 		}
 		for seed := range uint64(20) {
 			rec := &recorder{}
-			b.Full(rec, nftrulestest.NewGen(seed).Model(20), nftrules.Existing{})
+			b.Full(rec, nftrulestest.NewGen(seed).Model(20), nftrules.Existing{}, nil)
 			for _, o := range rec.ops {
 				_, err := tr.translate([]op{o})
 				var u *UnsupportedError
@@ -250,7 +272,35 @@ func TestTranslateElements(t *testing.T) {
 			t.Errorf("%+v: got kind %d %+v, want kind %d %+v", tc.el, c.kind, c.elems, tc.kind, want)
 		}
 	}
+	// DNAT maps: an interval is a start element with the value, the key in network byte order,
+	// and an interval-end element at the last key + 1; deleting it deletes both.
+	for _, tc := range []struct {
+		tr   *translator
+		verb verb
+		el   *knftables.Element
+		want []nftables.SetElement
+	}{
+		{tr, verbAdd, &knftables.Element{Map: "dnat-endpoints-tcp-0", Key: []string{"131072-163839"}, Value: []string{"10.244.0.5 . 8080"}},
+			[]nftables.SetElement{{Key: []byte{0, 2, 0, 0}, Val: []byte{10, 244, 0, 5, 0x1f, 0x90, 0, 0}}, {Key: []byte{0, 2, 0x80, 0}, IntervalEnd: true}}},
+		{tr, verbDelete, &knftables.Element{Map: "dnat-endpoints-tcp-0", Key: []string{"131072-163839"}, Value: []string{"10.244.0.5 . 8080"}},
+			[]nftables.SetElement{{Key: []byte{0, 2, 0, 0}}, {Key: []byte{0, 2, 0x80, 0}, IntervalEnd: true}}},
+		{tr6, verbAdd, &knftables.Element{Map: "dnat-endpoints-udp-1", Key: []string{"4194304-4259839"}, Value: []string{"fd00::5 . 53"}},
+			[]nftables.SetElement{{Key: []byte{0, 0x40, 0, 0}, Val: append(slices.Clone(v6addrTest), 0, 53, 0, 0)}, {Key: []byte{0, 0x41, 0, 0}, IntervalEnd: true}}},
+		{tr, verbAdd, &knftables.Element{Set: nftrules.HairpinSet, Key: []string{"10.244.0.5", "10.244.0.5"}},
+			[]nftables.SetElement{{Key: []byte{10, 244, 0, 5, 10, 244, 0, 5}}}},
+	} {
+		cmds, err := tc.tr.translate([]op{{tc.verb, tc.el}})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.el, err)
+		}
+		if len(cmds) != 1 || !reflect.DeepEqual(cmds[0].elems, tc.want) {
+			t.Errorf("%s %+v: got %+v, want %+v", tc.verb, tc.el, cmds[0].elems, tc.want)
+		}
+	}
 	for _, el := range []*knftables.Element{
+		{Map: "dnat-endpoints-tcp-0", Key: []string{"131072"}, Value: []string{"10.244.0.5 . 8080"}},
+		{Map: "dnat-endpoints-tcp-0", Key: []string{"0-4294967295"}, Value: []string{"10.244.0.5 . 8080"}},
+		{Map: "dnat-endpoints-tcp-0", Key: []string{"1-2"}, Value: []string{"10.244.0.5"}},
 		{Set: "cluster-cidrs", Key: []string{"10.244.0.0/16"}},
 		{Map: "service-ips", Key: []string{"fd00::1", "tcp", "80"}, Value: []string{"drop"}},
 		{Map: "service-ips", Key: []string{"10.0.0.1", "icmp", "80"}, Value: []string{"drop"}},
@@ -282,6 +332,24 @@ func TestTranslateMergesElements(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, []int{2, 1, 1, 1}) {
 		t.Errorf("elements per message %v, want [2 1 1 1]", got)
+	}
+
+	// Many: messages of at most 512 elements (the kernel misreads a longer element list, whose
+	// nested attribute's 16-bit length overflows, as ENOENT).
+	var ops []op
+	for i := range 1300 {
+		a := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}).String()
+		ops = append(ops, op{verbAdd, &knftables.Element{Set: nftrules.HairpinSet, Key: []string{a, a}}})
+	}
+	if cmds, err = tr.translate(ops); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, c := range cmds {
+		got = append(got, len(c.elems))
+	}
+	if !reflect.DeepEqual(got, []int{512, 512, 276}) {
+		t.Errorf("elements per message %v, want [512 512 276]", got)
 	}
 }
 
@@ -316,7 +384,7 @@ func FuzzTranslateRule(f *testing.F) {
 		"ip daddr 10.96.0.10 tcp dport 80 ip saddr != @cluster-cidrs jump mark-for-masquerade",
 		"numgen random mod 3 0 goto e", "jhash ip saddr mod 13 seed 0x1 vmap @m",
 		"update @a { ip saddr }", "meta l4proto tcp dnat to 10.0.0.1:80", "fib saddr type local goto x",
-		"ip saddr != { 1.2.3.4 } drop",
+		"ip saddr != { 1.2.3.4 } drop", "meta l4proto udp dnat ip to numgen random mod 65536 offset 65536 map @dnat-endpoints-udp-0",
 	} {
 		f.Add(s)
 	}
@@ -333,3 +401,5 @@ func FuzzTranslateRule(f *testing.F) {
 		}
 	})
 }
+
+var v6addrTest = []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5}

@@ -20,7 +20,7 @@ func BenchmarkFull(b *testing.B) {
 			var ops int
 			for b.Loop() {
 				tx := fake.NewTransaction()
-				ops = bld.Full(tx, m, nftrules.Existing{}).Ops
+				ops = bld.Full(tx, m, nftrules.Existing{}, nil).Ops
 			}
 			b.ReportMetric(float64(ops), "ops")
 		})
@@ -35,12 +35,13 @@ func BenchmarkIncremental(b *testing.B) {
 			m := nftrulestest.Scale(n)
 			next := []*nftrules.Model{nftrulestest.WithEndpointChange(m, n/2, 0), nftrulestest.WithEndpointChange(m, n/2, 1)}
 			fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
+			st := bld.StateOf(next[0])
 			b.ReportAllocs()
 			var ops int
 			i := 0
 			for b.Loop() {
 				tx := fake.NewTransaction()
-				ops = bld.Incremental(tx, next[i%2], next[(i+1)%2]).Ops
+				ops = bld.Incremental(tx, next[i%2], next[(i+1)%2], st).Ops
 				i++
 			}
 			b.ReportMetric(float64(ops), "ops")

@@ -127,9 +127,26 @@ func DeleteChains(tx Writer, chains []string) {
 // (flushed and refilled), every Service's chains and elements, and the cleanup of per-Service
 // chains and affinity sets in existing that m no longer uses. Affinity sets still in use keep
 // their contents. Errors, if any, surface when tx is run.
-func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
-	return b.FullSplit(tx, tx, m, existing)
+//
+// st, if not nil, is the State of the table's last sync (or a new one); Full keeps the windows
+// of dnat-endpoints that are still in use and leaves in st the State of this sync. With a nil
+// (or new) State the windows are numbered in key order, so that Full is a function of m alone.
+func (b *Builder) Full(tx Writer, m *Model, existing Existing, st *State) Plan {
+	return b.FullSplit(tx, tx, m, existing, st)
 }
+
+// StateOf returns the State a Full sync of m with a new State leaves.
+func (b *Builder) StateOf(m *Model) *State {
+	st := &State{}
+	b.FullSplit(nopWriter{}, nopWriter{}, m, Existing{}, st)
+	return st
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Add(knftables.Object)    {}
+func (nopWriter) Flush(knftables.Object)  {}
+func (nopWriter) Delete(knftables.Object) {}
 
 // FullSplit is Full writing into two writers: into base the table and everything that does not
 // depend on Services (fixed chains, sets and maps, flushed and refilled, and their rules) and the
@@ -138,7 +155,7 @@ func (b *Builder) Full(tx Writer, m *Model, existing Existing) Plan {
 // existing ones). Full is FullSplit(tx, tx, ...). Applied one after the other, base first, they
 // make the same ruleset as Full, but not atomically: between the two, the fixed maps are empty.
 // nftapply uses it to write a new table's Services over netlink.
-func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) Plan {
+func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing, st *State) Plan {
 	e := emitter{tx: base}
 	b.writeBase(&e, &m.Node)
 	e.tx = services
@@ -146,8 +163,9 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 	keys := sortedKeys(m.Services)
 	objs := make([]*objects, 0, len(keys))
 	plan := Plan{Full: true}
+	rb := newRebuild(st)
 	for _, k := range keys {
-		o, err := b.serviceObjects(m.Services[k], &m.Node)
+		o, err := b.serviceObjects(m.Services[k], &m.Node, rb.window)
 		if err != nil {
 			if plan.Skipped == nil {
 				plan.Skipped = map[ServiceKey]error{}
@@ -170,6 +188,7 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 	activeChains := make(map[string]bool, nChains)
 	activeSets := map[string]bool{}
 	activeMaps := make(map[string]bool, len(objs))
+	activeDNAT := map[string]int{}
 	plan.AddedChains = make([]string, 0, nChains)
 	for _, o := range objs {
 		for i := range o.chains {
@@ -181,6 +200,9 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 		}
 		for _, mp := range o.maps {
 			activeMaps[mp] = true
+		}
+		for _, mp := range o.dnatMaps {
+			activeDNAT[mp]++
 		}
 	}
 	for _, c := range existing.Chains {
@@ -200,9 +222,11 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 			e.deleteSet(s)
 		}
 	}
+	deleted := map[string]bool{}
 	for _, mp := range existing.Maps {
-		if IsServiceMap(mp) && !activeMaps[mp] {
+		if (IsServiceMap(mp) && !activeMaps[mp] || IsDNATMap(mp) && activeDNAT[mp] == 0) && !deleted[mp] {
 			e.deleteMap(mp)
+			deleted[mp] = true
 		}
 	}
 	e.tx = base // declarations that refer to nothing; the maps' typeof is left to nft by nftapply
@@ -213,6 +237,14 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 		for _, mp := range o.maps {
 			e.addMap(mp)
 		}
+	}
+	dnatMaps := make([]string, 0, len(activeDNAT))
+	for mp := range activeDNAT {
+		dnatMaps = append(dnatMaps, mp)
+	}
+	slices.Sort(dnatMaps)
+	for _, mp := range dnatMaps {
+		b.addDNATMap(&e, mp)
 	}
 	e.tx = services
 	for _, o := range objs {
@@ -236,8 +268,49 @@ func (b *Builder) FullSplit(base, services Writer, m *Model, existing Existing) 
 			e.addElem(el)
 		}
 	}
+	used := map[string]bool{}
+	for _, o := range objs {
+		for _, w := range o.windows {
+			used[w] = true
+		}
+	}
+	next := rb.finish(used)
+	next.dnatMaps = activeDNAT
+	for _, o := range objs {
+		for _, a := range o.hairpin {
+			next.hairpin[a]++
+		}
+	}
+	hairpin := make([]netip.Addr, 0, len(next.hairpin))
+	for a := range next.hairpin {
+		hairpin = append(hairpin, a)
+	}
+	slices.SortFunc(hairpin, netip.Addr.Compare)
+	for _, a := range hairpin {
+		e.addElem(hairpinElem(a))
+	}
+	next.set(st)
 	plan.Ops = e.ops
 	return plan
+}
+
+// addDNATMap declares (and flushes) DNAT map mp.
+func (b *Builder) addDNATMap(e *emitter, mp string) {
+	p := dnatMapProtocol(mp)
+	e.tx.Add(&knftables.Map{
+		Name:    mp,
+		TypeOf:  fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", WindowSize, b.ipX, p),
+		Flags:   []knftables.SetFlag{knftables.IntervalFlag},
+		Comment: knftables.PtrTo(fmt.Sprintf("endpoints of random %s Services without affinity, windows %d-%d", strings.ToUpper(string(p)), dnatShard(mp)*WindowsPerMap, (dnatShard(mp)+1)*WindowsPerMap-1)),
+	})
+	e.tx.Flush(&knftables.Map{Name: mp})
+	e.ops += 2
+}
+
+// hairpinElem is the hairpin-endpoints element of endpoint address a.
+func hairpinElem(a netip.Addr) *elem {
+	s := a.String()
+	return &elem{container: setHairpin, set: true, key: []string{s, s}}
 }
 
 // writeBase writes the table and everything that does not depend on Services: fixed chains
@@ -291,11 +364,17 @@ func (b *Builder) writeBase(e *emitter, n *Node) {
 		e.tx.Flush(&knftables.Map{Name: mp.name})
 		e.ops += 2
 	}
+	e.tx.Add(&knftables.Set{Name: setHairpin, Type: b.addrType + " . " + b.addrType,
+		Comment: knftables.PtrTo("endpoints of dnat-endpoints maps, to masquerade when they reach themselves")})
+	e.tx.Flush(&knftables.Set{Name: setHairpin})
+	e.ops += 2
 
 	for _, j := range jumps {
 		e.rule(j.from, strings.TrimSpace(j.match+" jump "+j.to), "")
 	}
 	e.rule(chainMarkForMasquerade, "mark set mark or "+b.mark, "")
+	e.rule(chainMasquerading, "ct status dnat "+b.ipX+" saddr . "+b.ipX+" daddr @"+setHairpin+" mark set mark or "+b.mark,
+		"hairpin through dnat-endpoints maps")
 	e.rule(chainMasquerading, "mark and "+b.mark+" == 0 return", "")
 	e.rule(chainMasquerading, "mark set mark xor "+b.mark, "")
 	e.rule(chainMasquerading, "masquerade fully-random", "")

@@ -17,7 +17,7 @@ import (
 func TestImports(t *testing.T) {
 	allowed := map[string]bool{
 		"cmp": true, "crypto/sha256": true, "encoding/base32": true, "encoding/binary": true,
-		"errors": true, "fmt": true, "hash/fnv": true, "net/netip": true, "reflect": true,
+		"errors": true, "fmt": true, "hash/fnv": true, "maps": true, "net/netip": true, "reflect": true,
 		"slices": true, "strconv": true, "strings": true, "time": true,
 		"sigs.k8s.io/knftables": true,
 	}

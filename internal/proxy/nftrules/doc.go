@@ -30,7 +30,13 @@
 //	endpoint-HASH-ns/name/proto/port__ip/port  hairpin masquerade, affinity update, DNAT
 //	affinity-HASH-...                  dynamic set of client addresses (sessionAffinity ClientIP)
 //
-// A service chain picks its endpoint by [Service.Algorithm]: random (kube-proxy's only choice),
+// A Service port balanced at random without session affinity (the default) has no endpoint
+// chains: its service (or local) chain DNATs in one rule through a window of keys in a shared
+// interval map dnat-endpoints-PROTO-N (`numgen random mod 65536 offset K map @...`), and hairpin
+// traffic is masqueraded in postrouting through the set hairpin-endpoints. An endpoint change is
+// then a change of map and set elements only; see dnatmap.go and [State].
+//
+// Other service chains pick their endpoint chain by [Service.Algorithm]: random with affinity,
 // round-robin, or a Maglev lookup table of M buckets indexed by `jhash ip saddr mod M seed S`
 // (consistent source hashing; see [MaglevTable]). Random and round-robin over up to 8 endpoints
 // use a cascade of `numgen random|inc mod K 0 goto endpoint-...` rules; above that, and for
@@ -48,7 +54,8 @@
 //
 // [Builder.Full] rewrites everything (at start and after any failure); [Builder.Incremental]
 // compares the last applied model with the new one and touches only the chains, sets and map
-// elements of the Services that changed. Chains that fall out of use are flushed at once and
+// elements of the Services that changed. Both keep a [State] (the windows of the DNAT maps) that
+// the caller carries from one sync to the next. Chains that fall out of use are flushed at once and
 // returned in [Plan.StaleChains] for the caller to delete in a later transaction (kernels
 // before 6.2 keep a chain referenced for a moment after its map element is deleted).
 package nftrules

@@ -73,12 +73,18 @@ func builder(t testing.TB, cfg nftrules.Config) *nftrules.Builder {
 	return b
 }
 
-// fullFake runs a full sync of m into a new Fake.
+// fullFake runs a full sync of m into a new Fake, with a new State.
 func fullFake(t testing.TB, b *nftrules.Builder, m *nftrules.Model) (*knftables.Fake, nftrules.Plan) {
+	t.Helper()
+	return fullFakeWith(t, b, m, nil)
+}
+
+// fullFakeWith runs a full sync of m with State st into a new Fake.
+func fullFakeWith(t testing.TB, b *nftrules.Builder, m *nftrules.Model, st *nftrules.State) (*knftables.Fake, nftrules.Plan) {
 	t.Helper()
 	fake := knftables.NewFake(b.Config().Family, nftrules.TableName)
 	tx := fake.NewTransaction()
-	plan := b.Full(tx, m, nftrules.Existing{})
+	plan := b.Full(tx, m, nftrules.Existing{}, st)
 	if err := fake.Run(context.Background(), tx); err != nil {
 		t.Fatalf("full sync: %v\n%s", err, tx)
 	}

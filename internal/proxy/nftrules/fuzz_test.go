@@ -112,7 +112,8 @@ func FuzzBuild(f *testing.F) {
 			b := builder(t, nftrules.Config{Family: fam, MaglevTableSize: 13})
 			fake := knftables.NewFake(fam, nftrules.TableName)
 			tx := fake.NewTransaction()
-			b.Full(tx, m1, nftrules.Existing{})
+			st := &nftrules.State{}
+			b.Full(tx, m1, nftrules.Existing{}, st)
 			if err := fake.Run(context.Background(), tx); err != nil {
 				t.Fatalf("full sync rejected: %v\n%s", err, tx)
 			}
@@ -124,7 +125,7 @@ func FuzzBuild(f *testing.F) {
 			}
 
 			tx = fake.NewTransaction()
-			plan := b.Incremental(tx, m1, m2)
+			plan := b.Incremental(tx, m1, m2, st)
 			if err := fake.Run(context.Background(), tx); err != nil {
 				t.Fatalf("incremental sync rejected: %v\n%s", err, tx)
 			}
@@ -137,7 +138,7 @@ func FuzzBuild(f *testing.F) {
 			}
 			want := knftables.NewFake(fam, nftrules.TableName)
 			tx = want.NewTransaction()
-			full := b.Full(tx, m2, nftrules.Existing{})
+			full := b.Full(tx, m2, nftrules.Existing{}, st.Clone())
 			if err := want.Run(context.Background(), tx); err != nil {
 				t.Fatalf("full sync of the second model rejected: %v", err)
 			}

@@ -15,16 +15,23 @@ import (
 // adds the new elements. Unchanged Services cost a map lookup each: a *Service pointer equal to
 // old's is not looked into.
 //
+// st is the State the sync of old left; Incremental updates it. A nil st stands for the State a
+// Full sync of old with a new State leaves (StateOf), which costs a pass over every Service.
+//
 // If old is nil, or the Node differs in anything but DeadNodes, it writes Full(tx, m, ...)
 // instead, cleaning up what old produced. If running tx fails, the kernel state is unknown: do a
 // Full sync with the table's listed contents next. Errors surface when tx is run.
-func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
+func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 	if old == nil {
-		return b.Full(tx, m, Existing{})
+		return b.Full(tx, m, Existing{}, st)
+	}
+	if st == nil {
+		st = b.StateOf(old)
 	}
 	if !sameSettings(&old.Node, &m.Node) {
-		return b.Full(tx, m, b.existing(old))
+		return b.Full(tx, m, b.existing(old, st), st)
 	}
+	st.init()
 	moved := deadChanged(old.Node.DeadNodes, m.Node.DeadNodes)
 
 	var keys []ServiceKey
@@ -43,9 +50,17 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 	plan := Plan{}
 	type pair struct{ old, new *objects }
 	diffs := make([]pair, 0, len(keys))
+	added := map[string]bool{} // windows handed out in this sync
+	winOld := func(name string) (uint32, bool) {
+		if added[name] {
+			return 0, false
+		}
+		return st.lookupWindows(name)
+	}
+	winNew := st.allocWindows(added)
 	for _, k := range keys {
-		o, _ := b.serviceObjects(old.Services[k], &old.Node) // a skipped Service had no objects
-		n, err := b.serviceObjects(m.Services[k], &m.Node)
+		o, _ := b.serviceObjects(old.Services[k], &old.Node, winOld) // a skipped Service had no objects
+		n, err := b.serviceObjects(m.Services[k], &m.Node, winNew)
 		if err != nil {
 			if plan.Skipped == nil {
 				plan.Skipped = map[ServiceKey]error{}
@@ -60,7 +75,64 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 	}
 
 	e := emitter{tx: tx}
-	shared := b.settleShared(old, m, keys, &plan)
+	shared := b.settleShared(old, m, keys, &plan, winOld, winNew)
+	// Hairpin pairs: counted over all Services, added when the first uses an address and
+	// deleted when the last stops.
+	var hairpinGone, hairpinNew []netip.Addr
+	{
+		before := map[netip.Addr]int{}
+		for _, d := range diffs {
+			for _, side := range [2]struct {
+				addrs []netip.Addr
+				delta int
+			}{{d.old.hairpin, -1}, {d.new.hairpin, 1}} {
+				for _, a := range side.addrs {
+					if _, ok := before[a]; !ok {
+						before[a] = st.hairpin[a]
+					}
+					st.hairpin[a] += side.delta
+				}
+			}
+		}
+		for a, n := range before {
+			switch after := st.hairpin[a]; {
+			case n > 0 && after <= 0:
+				hairpinGone = append(hairpinGone, a)
+				delete(st.hairpin, a)
+			case n <= 0 && after > 0:
+				hairpinNew = append(hairpinNew, a)
+			case after <= 0:
+				delete(st.hairpin, a)
+			}
+		}
+		slices.SortFunc(hairpinGone, netip.Addr.Compare)
+		slices.SortFunc(hairpinNew, netip.Addr.Compare)
+	}
+	for _, a := range hairpinGone {
+		e.deleteElem(hairpinElem(a))
+	}
+	// Windows that went are handed out again from the next sync on (an interval is not deleted
+	// and added again in one transaction).
+	defer func() {
+		inUse := map[string]bool{}
+		for _, d := range diffs {
+			for _, w := range d.new.windows {
+				inUse[w] = true
+			}
+		}
+		for _, d := range diffs {
+			for _, w := range d.old.windows {
+				if !inUse[w] {
+					st.release(w)
+				}
+			}
+		}
+		for w := range added {
+			if !inUse[w] {
+				st.release(w)
+			}
+		}
+	}()
 	// 1. Elements that went or changed (nft cannot overwrite a map element's value), except those
 	// of per-Service maps that go as a whole, and those of the fixed sets and maps, settled by key
 	// below.
@@ -129,6 +201,40 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 			}
 		}
 	}
+	// DNAT maps: added when a Service first uses one, deleted (after the flushes above) when the
+	// last stops.
+	{
+		before := map[string]int{}
+		for _, d := range diffs {
+			for _, side := range [2]struct {
+				maps  []string
+				delta int
+			}{{d.old.dnatMaps, -1}, {d.new.dnatMaps, 1}} {
+				for _, mp := range side.maps {
+					if _, ok := before[mp]; !ok {
+						before[mp] = st.dnatMaps[mp]
+					}
+					st.dnatMaps[mp] += side.delta
+				}
+			}
+		}
+		names := make([]string, 0, len(before))
+		for mp := range before {
+			names = append(names, mp)
+		}
+		slices.Sort(names)
+		for _, mp := range names {
+			switch n, after := before[mp], st.dnatMaps[mp]; {
+			case n > 0 && after <= 0:
+				e.deleteMap(mp)
+				delete(st.dnatMaps, mp)
+			case n <= 0 && after > 0:
+				b.addDNATMap(&e, mp)
+			case after <= 0:
+				delete(st.dnatMaps, mp)
+			}
+		}
+	}
 	// 4. Rules of the rewritten chains.
 	for _, cs := range rewrite {
 		for _, c := range cs {
@@ -153,6 +259,9 @@ func (b *Builder) Incremental(tx Writer, old, m *Model) Plan {
 			e.addElem(s.new)
 		}
 	}
+	for _, a := range hairpinNew {
+		e.addElem(hairpinElem(a))
+	}
 	plan.Ops = e.ops
 	return plan
 }
@@ -172,13 +281,14 @@ type settled struct {
 // so that an incremental sync neither adds a second element for a key (nft: "file exists") nor
 // deletes the element another Service still holds. Besides the changed Services, only those
 // sharing an external or load-balancer address with them are looked at.
-func (b *Builder) settleShared(old, m *Model, keys []ServiceKey, plan *Plan) []settled {
+func (b *Builder) settleShared(old, m *Model, keys []ServiceKey, plan *Plan, winOld, winNew windowFunc) []settled {
 	type side struct {
 		model *Model
+		win   windowFunc
 		objs  map[ServiceKey]map[string]*elem
 		byIP  map[netip.Addr][]ServiceKey
 	}
-	sides := [2]*side{{model: old}, {model: m}}
+	sides := [2]*side{{model: old, win: winOld}, {model: m, win: winNew}}
 	for _, sd := range sides {
 		sd.objs = map[ServiceKey]map[string]*elem{}
 		sd.byIP = map[netip.Addr][]ServiceKey{}
@@ -187,7 +297,7 @@ func (b *Builder) settleShared(old, m *Model, keys []ServiceKey, plan *Plan) []s
 		if ix, ok := sd.objs[k]; ok {
 			return ix
 		}
-		o, _ := b.serviceObjects(sd.model.Services[k], &sd.model.Node)
+		o, _ := b.serviceObjects(sd.model.Services[k], &sd.model.Node, sd.win)
 		ix := map[string]*elem{}
 		for i := range o.elems {
 			if el := &o.elems[i]; !IsServiceMap(el.container) {
@@ -294,11 +404,11 @@ func elemAddr(id string) (netip.Addr, bool) {
 	return a, err == nil
 }
 
-// existing lists the per-Service chains and affinity sets that a Full sync of m wrote.
-func (b *Builder) existing(m *Model) Existing {
+// existing lists the per-Service chains and affinity sets that a sync of m with State st wrote.
+func (b *Builder) existing(m *Model, st *State) Existing {
 	var ex Existing
 	for _, s := range m.Services {
-		o, _ := b.serviceObjects(s, &m.Node)
+		o, _ := b.serviceObjects(s, &m.Node, st.lookupWindows)
 		for i := range o.chains {
 			ex.Chains = append(ex.Chains, o.chains[i].name)
 		}
@@ -306,6 +416,7 @@ func (b *Builder) existing(m *Model) Existing {
 			ex.Sets = append(ex.Sets, o.sets[i].name)
 		}
 		ex.Maps = append(ex.Maps, o.maps...)
+		ex.Maps = append(ex.Maps, o.dnatMaps...)
 	}
 	return ex
 }

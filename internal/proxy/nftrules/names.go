@@ -37,13 +37,33 @@ const (
 	setClusterIPs   = "cluster-ips"
 	setNodePortIPs  = "nodeport-ips"
 	setClusterCIDRs = "cluster-cidrs"
+	setHairpin      = "hairpin-endpoints"
 
 	mapServiceIPs          = "service-ips"
 	mapServiceNodePorts    = "service-nodeports"
 	mapNoEndpointServices  = "no-endpoint-services"
 	mapNoEndpointNodePorts = "no-endpoint-nodeports"
 	mapFirewallIPs         = "firewall-ips"
+	prefixDNATMap          = "dnat-endpoints-" // + protocol + "-" + shard
 )
+
+// HairpinSet names the set of hairpin pairs (see dnatmap.go).
+const HairpinSet = setHairpin
+
+// dnatMap names the DNAT map of window id's shard for protocol p: nft 1.0 refuses a rule whose
+// protocol differs from the one in the map's typeof, so each protocol has its own.
+func dnatMap(p Protocol, id uint32) string {
+	return prefixDNATMap + string(p) + "-" + strconv.Itoa(int(id/WindowsPerMap))
+}
+
+// IsDNATMap reports whether m is one of the DNAT maps (dnat-endpoints-PROTO-SHARD).
+func IsDNATMap(m string) bool { return strings.HasPrefix(m, prefixDNATMap) }
+
+// dnatMapProtocol returns the protocol of DNAT map m.
+func dnatMapProtocol(m string) Protocol {
+	p, _, _ := strings.Cut(strings.TrimPrefix(m, prefixDNATMap), "-")
+	return Protocol(p)
+}
 
 // Prefixes of the per-Service chain and set names.
 const (

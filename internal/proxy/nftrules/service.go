@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,11 @@ type objects struct {
 	sets   []affinitySet
 	maps   []string // per-Service verdict maps (their elements are in elems)
 	elems  []elem
+	// windows are the endpoint sets (service and local chain names) that own a window of
+	// dnat-endpoints; hairpin the endpoint addresses they use, sorted, each once.
+	windows  []string
+	dnatMaps []string
+	hairpin  []netip.Addr
 }
 
 func (o *objects) empty() bool { return len(o.chains) == 0 && len(o.elems) == 0 }
@@ -99,9 +105,10 @@ func label(s string, max int) bool {
 	return true
 }
 
-// serviceObjects computes svc's objects in the Builder's family on node n. A nil svc, or one
-// without a ClusterIP in the family, has none.
-func (b *Builder) serviceObjects(svc *Service, n *Node) (*objects, error) {
+// serviceObjects computes svc's objects in the Builder's family on node n, taking the windows of
+// its endpoint sets in dnat-endpoints from win. A nil svc, or one without a ClusterIP in the
+// family, has none.
+func (b *Builder) serviceObjects(svc *Service, n *Node, win windowFunc) (*objects, error) {
 	o := &objects{}
 	if svc == nil {
 		return o, nil
@@ -122,7 +129,11 @@ func (b *Builder) serviceObjects(svc *Service, n *Node) (*objects, error) {
 		lb:       b.addrs(svc.LoadBalancerIPs),
 	}
 	for i := range svc.Ports {
-		b.portObjects(o, svc, &svc.Ports[i], n, &a)
+		b.portObjects(o, svc, &svc.Ports[i], n, &a, win)
+	}
+	if len(o.hairpin) > 1 {
+		slices.SortFunc(o.hairpin, netip.Addr.Compare)
+		o.hairpin = slices.Compact(o.hairpin)
 	}
 	return o, nil
 }
@@ -130,7 +141,7 @@ func (b *Builder) serviceObjects(svc *Service, n *Node) (*objects, error) {
 type svcAddrs struct{ cluster, external, lb []netip.Addr }
 
 // portObjects adds one Service port's objects to o, deciding as kube-proxy's syncProxyRules does.
-func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svcAddrs) {
+func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svcAddrs, win windowFunc) {
 	base := portBase(svc, p)
 	proto := string(p.Protocol)
 	port := strconv.Itoa(int(p.Port))
@@ -164,24 +175,6 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 		internalVerdict, externalVerdict = "goto "+chainReject, "goto "+chainReject
 	}
 
-	// Per-endpoint chains and affinity sets.
-	reachable := sel.Reachable()
-	epChain := make(endpointNames, len(reachable))
-	affSet := make(endpointNames, len(reachable))
-	timeout := svc.SessionAffinityTimeout
-	if timeout == 0 {
-		timeout = DefaultAffinityTimeout
-	}
-	for _, ep := range reachable {
-		ap := netip.AddrPortFrom(ep.Addr, ep.Port)
-		eb := endpointBase(base, ap)
-		epChain[ap] = hashed(prefixEndpoint, eb, "")
-		if svc.SessionAffinityClientIP {
-			affSet[ap] = hashed(prefixAffinity, eb, timeout.String())
-			o.sets = append(o.sets, affinitySet{affSet[ap], timeout})
-		}
-	}
-
 	// Service chains for each policy in use.
 	var chains []chain
 	var internal, cluster, local *chain
@@ -194,6 +187,49 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 		if len(sel.Local) > 0 {
 			local = &chain{name: localChain}
 		}
+	}
+
+	// Random balancing without affinity goes through windows of dnat-endpoints, if there are
+	// windows left for every endpoint set; anything else through endpoint chains.
+	var wins map[string]uint32
+	if svc.Algorithm == Random && !svc.SessionAffinityClientIP && win != nil {
+		wins = map[string]uint32{}
+		for _, c := range []*chain{cluster, local} {
+			if c == nil {
+				continue
+			}
+			id, ok := win(c.name)
+			if !ok {
+				wins = nil
+				break
+			}
+			wins[c.name] = id
+		}
+	}
+
+	// Per-endpoint chains and affinity sets.
+	reachable := sel.Reachable()
+	epChain := make(endpointNames, len(reachable))
+	affSet := make(endpointNames, len(reachable))
+	timeout := svc.SessionAffinityTimeout
+	if timeout == 0 {
+		timeout = DefaultAffinityTimeout
+	}
+	for _, ep := range reachable {
+		if wins != nil {
+			o.hairpin = append(o.hairpin, ep.Addr)
+			continue
+		}
+		ap := netip.AddrPortFrom(ep.Addr, ep.Port)
+		eb := endpointBase(base, ap)
+		epChain[ap] = hashed(prefixEndpoint, eb, "")
+		if svc.SessionAffinityClientIP {
+			affSet[ap] = hashed(prefixAffinity, eb, timeout.String())
+			o.sets = append(o.sets, affinitySet{affSet[ap], timeout})
+		}
+	}
+	if wins != nil {
+		reachable = nil // no endpoint chains
 	}
 	if hasInternal {
 		internal = cluster
@@ -211,13 +247,19 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 			}
 		}
 	}
-	if cluster != nil {
-		b.balance(o, cluster, svc, base, sel.Cluster, epChain, affSet)
-		chains = append(chains, *cluster)
-	}
-	if local != nil {
-		b.balance(o, local, svc, base, sel.Local, epChain, affSet)
-		chains = append(chains, *local)
+	for _, c := range []struct {
+		c   *chain
+		eps []Endpoint
+	}{{cluster, sel.Cluster}, {local, sel.Local}} {
+		if c.c == nil {
+			continue
+		}
+		if id, ok := wins[c.c.name]; ok {
+			b.dnatWindow(o, c.c, p.Protocol, id, c.eps)
+		} else {
+			b.balance(o, c.c, svc, base, c.eps, epChain, affSet)
+		}
+		chains = append(chains, *c.c)
 	}
 
 	// The external chain: masquerade (Cluster policy) or short-circuit traffic that is not from
@@ -377,6 +419,21 @@ func (b *Builder) balance(o *objects, c *chain, svc *Service, base string, eps [
 			target = table[i]
 		}
 		o.elems = append(o.elems, elem{container: c.name, key: []string{strconv.Itoa(i)}, value: "goto " + names[target]})
+	}
+}
+
+// dnatWindow writes a service chain that picks one of eps through window id of dnat-endpoints,
+// and the window's elements.
+func (b *Builder) dnatWindow(o *objects, c *chain, proto Protocol, id uint32, eps []Endpoint) {
+	c.add(fmt.Sprintf("meta l4proto %s dnat %s to numgen random mod %d offset %d map @%s",
+		proto, b.ipX, WindowSize, uint64(id)*WindowSize, dnatMap(proto, id)), "")
+	o.windows = append(o.windows, c.name)
+	if mp := dnatMap(proto, id); !slices.Contains(o.dnatMaps, mp) {
+		o.dnatMaps = append(o.dnatMaps, mp)
+	}
+	for i, ep := range eps {
+		o.elems = append(o.elems, elem{container: dnatMap(proto, id), key: []string{windowRange(id, i, len(eps))},
+			value: ep.Addr.String() + " . " + strconv.Itoa(int(ep.Port))})
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	stMasquerade                     // masquerade [flags]
 	stUpdate                         // update @set { expr }
 	stDNAT                           // dnat to addr:port
+	stDNATMap                        // dnat ip to numgen random mod N offset K map @map
 	stCounter                        // counter
 )
 
@@ -36,6 +37,7 @@ const (
 	pFibSaddr                     // fib saddr type
 	pFibDaddr                     // fib daddr type
 	pCtState                      // ct state
+	pCtStatus                     // ct status (only "dnat" is known)
 	pMark                         // [meta] mark [and N]
 	pNumgen                       // numgen random|inc mod N
 	pJhash                        // jhash ip saddr mod N seed S
@@ -48,6 +50,7 @@ type prim struct {
 	mask   uint32 // for "mark and N"; 0 means none
 	inc    bool   // numgen inc (else random)
 	mod    uint32
+	offset uint32 // numgen offset
 	seed   uint32
 	text   string
 }
@@ -179,6 +182,31 @@ func (p *parser) stmt() (stmt, error) {
 		return stmt{kind: stMasquerade}, nil
 	case "dnat":
 		p.i++
+		if t := p.peek(); t == "ip" || t == "ip6" {
+			// dnat ip to EXPR map @map: the map holds "address . port" values.
+			p.i++
+			if err := p.expect("to"); err != nil {
+				return stmt{}, err
+			}
+			e, err := p.expr()
+			if err != nil {
+				return stmt{}, err
+			}
+			if len(e) != 1 || e[0].kind != pNumgen || e[0].inc {
+				return stmt{}, fmt.Errorf("dnat map keyed by %q: only numgen random is supported", p.toks[p.i-1])
+			}
+			if err := p.expect("map"); err != nil {
+				return stmt{}, err
+			}
+			m, err := p.next()
+			if err != nil {
+				return stmt{}, err
+			}
+			if !strings.HasPrefix(m, "@") || len(m) == 1 {
+				return stmt{}, fmt.Errorf("dnat map %q, want @map", m)
+			}
+			return stmt{kind: stDNATMap, expr: e, set: m[1:]}, nil
+		}
 		if err := p.expect("to"); err != nil {
 			return stmt{}, err
 		}
@@ -268,6 +296,9 @@ func (p *parser) stmt() (stmt, error) {
 	vals, err := p.values()
 	if err != nil {
 		return stmt{}, err
+	}
+	if len(e) == 1 && e[0].kind == pCtStatus && (len(vals) != 1 || vals[0] != "dnat") {
+		return stmt{}, fmt.Errorf("ct status %v: only dnat is supported", vals)
 	}
 	s.kind = stMatch
 	s.values = vals
@@ -369,10 +400,18 @@ func (p *parser) prim() (prim, error) {
 			return prim{}, fmt.Errorf("unsupported fib %s", f)
 		}
 	case "ct":
-		if err := p.expect("state"); err != nil {
+		f, err := p.next()
+		if err != nil {
 			return prim{}, err
 		}
-		pr = prim{kind: pCtState}
+		switch f {
+		case "state":
+			pr = prim{kind: pCtState}
+		case "status":
+			pr = prim{kind: pCtStatus}
+		default:
+			return prim{}, fmt.Errorf("unsupported ct %s", f)
+		}
 	case "numgen":
 		mode, err := p.next()
 		if err != nil {
@@ -392,6 +431,15 @@ func (p *parser) prim() (prim, error) {
 			return prim{}, fmt.Errorf("numgen mod 0")
 		}
 		pr = prim{kind: pNumgen, inc: mode == "inc", mod: n}
+		if p.peek() == "offset" {
+			p.i++
+			if pr.offset, err = p.number(); err != nil {
+				return prim{}, err
+			}
+			if uint64(pr.offset)+uint64(n) > 1<<32 {
+				return prim{}, fmt.Errorf("numgen offset %d + mod %d overflows", pr.offset, n)
+			}
+		}
 	case "jhash":
 		fam, err := p.next()
 		if err != nil {

@@ -1,8 +1,11 @@
 package trace
 
 import (
+	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -19,10 +22,18 @@ type Ruleset struct {
 	maps  map[string]*mapDef
 }
 
-// mapDef is a verdict map's elements, indexed by key.
+// mapDef is a map's elements, indexed by key. In a verdict map each entry's verdict is a
+// verdict; in a DNAT map (data) it is "address . port", and keys are ranges "lo-hi".
 type mapDef struct {
 	entries []vmapEntry
 	index   map[string]int
+	data    bool
+	dnat    []dnatEntry // data maps: entries by key range, sorted
+}
+
+type dnatEntry struct {
+	lo, hi uint32
+	to     netip.AddrPort
 }
 
 type chainDef struct {
@@ -80,16 +91,31 @@ func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error
 	}
 	for name, m := range t.Maps {
 		md := &mapDef{entries: make([]vmapEntry, 0, len(m.Elements)), index: make(map[string]int, len(m.Elements))}
+		md.data = strings.HasSuffix(m.Type, ": "+addrType(family)+" . inet_service") ||
+			strings.Contains(m.TypeOf, ": ip") && strings.HasSuffix(m.TypeOf, " dport")
 		for _, e := range m.Elements {
 			ve := vmapEntry{key: joinKey(e.Key), verdict: strings.Join(e.Value, " . ")}
 			if e.Comment != nil {
 				ve.comment = *e.Comment
 			}
-			if _, err := parseVerdict(ve.verdict); err != nil {
+			if md.data {
+				de, err := parseDNATEntry(family, ve.key, ve.verdict)
+				if err != nil {
+					return nil, fmt.Errorf("tracing: map %s element %s: %w", name, ve.key, err)
+				}
+				md.dnat = append(md.dnat, de)
+			} else if _, err := parseVerdict(ve.verdict); err != nil {
 				return nil, fmt.Errorf("tracing: map %s element %s: %w", name, ve.key, err)
 			}
 			md.index[ve.key] = len(md.entries)
 			md.entries = append(md.entries, ve)
+		}
+		slices.SortFunc(md.dnat, func(a, b dnatEntry) int { return cmp.Compare(a.lo, b.lo) })
+		for i := 1; i < len(md.dnat); i++ {
+			if md.dnat[i].lo <= md.dnat[i-1].hi {
+				return nil, fmt.Errorf("tracing: map %s: intervals %d-%d and %d-%d overlap", name,
+					md.dnat[i-1].lo, md.dnat[i-1].hi, md.dnat[i].lo, md.dnat[i].hi)
+			}
 		}
 		rs.maps[name] = md
 	}
@@ -150,12 +176,16 @@ func (rs *Ruleset) check(s *stmt) error {
 		if _, ok := rs.sets[s.set]; !ok {
 			return fmt.Errorf("no set %q", s.set)
 		}
+	case stDNATMap:
+		if m, ok := rs.maps[s.set]; !ok || !m.data {
+			return fmt.Errorf("no DNAT map %q", s.set)
+		}
 	case stVmap:
 		entries := s.vmap
 		if s.set != "" {
 			m, ok := rs.maps[s.set]
-			if !ok {
-				return fmt.Errorf("no map %q", s.set)
+			if !ok || m.data {
+				return fmt.Errorf("no verdict map %q", s.set)
 			}
 			entries = m.entries
 		}
@@ -171,3 +201,34 @@ func (rs *Ruleset) check(s *stmt) error {
 // joinKey joins a map or set key the way the tracer's expressions produce values: the parts of a
 // concatenation separated by " . ". A key that is already joined is unchanged.
 func joinKey(parts []string) string { return strings.Join(parts, " . ") }
+
+func addrType(family knftables.Family) string {
+	if family == knftables.IPv6Family {
+		return "ipv6_addr"
+	}
+	return "ipv4_addr"
+}
+
+// parseDNATEntry parses a DNAT map element: key "lo-hi" (or one number), value "address . port".
+func parseDNATEntry(family knftables.Family, key, value string) (dnatEntry, error) {
+	var de dnatEntry
+	lo, hi, isRange := strings.Cut(key, "-")
+	if !isRange {
+		hi = lo
+	}
+	l, err1 := strconv.ParseUint(lo, 0, 32)
+	h, err2 := strconv.ParseUint(hi, 0, 32)
+	if err1 != nil || err2 != nil || l > h {
+		return de, fmt.Errorf("key %q is not a range of numbers", key)
+	}
+	addr, port, ok := strings.Cut(value, " . ")
+	a, err := netip.ParseAddr(addr)
+	if !ok || err != nil || a.Is6() != (family == knftables.IPv6Family) {
+		return de, fmt.Errorf("value %q is not an %s address and a port", value, family)
+	}
+	pt, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return de, fmt.Errorf("value %q: port: %w", value, err)
+	}
+	return dnatEntry{lo: uint32(l), hi: uint32(h), to: netip.AddrPortFrom(a, uint16(pt))}, nil
+}

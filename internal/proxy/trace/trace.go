@@ -380,6 +380,8 @@ func (t *tracer) evalFrom(st *state, c *chainDef, r *parsedRule, i int, step Ste
 			step.Note = appendNote(step.Note, fmt.Sprintf("mark %#x", st.mark))
 		case stUpdate:
 			step.Note = appendNote(step.Note, "affinity recorded in "+s.set)
+		case stDNATMap:
+			return t.dnatMap(st, s, step)
 		case stDNAT:
 			st.dnat = s.dnat
 			st.dst, st.dport = s.dnat.Addr(), s.dnat.Port()
@@ -508,6 +510,34 @@ func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
 	return []*state{st}, nil
 }
 
+// dnatMap DNATs through a map keyed by numgen random mod N offset K: one state per element whose
+// keys fall in [K, K+N-1], its choice the share of the N values it owns.
+func (t *tracer) dnatMap(st *state, s *stmt, step Step) ([]*state, error) {
+	pr := s.expr[0]
+	lo, hi := uint64(pr.offset), uint64(pr.offset)+uint64(pr.mod)-1
+	var out []*state
+	for _, e := range t.rs.maps[s.set].dnat {
+		if uint64(e.hi) < lo || uint64(e.lo) > hi {
+			continue
+		}
+		from, to := max(uint64(e.lo), lo)-lo, min(uint64(e.hi), hi)-lo
+		b := st.clone()
+		b.choice = fmt.Sprintf("numgen random: %d-%d of %d", from, to, pr.mod)
+		bs := step
+		bs.Note = fmt.Sprintf("%s -> @%s: DNAT to %s", b.choice, s.set, e.to)
+		b.dnat = e.to
+		b.dst, b.dport = e.to.Addr(), e.to.Port()
+		b.steps = append(b.steps, bs)
+		b.chainDone = true
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		// No element: the kernel goes on with the next rule.
+		return []*state{st}, nil
+	}
+	return out, nil
+}
+
 // lookup finds key among entries: exactly, else by matching each part (prefixes, ranges).
 func lookup(entries []vmapEntry, index map[string]int, key string) (vmapEntry, bool) {
 	if i, ok := index[key]; ok {
@@ -598,6 +628,12 @@ func (t *tracer) eval(st *state, expr []prim) (string, error) {
 			parts = append(parts, typ)
 		case pCtState:
 			parts = append(parts, "new")
+		case pCtStatus:
+			if st.dnat.IsValid() {
+				parts = append(parts, "dnat")
+			} else {
+				parts = append(parts, "none")
+			}
 		case pMark:
 			m := st.mark
 			if p.mask != 0 {

@@ -108,6 +108,10 @@ func TestUnsupportedRules(t *testing.T) {
 		"dnat to nowhere",
 		"mark set mark and 0x1",
 		"update @s { ip saddr",
+		"meta l4proto tcp dnat ip to numgen inc mod 65536 offset 65536 map @m",
+		"meta l4proto tcp dnat ip to jhash ip saddr mod 13 seed 0x1 map @m",
+		"meta l4proto tcp dnat ip to numgen random mod 65536 offset 4294967295 map @m",
+		"ct status snat",
 	} {
 		if _, err := parseRule(rule); err == nil {
 			t.Errorf("%q: parsed, want an error", rule)
@@ -190,4 +194,74 @@ func FuzzParseRule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		parseRule(s) // must not panic
 	})
+}
+
+// dnatDump has a DNAT map with two windows (the second split between two endpoints) and the
+// hairpin masquerade through a set of address pairs, as nftrules writes them.
+const dnatDump = `
+add table ip t
+add chain ip t nat-pre { type nat hook prerouting priority -100 ; }
+add chain ip t post { type nat hook postrouting priority 100 ; }
+add chain ip t svc-a
+add chain ip t svc-b
+add map ip t svc { type ipv4_addr . inet_proto . inet_service : verdict ; }
+add map ip t dnat-endpoints-tcp-0 { typeof numgen random mod 65536 : ip daddr . tcp dport ; flags interval ; }
+add set ip t hairpin { type ipv4_addr . ipv4_addr ; }
+add rule ip t nat-pre ip daddr . meta l4proto . th dport vmap @svc
+add rule ip t svc-a meta l4proto tcp dnat ip to numgen random mod 65536 offset 65536 map @dnat-endpoints-tcp-0
+add rule ip t svc-b meta l4proto tcp dnat ip to numgen random mod 65536 offset 131072 map @dnat-endpoints-tcp-0
+add rule ip t post ct status dnat ip saddr . ip daddr @hairpin masquerade
+add element ip t svc { 10.96.0.1 . tcp . 80 : goto svc-a }
+add element ip t svc { 10.96.0.2 . tcp . 80 : goto svc-b }
+add element ip t dnat-endpoints-tcp-0 { 65536-131071 : 10.244.0.9 . 8080 }
+add element ip t dnat-endpoints-tcp-0 { 131072-152917 : 10.244.0.5 . 8080 }
+add element ip t dnat-endpoints-tcp-0 { 152918-196607 : 10.244.0.6 . 9090 }
+add element ip t hairpin { 10.244.0.5 . 10.244.0.5 }
+add element ip t hairpin { 10.244.0.6 . 10.244.0.6 }
+`
+
+// TestDNATMap: a DNAT map rule forks one path per interval of its window, each with its share
+// and target, and only the hairpin path is masqueraded.
+func TestDNATMap(t *testing.T) {
+	rs, err := FromDump(knftables.IPv4Family, "t", dnatDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		src, dst string
+		want     string
+		choices  []string
+	}{
+		{"10.244.1.1", "10.96.0.1", "DNAT 10.244.0.9:8080", []string{"numgen random: 0-65535 of 65536"}},
+		{"10.244.1.1", "10.96.0.2", "DNAT 10.244.0.5:8080 | DNAT 10.244.0.6:9090",
+			[]string{"numgen random: 0-21845 of 65536", "numgen random: 21846-65535 of 65536"}},
+		{"10.244.0.5", "10.96.0.2", "DNAT 10.244.0.5:8080 masq | DNAT 10.244.0.6:9090", nil},
+	} {
+		res, err := rs.Trace(Packet{Src: a(tc.src), Dst: a(tc.dst), Protocol: "tcp", DPort: 80}, Host{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Summary(); got != tc.want {
+			t.Errorf("%s -> %s: %s, want %s\n%s", tc.src, tc.dst, got, tc.want, res)
+		}
+		if tc.choices != nil {
+			var got []string
+			for _, p := range res.Paths {
+				got = append(got, p.Choice)
+			}
+			if diff := cmp.Diff(tc.choices, got); diff != "" {
+				t.Errorf("%s -> %s: choices (-want +got):\n%s", tc.src, tc.dst, diff)
+			}
+		}
+	}
+	// A rule must name a DNAT map, and a DNAT map's intervals must not overlap.
+	for _, dump := range []string{
+		strings.Replace(dnatDump, "map @dnat-endpoints-tcp-0", "map @svc", 1),
+		dnatDump + "add element ip t dnat-endpoints-tcp-0 { 100000-100001 : 10.244.0.7 . 80 }\n",
+		dnatDump + "add element ip t dnat-endpoints-tcp-0 { 300000-300001 : 10.244.0.7 }\n",
+	} {
+		if _, err := FromDump(knftables.IPv4Family, "t", dump); err == nil {
+			t.Errorf("bad DNAT map accepted:\n%s", dump[len(dump)-120:])
+		}
+	}
 }
