@@ -161,10 +161,17 @@ func (m *Monitor) receive(ctx context.Context) {
 		}
 		now := time.Now()
 		m.mu.Lock()
+		prev, had := m.det.Info(hb.Node)
 		came := m.det.Heard(hb, now)
 		m.mu.Unlock()
-		if came {
+		switch {
+		case came:
 			m.log.Info("speaker peer alive", "node", hb.Node)
+			m.change()
+		case had && Changed(prev, hb):
+			// A peer that turns ready, or says it leaves (SIGTERM: hand its addresses over now), changes
+			// the elections as much as one that comes or goes.
+			m.log.Info("speaker peer changed state", "node", hb.Node, "ready", hb.Ready, "leaving", hb.Leaving)
 			m.change()
 		}
 	}

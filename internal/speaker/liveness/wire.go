@@ -25,6 +25,13 @@ type Heartbeat struct {
 	MAC net.HardwareAddr
 }
 
+// Changed reports whether next says something about its sender that the elections depend on and
+// prev did not: it became ready or not, or it leaves. (Seq, ReadyFor and the rest change with every
+// heartbeat or are read when the elections run.)
+func Changed(prev, next Heartbeat) bool {
+	return prev.Ready != next.Ready || prev.Leaving != next.Leaving
+}
+
 const (
 	magic   = "ILB1"
 	maxName = 253
