@@ -205,6 +205,12 @@ func TestBGPECMP(t *testing.T) {
 		}
 	}
 
+	// The route reaches FRR as soon as the speakers see the address assigned; kube-proxy programs it on
+	// the nodes on its own schedule (iptables min-sync-period 1 s), so the first connections may be
+	// dropped by a node without the rule yet (measured here: 0.6 s after the route): as with MetalLB.
+	t0 := time.Now()
+	eventually(t, 10*time.Second, "mypc2 reaches "+ip, func() error { _, err := curl("mypc2", "http://"+ip); return err })
+	t.Logf("%s answered mypc2 %s after its next hops were in FRR", ip, time.Since(t0).Round(10*time.Millisecond))
 	pods := map[string]int{}
 	for i := 0; i < 100; i++ {
 		body, err := curl("mypc2", "http://"+ip)
