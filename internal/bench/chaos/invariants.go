@@ -265,9 +265,13 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 				if inWindows(e.At, windows) || inWindows(e.End, windows) {
 					r.FailedInWindows++
 				} else {
+					why := "" // older probe logs say nothing
+					if e.Detail != "" {
+						why = " " + e.Detail
+					}
 					r.Findings = append(r.Findings, Finding{InvHTTP, addr.String() + " " + e.At.Format("15:04:05.000"),
 						fmt.Sprintf("request to %s at %s failed (%.0f ms%s; %s)", addr, e.At.Format("15:04:05.000"), float64(e.End.Sub(e.At))/1e6,
-							cmp.Or(" "+e.Detail, ""), around(ev, e))})
+							why, around(ev, e))})
 				}
 			}
 		}
