@@ -48,8 +48,7 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 	slices.SortFunc(keys, compareKeys)
 
 	plan := Plan{}
-	type pair struct{ old, new *objects }
-	diffs := make([]pair, 0, len(keys))
+	diffs := make([]objectsDiff, 0, len(keys))
 	added := map[string]bool{} // windows handed out in this sync
 	winOld := func(name string) (uint32, bool) {
 		if added[name] {
@@ -71,7 +70,7 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 			continue
 		}
 		plan.Changed = append(plan.Changed, k)
-		diffs = append(diffs, pair{o, n})
+		diffs = append(diffs, objectsDiff{o, n})
 	}
 
 	e := emitter{tx: tx}
@@ -79,34 +78,12 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 	// Hairpin pairs: counted over all Services, added when the first uses an address and
 	// deleted when the last stops.
 	var hairpinGone, hairpinNew []netip.Addr
-	{
-		before := map[netip.Addr]int{}
-		for _, d := range diffs {
-			for _, side := range [2]struct {
-				addrs []netip.Addr
-				delta int
-			}{{d.old.hairpin, -1}, {d.new.hairpin, 1}} {
-				for _, a := range side.addrs {
-					if _, ok := before[a]; !ok {
-						before[a] = st.hairpin[a]
-					}
-					st.hairpin[a] += side.delta
-				}
-			}
+	for _, u := range recount(st.hairpin, diffs, func(o *objects) []netip.Addr { return o.hairpin }, netip.Addr.Compare) {
+		if u.added {
+			hairpinNew = append(hairpinNew, u.key)
+		} else {
+			hairpinGone = append(hairpinGone, u.key)
 		}
-		for a, n := range before {
-			switch after := st.hairpin[a]; {
-			case n > 0 && after <= 0:
-				hairpinGone = append(hairpinGone, a)
-				delete(st.hairpin, a)
-			case n <= 0 && after > 0:
-				hairpinNew = append(hairpinNew, a)
-			case after <= 0:
-				delete(st.hairpin, a)
-			}
-		}
-		slices.SortFunc(hairpinGone, netip.Addr.Compare)
-		slices.SortFunc(hairpinNew, netip.Addr.Compare)
 	}
 	for _, a := range hairpinGone {
 		e.deleteElem(hairpinElem(a))
@@ -203,36 +180,11 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 	}
 	// DNAT maps: added when a Service first uses one, deleted (after the flushes above) when the
 	// last stops.
-	{
-		before := map[string]int{}
-		for _, d := range diffs {
-			for _, side := range [2]struct {
-				maps  []string
-				delta int
-			}{{d.old.dnatMaps, -1}, {d.new.dnatMaps, 1}} {
-				for _, mp := range side.maps {
-					if _, ok := before[mp]; !ok {
-						before[mp] = st.dnatMaps[mp]
-					}
-					st.dnatMaps[mp] += side.delta
-				}
-			}
-		}
-		names := make([]string, 0, len(before))
-		for mp := range before {
-			names = append(names, mp)
-		}
-		slices.Sort(names)
-		for _, mp := range names {
-			switch n, after := before[mp], st.dnatMaps[mp]; {
-			case n > 0 && after <= 0:
-				e.deleteMap(mp)
-				delete(st.dnatMaps, mp)
-			case n <= 0 && after > 0:
-				b.addDNATMap(&e, mp)
-			case after <= 0:
-				delete(st.dnatMaps, mp)
-			}
+	for _, u := range recount(st.dnatMaps, diffs, func(o *objects) []string { return o.dnatMaps }, strings.Compare) {
+		if u.added {
+			b.addDNATMap(&e, u.key)
+		} else {
+			e.deleteMap(u.key)
 		}
 	}
 	// 4. Rules of the rewritten chains.
@@ -514,4 +466,48 @@ func hasSet(o *objects, name string) bool {
 		}
 	}
 	return false
+}
+
+// objectsDiff is a changed Service's objects before and after (either nil when it came or went).
+type objectsDiff struct{ old, new *objects }
+
+// use is a key whose first user came (added) or whose last user went.
+type use[K comparable] struct {
+	key   K
+	added bool
+}
+
+// recount applies changed Services to the use counts of the fixed objects they share (hairpin
+// pairs, DNAT maps): each key of a Service's old objects is used once less, each of its new ones once
+// more. It returns, in key order, the keys that came into use and those that went out of use, and
+// drops the counts of keys no longer used.
+func recount[K comparable](counts map[K]int, diffs []objectsDiff, keys func(*objects) []K, compare func(a, b K) int) []use[K] {
+	before := map[K]int{}
+	for _, d := range diffs {
+		for _, side := range [2]struct {
+			o     *objects
+			delta int
+		}{{d.old, -1}, {d.new, 1}} {
+			for _, k := range keys(side.o) {
+				if _, ok := before[k]; !ok {
+					before[k] = counts[k]
+				}
+				counts[k] += side.delta
+			}
+		}
+	}
+	var out []use[K]
+	for k, n := range before {
+		switch after := counts[k]; {
+		case n > 0 && after <= 0:
+			out = append(out, use[K]{key: k})
+			delete(counts, k)
+		case n <= 0 && after > 0:
+			out = append(out, use[K]{key: k, added: true})
+		case after <= 0:
+			delete(counts, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b use[K]) int { return compare(a.key, b.key) })
+	return out
 }
