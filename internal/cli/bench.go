@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ironlb/ironlb/internal/bench/bgpfail"
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/bench/nodeloss"
-	"github.com/ironlb/ironlb/internal/bench/proxybench"
-	"github.com/ironlb/ironlb/internal/lab"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/bench/bgpfail"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/nodeloss"
+	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
@@ -297,7 +297,7 @@ func benchProxyScaleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "proxy-scale",
 		Short: "kube-proxy (nftables) vs ironlb proxy without the lab: full sync time and peak RSS at 1k-30k Services, one endpoint change",
-		Long: `Starts etcd and kube-apiserver on loopback (internal/testenv), writes Services (ClusterIP, no selector)
+		Long: `Starts etcd and kube-apiserver on loopback (internal/testbed/testenv), writes Services (ClusterIP, no selector)
 with two-endpoint EndpointSlices directly, and runs kube-proxy (nftables mode) and ironlb proxy each in a
 network namespace of its own (ironlb-pb-PID-kp, -il; deleted at the end, on failure and on Ctrl-C). Each
 proxy is started from an empty ruleset, in turn, and timed until the last Service's ClusterIP is in its

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ironlb/ironlb/internal/lab"
-	"github.com/ironlb/ironlb/internal/lab/agent"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+	"github.com/ironlb/ironlb/internal/testbed/lab/agent"
 )
 
 func labCmd() *cobra.Command {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ironlb/ironlb/internal/config"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // TestMigrationFromMetalLB is issue 8's migration test. It carries out docs/install.md's "Migrating from

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	frrtest "github.com/ironlb/ironlb/internal/testenv/frr"
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
 
 // TestBGPModeWithFRR runs the whole speaker (speaker.Run, layer 2 and BGP) against a real

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // TestAgainstAPIServer runs the command's code (Run) against a real kube-apiserver and etcd holding the

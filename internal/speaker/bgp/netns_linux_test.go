@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 	"io"
 	"os"
 	"os/exec"

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 )
 
 // Invariant names, as the table prints them.

@@ -30,9 +30,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ironlb/ironlb/internal/allocator"
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/bench/proxybench"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // Fault kinds.

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/ironlb/ironlb/internal/lab"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // ScaleOptions choose what RunScale measures.
@@ -116,7 +116,7 @@ func (p *scaleProxy) exited() bool {
 }
 
 // RunScale compares kube-proxy (nftables mode) with `ironlb proxy` without the lab: a real etcd
-// and kube-apiserver on loopback (internal/testenv), Services (ClusterIP, no selector) and
+// and kube-apiserver on loopback (internal/testbed/testenv), Services (ClusterIP, no selector) and
 // two-endpoint EndpointSlices written directly, and each proxy in a network namespace of its own
 // that RunScale makes and always deletes (ironlb-pb-PID-kp, -il). The proxies reach the apiserver
 // through a relay listening on 127.0.0.1 inside their namespace; nothing is added to the root

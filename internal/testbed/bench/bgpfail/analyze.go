@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 )
 
 // RouteEvent is the router's route to the service address after one netlink message: its next hops

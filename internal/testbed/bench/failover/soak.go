@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // SoakOptions choose a false-alarm run: no node fails, but every node link drops Loss percent of its

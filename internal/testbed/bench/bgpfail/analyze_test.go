@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 )
 
 func TestAnalyze(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package failover is the layer-2 failover benchmark: in the lab, a client probes a service address
-// by ARP and HTTP every 20 ms (internal/probe) while the node announcing it loses power and comes
+// by ARP and HTTP every 20 ms (internal/testbed/probe) while the node announcing it loses power and comes
 // back; this package turns the probe's log into the figures of one trial and the trials into a table.
 // Analysis is pure (parse, Analyze, Summarize); run.go drives the lab.
 package failover

@@ -15,7 +15,7 @@ import (
 
 	manifests "github.com/ironlb/ironlb/config"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 //go:embed metallb-speaker.yaml

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
 
 // DaemonDir holds Debian's FRR daemons.

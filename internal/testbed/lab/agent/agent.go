@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // Agent runs one node. All fields are set by Run before any goroutine starts, except those under mu.

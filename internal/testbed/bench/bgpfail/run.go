@@ -19,8 +19,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // VIP is the benchmark's service address, from a pool outside the nodes' subnet: only the router

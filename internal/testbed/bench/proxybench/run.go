@@ -37,7 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	manifests "github.com/ironlb/ironlb/config"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // Options choose what a run measures.

@@ -19,9 +19,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // Trial is one power cut.

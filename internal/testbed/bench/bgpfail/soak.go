@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // SoakResult is what a flap run counted: with no failure injected, every BFD session that went down,
