@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ironlb/ironlb/internal/testbed/apiserver"
 	"github.com/ironlb/ironlb/internal/testbed/lab"
-	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // ScaleOptions choose what RunScale measures.
@@ -116,7 +116,7 @@ func (p *scaleProxy) exited() bool {
 }
 
 // RunScale compares kube-proxy (nftables mode) with `ironlb proxy` without the lab: a real etcd
-// and kube-apiserver on loopback (internal/testbed/testenv), Services (ClusterIP, no selector) and
+// and kube-apiserver on loopback (internal/testbed/apiserver), Services (ClusterIP, no selector) and
 // two-endpoint EndpointSlices written directly, and each proxy in a network namespace of its own
 // that RunScale makes and always deletes (ironlb-pb-PID-kp, -il). The proxies reach the apiserver
 // through a relay listening on 127.0.0.1 inside their namespace; nothing is added to the root
@@ -163,7 +163,7 @@ func RunScale(ctx context.Context, o ScaleOptions) (res Result, err error) {
 		return res, err
 	}
 	o.Log("starting etcd and kube-apiserver (%s; logs in %s)", o.K8sBin, dir)
-	env, err := testenv.Launch(o.K8sBin, filepath.Join(dir, "k8s"))
+	env, err := apiserver.Launch(o.K8sBin, filepath.Join(dir, "k8s"))
 	if err != nil {
 		return res, err
 	}
