@@ -12,7 +12,11 @@
 // beside it.
 //
 // This file and wrk.go, metrics.go are pure (parsing, statistics, the table); netlink.go speaks
-// to the kernel and run.go drives the lab.
+// to the kernel. The lab run is one file per job: run.go (Run: options, the order of the steps,
+// undo), setup.go (putting the lab in shape and back), services.go (the Services and their
+// EndpointSlices), sync.go (a proxy's restart and the time to its first full sync), change.go (one
+// endpoint change), wrkrun.go (wrk through NodePorts). scale.go is `bench proxy-scale`, without
+// the lab.
 package proxybench
 
 import (
