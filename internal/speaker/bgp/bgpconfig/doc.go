@@ -13,7 +13,7 @@
 // 3 s, and keepalive less than hold (0 with hold 0). The AS number presented to the peer is localASN
 // when set, else myASN; the session is iBGP when the peer's AS number (peerASN, or dynamicASN
 // internal) equals it. password and passwordSecret are the TCP MD5 key; the Secret's content comes
-// in Input.Passwords, resolved by the caller. bfdProfile becomes a bfd.Profile.
+// in Input.Passwords, resolved by the caller. bfdProfile becomes a bfdprofile.Profile.
 //
 // One node runs one BGP router: every session shares the router ID (the first explicit routerID by
 // BGPPeer name, else Input.DefaultRouterID, else the first IPv4 source address) and a peer address
