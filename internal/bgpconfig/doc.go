@@ -3,7 +3,11 @@
 // BFDProfile and Community objects, the node's name and labels, and the Services' addresses with
 // their endpoints. It is pure and deterministic: no GoBGP, no client-go, no I/O, no goroutines.
 // The speaker converts Kubernetes objects once, calls Build on every change, and hands the State to
-// the GoBGP adapter (package bgp), which makes the routers see it.
+// the GoBGP adapter (package speaker/bgp), which makes the routers see it. The controller's
+// admission webhook (through package config) runs the same Build to reject what the speakers would
+// leave out, which is why the model lives outside the speaker: roles import it, it imports no role.
+// A session's BFD settings are a bfdprofile.Profile, the pure type the BFD adapter (package
+// speaker/bfd) runs.
 //
 // # Sessions
 //
