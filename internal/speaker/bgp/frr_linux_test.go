@@ -16,8 +16,8 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
 )
 

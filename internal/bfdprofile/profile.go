@@ -1,4 +1,9 @@
-package bfd
+// Package bfdprofile is the configuration of a BFD session, after MetalLB's BFDProfile: the
+// intervals and detect multiplier a session runs with, their defaults and their bounds. It is the
+// pure model that the BGP configuration (package bgpconfig) builds and the BFD implementation
+// (package speaker/bfd) runs, so that the model names a session's profile without importing the
+// sockets that run it. Standard library only, no I/O.
+package bfdprofile
 
 import (
 	"fmt"
@@ -13,9 +18,6 @@ const (
 	// FRR do (10–60000 ms).
 	MinInterval        = 10 * time.Millisecond
 	MaxProfileInterval = 60 * time.Second
-	// SlowInterval is the least Desired Min TX Interval advertised while a session is not Up
-	// (RFC 5880 §6.8.3).
-	SlowInterval = time.Second
 )
 
 // Profile is a session's configuration, after MetalLB's BFDProfile. The zero value is valid and

@@ -3,7 +3,11 @@
 // BFDProfile and Community objects, the node's name and labels, and the Services' addresses with
 // their endpoints. It is pure and deterministic: no GoBGP, no client-go, no I/O, no goroutines.
 // The speaker converts Kubernetes objects once, calls Build on every change, and hands the State to
-// the GoBGP adapter (package bgp), which makes the routers see it.
+// the GoBGP adapter (package speaker/bgp), which makes the routers see it. The controller's
+// admission webhook (through package config) runs the same Build to reject what the speakers would
+// leave out, which is why the model lives outside the speaker: roles import it, it imports no role.
+// A session's BFD settings are a bfdprofile.Profile, the pure type the BFD adapter (package
+// speaker/bfd) runs.
 //
 // # Sessions
 //
@@ -13,7 +17,7 @@
 // 3 s, and keepalive less than hold (0 with hold 0). The AS number presented to the peer is localASN
 // when set, else myASN; the session is iBGP when the peer's AS number (peerASN, or dynamicASN
 // internal) equals it. password and passwordSecret are the TCP MD5 key; the Secret's content comes
-// in Input.Passwords, resolved by the caller. bfdProfile becomes a bfd.Profile.
+// in Input.Passwords, resolved by the caller. bfdProfile becomes a bfdprofile.Profile.
 //
 // One node runs one BGP router: every session shares the router ID (the first explicit routerID by
 // BGPPeer name, else Input.DefaultRouterID, else the first IPv4 source address) and a peer address

@@ -14,8 +14,8 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/bfdprofile"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/speaker/bfd"
 )
 
 // Builders for terse test objects.
@@ -68,7 +68,7 @@ func pfx(s string) netip.Prefix    { return netip.MustParsePrefix(s) }
 func comm(hi, lo uint32) Community { return Community(hi<<16 | lo) }
 
 func TestBuildSessions(t *testing.T) {
-	fast := bfd.Profile{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 50 * time.Millisecond, DetectMultiplier: 3}
+	fast := bfdprofile.Profile{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 50 * time.Millisecond, DetectMultiplier: 3}
 	tests := []struct {
 		name string
 		in   func(*Input)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
-	"github.com/ironlb/ironlb/internal/speaker/bfd"
+	"github.com/ironlb/ironlb/internal/bfdprofile"
 )
 
 // MetalLB's timers when a BGPPeer sets neither (its native mode's hold time, keepalive = hold / 3).
@@ -34,7 +34,7 @@ type peer struct {
 }
 
 // parsePeer validates a BGPPeer. Every error is a *ConfigError.
-func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfd.Profile, passwords map[string]string) (*peer, error) {
+func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfdprofile.Profile, passwords map[string]string) (*peer, error) {
 	bad := func(field string, err error) error {
 		return &ConfigError{Kind: "BGPPeer", Name: p.Name, Field: field, Err: err}
 	}
@@ -199,8 +199,8 @@ func parseTimers(hold, keepalive *metav1.Duration) (time.Duration, time.Duration
 }
 
 // parseBFDProfile converts a BFDProfile with MetalLB's ranges (its bfdProfileFromCR). Unset fields
-// take the bfd package's defaults, which are FRR's.
-func parseBFDProfile(p *v1beta1.BFDProfile) (bfd.Profile, error) {
+// take bfdprofile's defaults, which are FRR's.
+func parseBFDProfile(p *v1beta1.BFDProfile) (bfdprofile.Profile, error) {
 	bad := func(field string, err error) error {
 		return &ConfigError{Kind: "BFDProfile", Name: p.Name, Field: field, Err: err}
 	}
@@ -223,10 +223,10 @@ func parseBFDProfile(p *v1beta1.BFDProfile) (bfd.Profile, error) {
 		{"spec.minimumTtl", sp.MinimumTTL, 1, 254},
 	} {
 		if err := check(c.field, c.v, c.lo, c.hi); err != nil {
-			return bfd.Profile{}, err
+			return bfdprofile.Profile{}, err
 		}
 	}
-	var prof bfd.Profile
+	var prof bfdprofile.Profile
 	if sp.ReceiveInterval != nil {
 		prof.ReceiveInterval = time.Duration(*sp.ReceiveInterval) * time.Millisecond
 	}
@@ -244,7 +244,7 @@ func parseBFDProfile(p *v1beta1.BFDProfile) (bfd.Profile, error) {
 	}
 	prof = prof.WithDefaults()
 	if err := prof.Validate(); err != nil {
-		return bfd.Profile{}, bad("spec", fmt.Errorf("%w: %w", ErrInvalidBFDProfile, err))
+		return bfdprofile.Profile{}, bad("spec", fmt.Errorf("%w: %w", ErrInvalidBFDProfile, err))
 	}
 	return prof, nil
 }

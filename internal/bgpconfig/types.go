@@ -6,8 +6,8 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bfdprofile"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/speaker/bfd"
 )
 
 // Input is everything Build looks at. Objects are read, never modified.
@@ -113,7 +113,7 @@ type Session struct {
 	Password string
 	// BFDProfile is the name of the BFD profile; "" for no BFD. BFD is then its settings.
 	BFDProfile string
-	BFD        bfd.Profile
+	BFD        bfdprofile.Profile
 	// GracefulRestart is the BGPPeer's enableGracefulRestart.
 	GracefulRestart bool
 	// Paths are the paths to advertise over the session, ordered by prefix. They all have the

@@ -12,18 +12,18 @@ import (
 )
 
 // TestImports keeps the package pure: no GoBGP, no client-go, nothing that does I/O, and no go
-// statements. The API types, apimachinery's label selectors, the election model and the bfd
-// package's Profile are its only non-standard imports.
+// statements. The API types, apimachinery's label selectors, the election model and
+// bfdprofile are its only non-standard imports.
 func TestImports(t *testing.T) {
 	allowed := map[string]bool{
 		"cmp": true, "errors": true, "fmt": true, "net/netip": true, "slices": true, "strconv": true,
 		"strings": true, "time": true,
-		"k8s.io/apimachinery/pkg/apis/meta/v1":          true,
-		"k8s.io/apimachinery/pkg/labels":                true,
-		"github.com/ironlb/ironlb/api/v1beta1":          true,
-		"github.com/ironlb/ironlb/api/v1beta2":          true,
-		"github.com/ironlb/ironlb/internal/election":    true,
-		"github.com/ironlb/ironlb/internal/speaker/bfd": true,
+		"k8s.io/apimachinery/pkg/apis/meta/v1":         true,
+		"k8s.io/apimachinery/pkg/labels":               true,
+		"github.com/ironlb/ironlb/api/v1beta1":         true,
+		"github.com/ironlb/ironlb/api/v1beta2":         true,
+		"github.com/ironlb/ironlb/internal/election":   true,
+		"github.com/ironlb/ironlb/internal/bfdprofile": true,
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

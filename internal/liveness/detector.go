@@ -1,11 +1,3 @@
-// Package liveness is the speakers' own failure detector: every speaker sends a small UDP heartbeat to
-// every other speaker on the interface that announces, every Interval, and declares a peer dead after
-// Multiplier intervals without one (BFD's asynchronous mode, RFC 5880 §6.8.4, without the session
-// handshake). The Kubernetes API is far too slow for this (a Node turns NotReady after 40-50 s), and
-// MetalLB's memberlist takes seconds; heartbeats on the announcing link also mean a node whose link is
-// down is never considered alive.
-//
-// Detector is the pure state machine (fed with times, table-tested); Run adds the UDP socket.
 package liveness
 
 import (

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ironlb/ironlb/internal/speaker/bfd"
+	"github.com/ironlb/ironlb/internal/bfdprofile"
 )
 
 // Build computes the node's BGP State from in. Invalid objects are left out and reported, each as
@@ -20,7 +20,7 @@ func Build(in Input) (State, []*ConfigError) {
 	}
 
 	// BFD profiles and community aliases, which peers and advertisements refer to.
-	profiles := map[string]bfd.Profile{}
+	profiles := map[string]bfdprofile.Profile{}
 	for i := range in.BFDProfiles {
 		p := &in.BFDProfiles[i]
 		if _, dup := profiles[p.Name]; dup {
