@@ -8,16 +8,10 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// This file is the grammar of the rules: the statements the Builder writes, as data, and their
-// one rendering to nft syntax. The AST is ours because neither library we use has one that fits:
-// knftables takes a rule as text (knftables.Rule.Rule), google/nftables as the kernel's
-// expressions (expr.Any, registers and byte orders). The Builder writes statements; the text
-// nft and the golden files see is rendered from them here (Rule.String), nftapply encodes the
-// same statements into netlink expressions, and trace evaluates them, reading a dumped ruleset
-// back with ParseRule, the only parser of rule text.
-//
-// It covers the shapes nftrules writes, and a few more that trace's tests and hand-written
-// rulesets use (counter, accept, literal verdict maps, `==`, `th dport`, masquerade flags).
+// This file is the grammar of the rules (see "One grammar" in the package doc): the statements
+// the Builder writes, as data, and their one rendering to nft syntax. It covers the shapes
+// nftrules writes, and a few more that trace's tests and hand-written rulesets use (counter,
+// accept, literal verdict maps, `==`, `th dport`, `meta mark`, masquerade flags).
 
 // Field is what an Expr reads from the packet (or computes).
 type Field uint8
