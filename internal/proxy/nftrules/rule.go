@@ -62,23 +62,23 @@ const (
 
 // Value is a literal a statement compares with.
 type Value struct {
-	Kind ValueKind
 	Addr netip.Addr
-	Bits int
-	Num  uint32
 	Sym  string
+	Num  uint32
+	Bits uint8
+	Kind ValueKind
 }
 
 // AddrValue, PrefixValue, NumValue and SymValue make Values.
 func AddrValue(a netip.Addr) Value { return Value{Kind: ValueAddr, Addr: a} }
 func PrefixValue(p netip.Prefix) Value {
-	return Value{Kind: ValuePrefix, Addr: p.Addr(), Bits: p.Bits()}
+	return Value{Kind: ValuePrefix, Addr: p.Addr(), Bits: uint8(max(p.Bits(), 0))}
 }
 func NumValue(n uint32) Value { return Value{Kind: ValueNum, Num: n} }
 func SymValue(s string) Value { return Value{Kind: ValueSym, Sym: s} }
 
 // Prefix returns a ValuePrefix as a netip.Prefix.
-func (v Value) Prefix() netip.Prefix { return netip.PrefixFrom(v.Addr, v.Bits) }
+func (v Value) Prefix() netip.Prefix { return netip.PrefixFrom(v.Addr, int(v.Bits)) }
 
 func (v Value) String() string { return string(v.appendText(nil)) }
 
@@ -173,11 +173,9 @@ type VmapElem struct {
 
 // Stmt is one statement of a rule. Kind says which fields are used.
 type Stmt struct {
-	Kind StmtKind
 	// Key is what StmtMatch, StmtLookup, StmtVmap and StmtUpdate look at, and StmtDNATMap's
 	// index (one FieldNumgen).
 	Key []Expr
-	Op  Op
 	// Value is StmtMatch's value, unless Set is not nil: then it compares with an anonymous set,
 	// written `{ a , b }`.
 	Value Value
@@ -188,13 +186,16 @@ type Stmt struct {
 	Elems []VmapElem
 	// Verdict is StmtVerdict's.
 	Verdict Verdict
+	// To is StmtDNAT's target.
+	To netip.AddrPort
 	// Num is StmtMarkSet's bits; Xor makes it `mark xor` (else `mark or`).
 	Num uint32
 	Xor bool
+	// Kind is the statement's form, Op StmtMatch's and StmtLookup's comparison.
+	Kind StmtKind
+	Op   Op
 	// Masq is StmtMasquerade's flags (Masq...).
 	Masq uint8
-	// To is StmtDNAT's target.
-	To netip.AddrPort
 	// IP6: StmtDNATMap is written `dnat ip6`.
 	IP6 bool
 }
@@ -207,7 +208,10 @@ type Rule struct {
 }
 
 // String renders the rule's statements as nft reads them (without the chain and comment).
-func (r *Rule) String() string { return string(AppendStmts(make([]byte, 0, 96), r.Stmts)) }
+func (r *Rule) String() string {
+	var buf [128]byte
+	return string(AppendStmts(buf[:0], r.Stmts))
+}
 
 // Object returns the rule as a knftables operand, its text rendered.
 func (r *Rule) Object() *knftables.Rule {
