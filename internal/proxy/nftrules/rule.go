@@ -80,7 +80,10 @@ func SymValue(s string) Value { return Value{Kind: ValueSym, Sym: s} }
 // Prefix returns a ValuePrefix as a netip.Prefix.
 func (v Value) Prefix() netip.Prefix { return netip.PrefixFrom(v.Addr, int(v.Bits)) }
 
-func (v Value) String() string { return string(v.appendText(nil)) }
+func (v Value) String() string {
+	var buf [64]byte
+	return string(v.appendText(buf[:0]))
+}
 
 func (v Value) appendText(b []byte) []byte {
 	switch v.Kind {
@@ -112,7 +115,21 @@ type Verdict struct {
 	Chain string
 }
 
-func (v Verdict) String() string { return string(v.appendText(nil)) }
+func (v Verdict) String() string {
+	switch v.Kind {
+	case Jump:
+		return "jump " + v.Chain
+	case Goto:
+		return "goto " + v.Chain
+	case Return:
+		return "return"
+	case Accept:
+		return "accept"
+	case Drop:
+		return "drop"
+	}
+	return "verdict(" + strconv.Itoa(int(v.Kind)) + ")"
+}
 
 func (v Verdict) appendText(b []byte) []byte {
 	switch v.Kind {
@@ -120,14 +137,8 @@ func (v Verdict) appendText(b []byte) []byte {
 		return append(append(b, "jump "...), v.Chain...)
 	case Goto:
 		return append(append(b, "goto "...), v.Chain...)
-	case Return:
-		return append(b, "return"...)
-	case Accept:
-		return append(b, "accept"...)
-	case Drop:
-		return append(b, "drop"...)
 	}
-	return append(b, "verdict("+strconv.Itoa(int(v.Kind))+")"...)
+	return append(b, v.String()...) // a constant
 }
 
 // StmtKind is a statement's form.
@@ -246,9 +257,15 @@ func AppendStmts(b []byte, stmts []Stmt) []byte {
 	return b
 }
 
-func (s Stmt) String() string { return string(s.appendText(nil)) }
+func (s Stmt) String() string {
+	var buf [128]byte
+	return string(s.appendText(buf[:0]))
+}
 
-func (e Expr) String() string { return string(e.appendText(nil)) }
+func (e Expr) String() string {
+	var buf [64]byte
+	return string(e.appendText(buf[:0]))
+}
 
 func appendKey(b []byte, key []Expr) []byte {
 	for i := range key {
