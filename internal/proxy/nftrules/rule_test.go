@@ -40,8 +40,9 @@ func builtRules(t testing.TB) []*nftrules.Rule {
 	return out
 }
 
-// TestRuleRoundTrip: every rule the Builder writes parses back into its statements, and the
-// text rendered from those is the text parsed.
+// TestRuleRoundTrip: every rule the Builder writes parses back into its statements
+// (parse(render(ast)) == ast), and the text rendered from those is the text parsed
+// (render(parse(x)) == x).
 func TestRuleRoundTrip(t *testing.T) {
 	shapes := map[nftrules.StmtKind]bool{}
 	for _, r := range builtRules(t) {
@@ -50,8 +51,12 @@ func TestRuleRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", text, err)
 		}
-		if !(&nftrules.Rule{Chain: r.Chain, Stmts: got, Comment: r.Comment}).Equal(r) {
+		back := &nftrules.Rule{Chain: r.Chain, Stmts: got, Comment: r.Comment}
+		if !back.Equal(r) {
 			t.Fatalf("%q: parsed as\n%s\nwant\n%s", text, dumpStmts(got), dumpStmts(r.Stmts))
+		}
+		if s := back.String(); s != text {
+			t.Fatalf("%q parses into statements rendered as %q", text, s)
 		}
 		for _, s := range got {
 			shapes[s.Kind] = true
