@@ -3,6 +3,7 @@ package nftrules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -298,73 +299,24 @@ func (p *ruleParser) key() ([]Expr, error) {
 }
 
 func (p *ruleParser) expr() (Expr, error) {
+	for _, f := range wordFields {
+		if p.i+len(f.words) <= len(p.toks) && slices.Equal(p.toks[p.i:p.i+len(f.words)], f.words) {
+			p.i += len(f.words)
+			return f.e, nil
+		}
+	}
 	t, err := p.next()
 	if err != nil {
 		return Expr{}, err
 	}
 	switch t {
-	case "ip", "ip6":
-		f, err := p.next()
-		if err != nil {
-			return Expr{}, err
-		}
-		switch f {
-		case "saddr":
-			return Expr{Field: FieldSaddr, IP6: t == "ip6"}, nil
-		case "daddr":
-			return Expr{Field: FieldDaddr, IP6: t == "ip6"}, nil
-		}
-		return Expr{}, fmt.Errorf("unsupported field %s %s", t, f)
 	case "meta":
-		f, err := p.next()
-		if err != nil {
+		if err := p.expect("mark"); err != nil {
 			return Expr{}, err
 		}
-		switch f {
-		case "l4proto":
-			return Expr{Field: FieldL4Proto}, nil
-		case "mark":
-			return p.mark(true)
-		}
-		return Expr{}, fmt.Errorf("unsupported meta %s", f)
+		return p.mark(true)
 	case "mark":
 		return p.mark(false)
-	case "th", "tcp", "udp", "sctp":
-		if err := p.expect("dport"); err != nil {
-			return Expr{}, err
-		}
-		e := Expr{Field: FieldDport}
-		if t != "th" {
-			e.Proto = Protocol(t)
-		}
-		return e, nil
-	case "fib":
-		f, err := p.next()
-		if err != nil {
-			return Expr{}, err
-		}
-		if err := p.expect("type"); err != nil {
-			return Expr{}, err
-		}
-		switch f {
-		case "saddr":
-			return Expr{Field: FieldFibSaddrType}, nil
-		case "daddr":
-			return Expr{Field: FieldFibDaddrType}, nil
-		}
-		return Expr{}, fmt.Errorf("unsupported fib %s", f)
-	case "ct":
-		f, err := p.next()
-		if err != nil {
-			return Expr{}, err
-		}
-		switch f {
-		case "state":
-			return Expr{Field: FieldCtState}, nil
-		case "status":
-			return Expr{Field: FieldCtStatus}, nil
-		}
-		return Expr{}, fmt.Errorf("unsupported ct %s", f)
 	case "numgen":
 		mode, err := p.next()
 		if err != nil {

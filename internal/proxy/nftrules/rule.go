@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/knftables"
 )
@@ -288,27 +289,40 @@ func appendHex(b []byte, n uint32) []byte {
 	return strconv.AppendUint(append(b, "0x"...), uint64(n), 16)
 }
 
+// wordFields are the expressions written as fixed words, for ParseRule and rendering alike.
+var wordFields = []struct {
+	text  string
+	words []string
+	e     Expr
+}{
+	{"ip daddr", nil, Expr{Field: FieldDaddr}},
+	{"ip saddr", nil, Expr{Field: FieldSaddr}},
+	{"ip6 daddr", nil, Expr{Field: FieldDaddr, IP6: true}},
+	{"ip6 saddr", nil, Expr{Field: FieldSaddr, IP6: true}},
+	{"meta l4proto", nil, Expr{Field: FieldL4Proto}},
+	{"th dport", nil, Expr{Field: FieldDport}},
+	{"tcp dport", nil, Expr{Field: FieldDport, Proto: TCP}},
+	{"udp dport", nil, Expr{Field: FieldDport, Proto: UDP}},
+	{"sctp dport", nil, Expr{Field: FieldDport, Proto: SCTP}},
+	{"fib saddr type", nil, Expr{Field: FieldFibSaddrType}},
+	{"fib daddr type", nil, Expr{Field: FieldFibDaddrType}},
+	{"ct state", nil, Expr{Field: FieldCtState}},
+	{"ct status", nil, Expr{Field: FieldCtStatus}},
+}
+
+func init() {
+	for i := range wordFields {
+		wordFields[i].words = strings.Fields(wordFields[i].text)
+	}
+}
+
 func (e Expr) appendText(b []byte) []byte {
-	switch e.Field {
-	case FieldSaddr:
-		return append(append(b, ipX(e.IP6)...), " saddr"...)
-	case FieldDaddr:
-		return append(append(b, ipX(e.IP6)...), " daddr"...)
-	case FieldL4Proto:
-		return append(b, "meta l4proto"...)
-	case FieldDport:
-		if e.Proto == "" {
-			return append(b, "th dport"...)
+	for i := range wordFields {
+		if wordFields[i].e == e {
+			return append(b, wordFields[i].text...)
 		}
-		return append(append(b, e.Proto...), " dport"...)
-	case FieldFibSaddrType:
-		return append(b, "fib saddr type"...)
-	case FieldFibDaddrType:
-		return append(b, "fib daddr type"...)
-	case FieldCtState:
-		return append(b, "ct state"...)
-	case FieldCtStatus:
-		return append(b, "ct status"...)
+	}
+	switch e.Field {
 	case FieldMark:
 		if e.Meta {
 			b = append(b, "meta "...)
