@@ -114,7 +114,7 @@ func (e *ruleEncoder) encode(stmts []nftrules.Stmt) ([]expr.Any, error) {
 		case nftrules.StmtVmap:
 			err = e.vmap(s)
 		case nftrules.StmtVerdict:
-			err = e.verdict(s.Verdict)
+			err = e.verdict(s.AsVerdict())
 		case nftrules.StmtUpdate:
 			err = e.update(s)
 		case nftrules.StmtDNAT:
@@ -329,13 +329,16 @@ func (e *ruleEncoder) dnat(s *nftrules.Stmt) error {
 	if e.l4 == 0 {
 		return fmt.Errorf("dnat to a port without a transport protocol match")
 	}
-	a, err := e.t.addr(s.To.Addr())
+	if s.Value.Kind != nftrules.ValueAddrPort {
+		return fmt.Errorf("dnat to %s: only an address and a port", s.Value)
+	}
+	a, err := e.t.addr(s.Value.Addr)
 	if err != nil {
 		return err
 	}
 	e.emit(
 		&expr.Immediate{Register: reg1, Data: a},
-		&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, s.To.Port())},
+		&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, uint16(s.Value.Num))},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: e.t.natFamily(), RegAddrMin: reg1, RegProtoMin: reg2, Specified: true},
 	)
 	return nil

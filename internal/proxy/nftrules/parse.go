@@ -126,11 +126,11 @@ func (p *ruleParser) stmt() (Stmt, error) {
 		if t == "goto" {
 			k = Goto
 		}
-		return Stmt{Kind: StmtVerdict, Verdict: Verdict{k, target}}, nil
+		return Stmt{Kind: StmtVerdict, Verdict: k, Name: target}, nil
 	case "return", "accept", "drop":
 		p.i++
 		v, _ := ParseVerdict(t)
-		return Stmt{Kind: StmtVerdict, Verdict: v}, nil
+		return Stmt{Kind: StmtVerdict, Verdict: v.Kind}, nil
 	case "reject":
 		p.i++
 		return Stmt{Kind: StmtReject}, nil
@@ -188,7 +188,7 @@ func (p *ruleParser) stmt() (Stmt, error) {
 		if err != nil {
 			return Stmt{}, fmt.Errorf("dnat target %q: %w", t, err)
 		}
-		return Stmt{Kind: StmtDNAT, To: ap}, nil
+		return Stmt{Kind: StmtDNAT, Value: AddrPortValue(ap)}, nil
 	case "update":
 		p.i++
 		set, err := p.name("update of")

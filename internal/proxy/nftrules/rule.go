@@ -55,10 +55,11 @@ type ValueKind uint8
 
 // The kinds of values.
 const (
-	ValueAddr   ValueKind = iota + 1 // an address: Addr
-	ValuePrefix                      // a prefix: Addr and Bits
-	ValueNum                         // a number: Num, written in decimal
-	ValueSym                         // a symbol (tcp, local, new, dnat): Sym
+	ValueAddr     ValueKind = iota + 1 // an address: Addr
+	ValuePrefix                        // a prefix: Addr and Bits
+	ValueNum                           // a number: Num, written in decimal
+	ValueSym                           // a symbol (tcp, local, new, dnat): Sym
+	ValueAddrPort                      // an address and a port (dnat's target): Addr, Num
 )
 
 // Value is a literal a statement compares with.
@@ -78,6 +79,14 @@ func PrefixValue(p netip.Prefix) Value {
 func NumValue(n uint32) Value { return Value{Kind: ValueNum, Num: n} }
 func SymValue(s string) Value { return Value{Kind: ValueSym, Sym: s} }
 
+// AddrPortValue makes a ValueAddrPort.
+func AddrPortValue(ap netip.AddrPort) Value {
+	return Value{Kind: ValueAddrPort, Addr: ap.Addr(), Num: uint32(ap.Port())}
+}
+
+// AddrPort returns a ValueAddrPort as a netip.AddrPort.
+func (v Value) AddrPort() netip.AddrPort { return netip.AddrPortFrom(v.Addr, uint16(v.Num)) }
+
 // Prefix returns a ValuePrefix as a netip.Prefix.
 func (v Value) Prefix() netip.Prefix { return netip.PrefixFrom(v.Addr, int(v.Bits)) }
 
@@ -94,6 +103,8 @@ func (v Value) appendText(b []byte) []byte {
 		return v.Prefix().AppendTo(b)
 	case ValueNum:
 		return strconv.AppendUint(b, uint64(v.Num), 10)
+	case ValueAddrPort:
+		return v.AddrPort().AppendTo(b)
 	}
 	return append(b, v.Sym...)
 }
@@ -150,13 +161,13 @@ const (
 	StmtMatch      StmtKind = iota + 1 // Key [==|!=] Value, or Key [==|!=] { Set }
 	StmtLookup                         // Key [!=] @Name
 	StmtVmap                           // Key vmap @Name, or Key vmap { Elems }
-	StmtVerdict                        // Verdict
+	StmtVerdict                        // Verdict [Name]
 	StmtReject                         // reject
 	StmtCounter                        // counter
 	StmtMarkSet                        // mark set mark or|xor Num
 	StmtMasquerade                     // masquerade [fully-random] [random] [persistent]
 	StmtUpdate                         // update @Name { Key }
-	StmtDNAT                           // dnat to To
+	StmtDNAT                           // dnat to Value (a ValueAddrPort)
 	StmtDNATMap                        // dnat ip|ip6 to Key map @Name (Key: one numgen random)
 )
 
@@ -189,17 +200,13 @@ type Stmt struct {
 	// index (one FieldNumgen).
 	Key []Expr
 	// Value is StmtMatch's value, unless Set is not nil: then it compares with an anonymous set,
-	// written `{ a , b }`.
+	// written `{ a , b }`. It is also StmtDNAT's target (a ValueAddrPort).
 	Value Value
 	Set   []Value
 	// Name is the set or map of StmtLookup, StmtVmap (empty for a literal map: Elems),
-	// StmtUpdate and StmtDNATMap, without the @.
+	// StmtUpdate and StmtDNATMap, without the @, or the chain of a jump or goto.
 	Name  string
 	Elems []VmapElem
-	// Verdict is StmtVerdict's.
-	Verdict Verdict
-	// To is StmtDNAT's target.
-	To netip.AddrPort
 	// Num is StmtMarkSet's bits; Xor makes it `mark xor` (else `mark or`).
 	Num uint32
 	Xor bool
@@ -210,7 +217,12 @@ type Stmt struct {
 	Masq uint8
 	// IP6: StmtDNATMap is written `dnat ip6`.
 	IP6 bool
+	// Verdict is StmtVerdict's kind (its chain is Name).
+	Verdict VerdictKind
 }
+
+// AsVerdict returns a StmtVerdict's verdict.
+func (s *Stmt) AsVerdict() Verdict { return Verdict{s.Verdict, s.Name} }
 
 // Rule is a rule of a chain: statements and a comment ("" for none).
 type Rule struct {
@@ -242,7 +254,7 @@ func (r *Rule) Equal(o *Rule) bool {
 // Equal reports whether s and o are the same statement.
 func (s Stmt) Equal(o Stmt) bool {
 	return s.Kind == o.Kind && s.Op == o.Op && s.Value == o.Value && s.Name == o.Name && s.Verdict == o.Verdict &&
-		s.Num == o.Num && s.Xor == o.Xor && s.Masq == o.Masq && s.To == o.To && s.IP6 == o.IP6 &&
+		s.Num == o.Num && s.Xor == o.Xor && s.Masq == o.Masq && s.IP6 == o.IP6 &&
 		slices.Equal(s.Key, o.Key) && (s.Set == nil) == (o.Set == nil) && slices.Equal(s.Set, o.Set) &&
 		slices.Equal(s.Elems, o.Elems)
 }
@@ -391,7 +403,7 @@ func (s Stmt) appendText(b []byte) []byte {
 		}
 		return append(b, " }"...)
 	case StmtVerdict:
-		return s.Verdict.appendText(b)
+		return s.AsVerdict().appendText(b)
 	case StmtReject:
 		return append(b, "reject"...)
 	case StmtCounter:
@@ -419,7 +431,7 @@ func (s Stmt) appendText(b []byte) []byte {
 		b = append(append(append(b, "update @"...), s.Name...), " { "...)
 		return append(appendKey(b, s.Key), " }"...)
 	case StmtDNAT:
-		return s.To.AppendTo(append(b, "dnat to "...))
+		return s.Value.appendText(append(b, "dnat to "...))
 	case StmtDNATMap:
 		b = append(append(append(b, "dnat "...), ipX(s.IP6)...), " to "...)
 		return append(append(appendKey(b, s.Key), " map @"...), s.Name...)
@@ -448,8 +460,8 @@ func notLookup(key []Expr, set string) Stmt {
 	return Stmt{Kind: StmtLookup, Key: key, Op: OpNeq, Name: set}
 }
 func vmap(key []Expr, m string) Stmt     { return Stmt{Kind: StmtVmap, Key: key, Name: m} }
-func verdict(k VerdictKind) Stmt         { return Stmt{Kind: StmtVerdict, Verdict: Verdict{Kind: k}} }
-func jump(chain string) Stmt             { return Stmt{Kind: StmtVerdict, Verdict: Verdict{Jump, chain}} }
-func gotoChain(chain string) Stmt        { return Stmt{Kind: StmtVerdict, Verdict: Verdict{Goto, chain}} }
+func verdict(k VerdictKind) Stmt         { return Stmt{Kind: StmtVerdict, Verdict: k} }
+func jump(chain string) Stmt             { return Stmt{Kind: StmtVerdict, Verdict: Jump, Name: chain} }
+func gotoChain(chain string) Stmt        { return Stmt{Kind: StmtVerdict, Verdict: Goto, Name: chain} }
 func markSet(bits uint32, xor bool) Stmt { return Stmt{Kind: StmtMarkSet, Num: bits, Xor: xor} }
 func l4proto(p Protocol) Stmt            { return match(keyL4Proto, SymValue(string(p))) }

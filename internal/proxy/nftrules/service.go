@@ -322,7 +322,7 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 		if s, ok := affSet[ap]; ok {
 			c.add("", Stmt{Kind: StmtUpdate, Name: s, Key: b.saddr})
 		}
-		c.add("", l4proto(p.Protocol), Stmt{Kind: StmtDNAT, To: ap})
+		c.add("", l4proto(p.Protocol), Stmt{Kind: StmtDNAT, Value: AddrPortValue(ap)})
 		chains = append(chains, c)
 	}
 	o.chains = append(o.chains, chains...)

@@ -181,7 +181,7 @@ func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error
 func (rs *Ruleset) check(s *nftrules.Stmt) error {
 	switch s.Kind {
 	case nftrules.StmtVerdict:
-		return rs.checkVerdict(s.Verdict)
+		return rs.checkVerdict(s.AsVerdict())
 	case nftrules.StmtLookup, nftrules.StmtUpdate:
 		if _, ok := rs.sets[s.Name]; !ok {
 			return fmt.Errorf("no set %q", s.Name)

@@ -381,9 +381,9 @@ func (t *tracer) evalFrom(st *state, c *chainDef, r *parsedRule, i int, step Ste
 		case nftrules.StmtDNATMap:
 			return t.dnatMap(st, s, step)
 		case nftrules.StmtDNAT:
-			st.dnat = s.To
-			st.dst, st.dport = s.To.Addr(), s.To.Port()
-			step.Note = appendNote(step.Note, "DNAT to "+s.To.String())
+			st.dnat = s.Value.AddrPort()
+			st.dst, st.dport = st.dnat.Addr(), st.dnat.Port()
+			step.Note = appendNote(step.Note, "DNAT to "+st.dnat.String())
 			st.steps = append(st.steps, step)
 			st.chainDone = true
 			return []*state{st}, nil
@@ -399,7 +399,7 @@ func (t *tracer) evalFrom(st *state, c *chainDef, r *parsedRule, i int, step Ste
 			return []*state{st}, nil
 		case nftrules.StmtVerdict:
 			st.steps = append(st.steps, step)
-			t.verdict(st, s.Verdict, step)
+			t.verdict(st, s.AsVerdict(), step)
 			return []*state{st}, nil
 		default:
 			return nil, fmt.Errorf("statement %q is not traced", s)
