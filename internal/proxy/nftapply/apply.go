@@ -7,8 +7,9 @@
 // takes seconds to parse and resolve 10,000 Services. Incremental syncs, and the deletion of
 // stale chains, go over netlink in one batch (google/nftables; see [Netlink]) when a netlink writer is
 // configured: `nft` reads the whole table before applying even one rule, which costs hundreds of
-// milliseconds at 10,000 Services, while a netlink batch sends only what changes. The rule
-// text nftrules writes stays the single source of truth: the netlink writer translates it, and
+// milliseconds at 10,000 Services, while a netlink batch sends only what changes. The rules'
+// statements nftrules writes are the single source of truth: nft gets the text nftrules renders
+// from them, the netlink writer encodes the statements themselves (it reads no rule text), and
 // anything it does not know sends that sync through nft ([Stats.Fallbacks]).
 package nftapply
 

@@ -153,7 +153,7 @@ func BenchmarkKernelIncremental(b *testing.B) {
 			chain := "bench/floor"
 			var times []time.Duration
 			for b.Loop() {
-				cmds, err := nl.translate([]op{{verbAdd, &knftables.Chain{Name: chain}}, {verbAdd, &knftables.Rule{Chain: chain, Rule: "drop"}}})
+				cmds, err := nl.translate([]op{{verbAdd, &knftables.Chain{Name: chain}}, {verbAdd, &nftrules.Rule{Chain: chain, Stmts: []nftrules.Stmt{{Kind: nftrules.StmtVerdict, Verdict: nftrules.Drop}}}}})
 				if err != nil {
 					b.Fatal(err)
 				}

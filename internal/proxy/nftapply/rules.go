@@ -4,20 +4,20 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
 
-// This file turns the rule text nftrules writes into the expressions nft itself would send to
-// the kernel for it, so that a rule added over netlink lists (`nft list`, `nft -j list`) exactly
-// as the same rule added with `nft -f`. The text stays the single source of truth; the translator
-// knows only the shapes nftrules writes into per-Service chains (see nftrules/service.go) and
-// refuses anything else with an *UnsupportedError, which sends the sync through nft instead.
+// This file encodes the statements of nftrules' rules into the expressions nft itself would send
+// to the kernel for their text, so that a rule added over netlink lists (`nft list`, `nft -j
+// list`) exactly as the same rule added with `nft -f`. No text is read: the Builder hands its
+// rules over as statements (nftrules.RuleWriter). The encoder knows the shapes nftrules writes
+// into per-Service chains (see nftrules/service.go) and refuses anything else with an
+// *UnsupportedError, which sends the sync through nft instead.
 //
 // The encodings follow `nft --debug=netlink` of nft 1.0.x:
 //
@@ -43,7 +43,7 @@ import (
 //	jump c / goto c / drop     immediate reg 0 <verdict>
 //	comment "x"                rule userdata: TLV type 0, "x\x00"
 
-// ruleTranslator translates rule text for one family.
+// ruleTranslator encodes rules for one family.
 type ruleTranslator struct {
 	v6  bool
 	ipX string // "ip" or "ip6"
@@ -59,444 +59,333 @@ const (
 	reg2 = 2
 )
 
-var verdicts = map[string]expr.VerdictKind{"drop": expr.VerdictDrop, "accept": expr.VerdictAccept, "return": expr.VerdictReturn}
+var verdicts = map[nftrules.VerdictKind]expr.VerdictKind{
+	nftrules.Jump: expr.VerdictJump, nftrules.Goto: expr.VerdictGoto,
+	nftrules.Drop: expr.VerdictDrop, nftrules.Accept: expr.VerdictAccept, nftrules.Return: expr.VerdictReturn,
+}
 
 var protocols = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "sctp": unix.IPPROTO_SCTP}
 
 // rtnLocal is RTN_LOCAL, what `fib ... type local` compares with.
 const rtnLocal = 2
 
-// translate returns the expressions of one rule and its userdata (nil without a comment). Errors
+// encode returns the expressions of one rule and its userdata (nil without a comment). Errors
 // are *UnsupportedError with Reason FallbackRule.
-func (t ruleTranslator) translate(text string, comment *string) ([]expr.Any, []byte, error) {
-	p := ruleParser{t: t, toks: strings.Fields(text)}
-	exprs, err := p.parse()
+func (t ruleTranslator) encode(r *nftrules.Rule) ([]expr.Any, []byte, error) {
+	e := ruleEncoder{t: t, out: make([]expr.Any, 0, 2*len(r.Stmts)+2)}
+	exprs, err := e.encode(r.Stmts)
 	if err != nil {
-		return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + text, Detail: err.Error()}
+		return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: err.Error()}
 	}
 	var ud []byte
-	if comment != nil {
-		if len(*comment) >= 128 { // nft refuses longer comments (NFTNL_UDATA_COMMENT_MAXLEN)
-			return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + text, Detail: "comment too long"}
+	if r.Comment != "" {
+		if len(r.Comment) >= 128 { // nft refuses longer comments (NFTNL_UDATA_COMMENT_MAXLEN)
+			return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: "comment too long"}
 		}
-		ud = userdata.AppendString(nil, userdata.TypeComment, *comment)
+		ud = userdata.AppendString(nil, userdata.TypeComment, r.Comment)
 	}
 	return exprs, ud, nil
 }
 
-type ruleParser struct {
-	t    ruleTranslator
-	toks []string
-	out  []expr.Any
+type ruleEncoder struct {
+	t   ruleTranslator
+	out []expr.Any
 	// l4 is the transport protocol a preceding match fixed (for dnat's port), 0 if none.
 	l4 byte
-	// done is set after a terminal statement (verdict, vmap, update, dnat).
-	done bool
 }
 
-func (p *ruleParser) next() (string, bool) {
-	if len(p.toks) == 0 {
-		return "", false
-	}
-	tok := p.toks[0]
-	p.toks = p.toks[1:]
-	return tok, true
-}
+func (e *ruleEncoder) emit(x ...expr.Any) { e.out = append(e.out, x...) }
 
-func (p *ruleParser) expect(want string) error {
-	tok, ok := p.next()
-	if !ok || tok != want {
-		return fmt.Errorf("expected %q, got %q", want, tok)
-	}
-	return nil
-}
-
-func (p *ruleParser) emit(e ...expr.Any) { p.out = append(p.out, e...) }
-
-func (p *ruleParser) parse() ([]expr.Any, error) {
-	if len(p.toks) == 0 {
+func (e *ruleEncoder) encode(stmts []nftrules.Stmt) ([]expr.Any, error) {
+	if len(stmts) == 0 {
 		return nil, fmt.Errorf("empty rule")
 	}
-	for len(p.toks) > 0 {
-		if p.done {
-			return nil, fmt.Errorf("unexpected %q after the rule's statement", p.toks[0])
-		}
-		tok, _ := p.next()
+	for i := range stmts {
+		s := &stmts[i]
 		var err error
-		switch tok {
-		case p.t.ipX:
-			err = p.addrMatch()
-		case "tcp", "udp", "sctp":
-			err = p.portMatch(tok)
-		case "meta":
-			err = p.metaMatch()
-		case "fib":
-			err = p.fibMatch()
-		case "numgen":
-			err = p.numgen()
-		case "jhash":
-			err = p.jhash()
-		case "update":
-			err = p.update()
-		case "dnat":
-			err = p.dnat()
-		case "jump", "goto":
-			err = p.chainVerdict(tok)
-		case "drop", "accept", "return":
-			p.emit(&expr.Verdict{Kind: verdicts[tok]})
-			p.done = true
+		terminal := true // a verdict, vmap, update or dnat ends the rule
+		switch s.Kind {
+		case nftrules.StmtMatch:
+			terminal = false
+			err = e.match(s)
+		case nftrules.StmtLookup:
+			terminal = false
+			err = e.lookup(s)
+		case nftrules.StmtVmap:
+			err = e.vmap(s)
+		case nftrules.StmtVerdict:
+			err = e.verdict(s.AsVerdict())
+		case nftrules.StmtUpdate:
+			err = e.update(s)
+		case nftrules.StmtDNAT:
+			err = e.dnat(s)
+		case nftrules.StmtDNATMap:
+			err = e.dnatMap(s)
 		default:
-			err = fmt.Errorf("unknown %q", tok)
+			err = fmt.Errorf("statement %q", s)
 		}
 		if err != nil {
 			return nil, err
 		}
+		if terminal && i < len(stmts)-1 {
+			return nil, fmt.Errorf("%q after the rule's statement", stmts[i+1].String())
+		}
 	}
-	return p.out, nil
+	return e.out, nil
 }
 
 // addrLoad returns the payload load of the family's saddr or daddr into reg.
-func (t ruleTranslator) addrLoad(field string, reg uint32) (*expr.Payload, error) {
+func (t ruleTranslator) addrLoad(x nftrules.Expr, reg uint32) (*expr.Payload, error) {
+	if x.IP6 != t.v6 {
+		return nil, fmt.Errorf("%s in an %s table", x, t.ipX)
+	}
 	var off, n uint32
 	switch {
-	case !t.v6 && field == "saddr":
+	case !t.v6 && x.Field == nftrules.FieldSaddr:
 		off, n = 12, 4
-	case !t.v6 && field == "daddr":
+	case !t.v6 && x.Field == nftrules.FieldDaddr:
 		off, n = 16, 4
-	case t.v6 && field == "saddr":
+	case t.v6 && x.Field == nftrules.FieldSaddr:
 		off, n = 8, 16
-	case t.v6 && field == "daddr":
+	case t.v6 && x.Field == nftrules.FieldDaddr:
 		off, n = 24, 16
 	default:
-		return nil, fmt.Errorf("unknown field %q", field)
+		return nil, fmt.Errorf("unsupported expression %s", x)
 	}
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}, nil
 }
 
-// addr parses an address of the family (no prefix, no zone).
-func (t ruleTranslator) addr(s string) ([]byte, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || a.Is4() == t.v6 || a.Is4In6() {
-		return nil, fmt.Errorf("not an %s address: %q", t.ipX, s)
+// addr returns an address of the family (no zone) as bytes.
+func (t ruleTranslator) addr(a netip.Addr) ([]byte, error) {
+	if !a.IsValid() || a.Zone() != "" || a.Is4() == t.v6 || a.Is4In6() {
+		return nil, fmt.Errorf("not an %s address: %s", t.ipX, a)
 	}
 	return a.AsSlice(), nil
 }
 
-// ip saddr|daddr ( ADDR | @set | != @set )
-func (p *ruleParser) addrMatch() error {
-	field, _ := p.next()
-	load, err := p.t.addrLoad(field, reg1)
+// single returns a statement's key if it is one expression.
+func single(s *nftrules.Stmt) (nftrules.Expr, error) {
+	if len(s.Key) != 1 {
+		return nftrules.Expr{}, fmt.Errorf("concatenation in %q", s)
+	}
+	return s.Key[0], nil
+}
+
+// ip saddr|daddr ADDR, tcp|udp|sctp dport PORT, meta l4proto PROTO, fib saddr|daddr type local,
+// numgen|jhash ... VALUE
+func (e *ruleEncoder) match(s *nftrules.Stmt) error {
+	x, err := single(s)
 	if err != nil {
 		return err
 	}
-	val, ok := p.next()
-	if !ok {
-		return fmt.Errorf("%s %s without a value", p.t.ipX, field)
+	if s.Op != nftrules.OpNone || s.Set != nil {
+		return fmt.Errorf("only a plain comparison with one value: %q", s)
 	}
-	invert := false
-	if val == "!=" {
-		invert = true
-		if val, ok = p.next(); !ok || !strings.HasPrefix(val, "@") {
-			return fmt.Errorf("only a named set may follow !=, got %q", val)
+	v := s.Value
+	switch x.Field {
+	case nftrules.FieldSaddr, nftrules.FieldDaddr:
+		load, err := e.t.addrLoad(x, reg1)
+		if err != nil {
+			return err
 		}
-	}
-	if set, ok := strings.CutPrefix(val, "@"); ok {
-		if set == "" {
-			return fmt.Errorf("empty set name")
+		if v.Kind != nftrules.ValueAddr {
+			return fmt.Errorf("%s %s: not an address", x, v)
 		}
-		p.emit(load, &expr.Lookup{SourceRegister: reg1, SetName: set, Invert: invert})
-		return nil
+		b, err := e.t.addr(v.Addr)
+		if err != nil {
+			return err
+		}
+		e.emit(load, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: b})
+	case nftrules.FieldDport:
+		proto, ok := protocols[string(x.Proto)]
+		if !ok || v.Kind != nftrules.ValueNum || v.Num > 0xffff {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		e.l4Match(proto)
+		e.emit(
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, uint16(v.Num))},
+		)
+	case nftrules.FieldL4Proto:
+		proto, ok := protocols[v.Sym]
+		if v.Kind != nftrules.ValueSym || !ok {
+			return fmt.Errorf("unknown protocol %s", v)
+		}
+		e.l4Match(proto)
+	case nftrules.FieldFibSaddrType, nftrules.FieldFibDaddrType:
+		if v != nftrules.SymValue("local") {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true}
+		f.FlagSADDR = x.Field == nftrules.FieldFibSaddrType
+		f.FlagDADDR = x.Field == nftrules.FieldFibDaddrType
+		e.emit(f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: hostU32(rtnLocal)})
+	case nftrules.FieldNumgen, nftrules.FieldJhash:
+		if err := e.number(x); err != nil {
+			return err
+		}
+		if v.Kind != nftrules.ValueNum || v.Num >= x.Mod {
+			return fmt.Errorf("bad value %s for %s", v, x)
+		}
+		e.emit(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: hostU32(v.Num)})
+	default:
+		return fmt.Errorf("unsupported match %q", s)
 	}
-	b, err := p.t.addr(val)
-	if err != nil {
-		return err
-	}
-	p.emit(load, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: b})
 	return nil
 }
 
-// tcp|udp|sctp dport PORT
-func (p *ruleParser) portMatch(proto string) error {
-	if err := p.expect("dport"); err != nil {
-		return err
-	}
-	s, _ := p.next()
-	port, err := parsePort(s)
-	if err != nil {
-		return err
-	}
-	p.l4Match(protocols[proto])
-	p.emit(
-		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: port},
-	)
-	return nil
-}
-
-func (p *ruleParser) l4Match(proto byte) {
-	p.emit(
+func (e *ruleEncoder) l4Match(proto byte) {
+	e.emit(
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{proto}},
 	)
-	p.l4 = proto
+	e.l4 = proto
 }
 
-// meta l4proto PROTO
-func (p *ruleParser) metaMatch() error {
-	if err := p.expect("l4proto"); err != nil {
-		return err
-	}
-	s, _ := p.next()
-	proto, ok := protocols[s]
-	if !ok {
-		return fmt.Errorf("unknown protocol %q", s)
-	}
-	p.l4Match(proto)
-	return nil
-}
-
-// fib saddr|daddr type local
-func (p *ruleParser) fibMatch() error {
-	field, _ := p.next()
-	f := &expr.Fib{Register: reg1, ResultADDRTYPE: true}
-	switch field {
-	case "saddr":
-		f.FlagSADDR = true
-	case "daddr":
-		f.FlagDADDR = true
-	default:
-		return fmt.Errorf("unknown fib field %q", field)
-	}
-	if err := p.expect("type"); err != nil {
-		return err
-	}
-	if err := p.expect("local"); err != nil {
-		return err
-	}
-	p.emit(f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: hostU32(rtnLocal)})
-	return nil
-}
-
-// numgen random|inc mod N ( VALUE | vmap @map )
-func (p *ruleParser) numgen() error {
-	mode, _ := p.next()
-	ng := &expr.Numgen{Register: reg1}
-	switch mode {
-	case "random":
-		ng.Type = unix.NFT_NG_RANDOM
-	case "inc":
-		ng.Type = unix.NFT_NG_INCREMENTAL
-	default:
-		return fmt.Errorf("unknown numgen mode %q", mode)
-	}
-	mod, err := p.modulus()
+// ip saddr|daddr [!=] @set
+func (e *ruleEncoder) lookup(s *nftrules.Stmt) error {
+	x, err := single(s)
 	if err != nil {
 		return err
 	}
-	ng.Modulus = mod
-	p.emit(ng)
-	return p.valueOrVmap(mod)
+	if s.Op == nftrules.OpEq {
+		return fmt.Errorf("unsupported lookup %q", s)
+	}
+	load, err := e.t.addrLoad(x, reg1)
+	if err != nil {
+		return err
+	}
+	e.emit(load, &expr.Lookup{SourceRegister: reg1, SetName: s.Name, Invert: s.Op == nftrules.OpNeq})
+	return nil
 }
 
-func (p *ruleParser) modulus() (uint32, error) {
-	if err := p.expect("mod"); err != nil {
-		return 0, err
-	}
-	s, _ := p.next()
-	mod, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || mod == 0 {
-		return 0, fmt.Errorf("bad modulus %q", s)
-	}
-	return uint32(mod), nil
-}
-
-// valueOrVmap follows an expression in reg 1 whose values are below mod: a value to compare
-// with, or a verdict-map lookup.
-func (p *ruleParser) valueOrVmap(mod uint32) error {
-	tok, ok := p.next()
-	if !ok {
-		return fmt.Errorf("expression without a value or vmap")
-	}
-	if tok == "vmap" {
-		m, _ := p.next()
-		name, ok := strings.CutPrefix(m, "@")
-		if !ok || name == "" {
-			return fmt.Errorf("only a named map may follow vmap, got %q", m)
+// number emits a numgen (without offset) or jhash expression into reg 1.
+func (e *ruleEncoder) number(x nftrules.Expr) error {
+	switch x.Field {
+	case nftrules.FieldNumgen:
+		if x.Offset != 0 {
+			return fmt.Errorf("%s: an offset only in dnat maps", x)
 		}
-		p.emit(&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: name})
-		p.done = true
-		return nil
+		ng := &expr.Numgen{Register: reg1, Modulus: x.Mod, Type: unix.NFT_NG_RANDOM}
+		if x.Inc {
+			ng.Type = unix.NFT_NG_INCREMENTAL
+		}
+		e.emit(ng)
+	case nftrules.FieldJhash:
+		if x.Seed == 0 {
+			// google/nftables leaves a zero seed out, and the kernel then picks a random one.
+			return fmt.Errorf("seed 0 cannot be written")
+		}
+		load, err := e.t.addrLoad(nftrules.Expr{Field: nftrules.FieldSaddr, IP6: x.IP6}, reg2)
+		if err != nil {
+			return err
+		}
+		e.emit(load, &expr.Hash{SourceRegister: reg2, DestRegister: reg1, Length: load.Len, Modulus: x.Mod, Seed: x.Seed, Type: expr.HashTypeJenkins})
+	default:
+		return fmt.Errorf("unsupported expression %s", x)
 	}
-	v, err := strconv.ParseUint(tok, 10, 32)
-	if err != nil || v >= uint64(mod) {
-		return fmt.Errorf("bad value %q", tok)
-	}
-	p.emit(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: hostU32(uint32(v))})
 	return nil
 }
 
-// jhash ip saddr mod M seed S vmap @map (or a value)
-func (p *ruleParser) jhash() error {
-	if err := p.expect(p.t.ipX); err != nil {
-		return err
-	}
-	field, _ := p.next()
-	load, err := p.t.addrLoad(field, reg2)
+// numgen ... vmap @map, jhash ... vmap @map
+func (e *ruleEncoder) vmap(s *nftrules.Stmt) error {
+	x, err := single(s)
 	if err != nil {
 		return err
 	}
-	mod, err := p.modulus()
-	if err != nil {
+	if s.Name == "" {
+		return fmt.Errorf("only a named map may follow vmap")
+	}
+	if err := e.number(x); err != nil {
 		return err
 	}
-	if err := p.expect("seed"); err != nil {
-		return err
-	}
-	s, _ := p.next()
-	seed, err := strconv.ParseUint(s, 0, 32)
-	if err != nil {
-		return fmt.Errorf("bad seed %q", s)
-	}
-	if seed == 0 {
-		// google/nftables leaves a zero seed out, and the kernel then picks a random one.
-		return fmt.Errorf("seed 0 cannot be written")
-	}
-	p.emit(load, &expr.Hash{SourceRegister: reg2, DestRegister: reg1, Length: load.Len, Modulus: mod, Seed: uint32(seed), Type: expr.HashTypeJenkins})
-	return p.valueOrVmap(mod)
+	e.emit(&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: s.Name})
+	return nil
 }
 
 // update @set { ip saddr }
-func (p *ruleParser) update() error {
-	s, _ := p.next()
-	set, ok := strings.CutPrefix(s, "@")
-	if !ok || set == "" {
-		return fmt.Errorf("update needs a named set, got %q", s)
-	}
-	if err := p.expect("{"); err != nil {
-		return err
-	}
-	if err := p.expect(p.t.ipX); err != nil {
-		return err
-	}
-	field, _ := p.next()
-	load, err := p.t.addrLoad(field, reg1)
+func (e *ruleEncoder) update(s *nftrules.Stmt) error {
+	x, err := single(s)
 	if err != nil {
 		return err
 	}
-	if err := p.expect("}"); err != nil {
+	load, err := e.t.addrLoad(x, reg1)
+	if err != nil {
 		return err
 	}
-	p.emit(load, &expr.Dynset{SrcRegKey: reg1, SetName: set, Operation: unix.NFT_DYNSET_OP_UPDATE})
-	p.done = true
+	e.emit(load, &expr.Dynset{SrcRegKey: reg1, SetName: s.Name, Operation: unix.NFT_DYNSET_OP_UPDATE})
 	return nil
 }
 
-// dnat to ADDR:PORT, after a match that fixed the transport protocol; or
-// dnat ip to numgen random mod N offset K map @m.
-func (p *ruleParser) dnat() error {
-	if len(p.toks) > 0 && p.toks[0] == p.t.ipX {
-		p.next()
-		return p.dnatMap()
+func (t ruleTranslator) natFamily() uint32 {
+	if t.v6 {
+		return unix.NFPROTO_IPV6
 	}
-	if err := p.expect("to"); err != nil {
-		return err
-	}
-	s, _ := p.next()
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return fmt.Errorf("dnat target %q: only address:port is supported", s)
-	}
-	if p.l4 == 0 {
+	return unix.NFPROTO_IPV4
+}
+
+// dnat to ADDR:PORT, after a match that fixed the transport protocol.
+func (e *ruleEncoder) dnat(s *nftrules.Stmt) error {
+	if e.l4 == 0 {
 		return fmt.Errorf("dnat to a port without a transport protocol match")
 	}
-	a, err := p.t.addr(ap.Addr().String())
+	if s.Value.Kind != nftrules.ValueAddrPort {
+		return fmt.Errorf("dnat to %s: only an address and a port", s.Value)
+	}
+	a, err := e.t.addr(s.Value.Addr)
 	if err != nil {
 		return err
 	}
-	family := uint32(unix.NFPROTO_IPV4)
-	if p.t.v6 {
-		family = unix.NFPROTO_IPV6
-	}
-	p.emit(
+	e.emit(
 		&expr.Immediate{Register: reg1, Data: a},
-		&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, ap.Port())},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegProtoMin: reg2, Specified: true},
+		&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, uint16(s.Value.Num))},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: e.t.natFamily(), RegAddrMin: reg1, RegProtoMin: reg2, Specified: true},
 	)
-	p.done = true
 	return nil
 }
 
-// dnatMap parses "to numgen random mod N offset K map @m" after "dnat ip": the map's values are
-// an address and a port.
-func (p *ruleParser) dnatMap() error {
-	if err := p.expect("to"); err != nil {
-		return err
-	}
-	if err := p.expect("numgen"); err != nil {
-		return err
-	}
-	if err := p.expect("random"); err != nil {
-		return err
-	}
-	mod, err := p.modulus()
+// dnat ip to numgen random mod N offset K map @m: the map's values are an address and a port.
+func (e *ruleEncoder) dnatMap(s *nftrules.Stmt) error {
+	x, err := single(s)
 	if err != nil {
 		return err
 	}
-	if err := p.expect("offset"); err != nil {
-		return err
+	if s.IP6 != e.t.v6 || x.Field != nftrules.FieldNumgen || x.Inc {
+		return fmt.Errorf("unsupported %q", s)
 	}
-	s, _ := p.next()
-	off, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || off+uint64(mod) > 1<<32 {
-		return fmt.Errorf("bad offset %q", s)
-	}
-	if err := p.expect("map"); err != nil {
-		return err
-	}
-	m, _ := p.next()
-	name, ok := strings.CutPrefix(m, "@")
-	if !ok || name == "" {
-		return fmt.Errorf("only a named map may follow map, got %q", m)
-	}
-	if p.l4 == 0 {
+	if e.l4 == 0 {
 		return fmt.Errorf("dnat to a port without a transport protocol match")
 	}
-	family, regProto := uint32(unix.NFPROTO_IPV4), uint32(9) // NFT_REG32_01: after the 4-byte address
-	if p.t.v6 {
-		family, regProto = unix.NFPROTO_IPV6, reg2 // after the 16-byte address
+	regProto := uint32(9) // NFT_REG32_01: after the 4-byte address
+	if e.t.v6 {
+		regProto = reg2 // after the 16-byte address
 	}
-	p.emit(
-		&expr.Numgen{Register: reg1, Type: unix.NFT_NG_RANDOM, Modulus: mod, Offset: uint32(off)},
+	e.emit(
+		&expr.Numgen{Register: reg1, Type: unix.NFT_NG_RANDOM, Modulus: x.Mod, Offset: x.Offset},
 		&expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4},
-		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: name},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegAddrMax: reg1,
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: s.Name},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: e.t.natFamily(), RegAddrMin: reg1, RegAddrMax: reg1,
 			RegProtoMin: regProto, RegProtoMax: regProto, Specified: true},
 	)
-	p.done = true
 	return nil
 }
 
-// jump|goto CHAIN
-func (p *ruleParser) chainVerdict(verb string) error {
-	chain, ok := p.next()
-	if !ok || chain == "" {
-		return fmt.Errorf("%s without a chain", verb)
+// jump|goto CHAIN, drop, accept, return
+func (e *ruleEncoder) verdict(v nftrules.Verdict) error {
+	k, ok := verdicts[v.Kind]
+	if !ok || (v.Kind == nftrules.Jump || v.Kind == nftrules.Goto) && v.Chain == "" {
+		return fmt.Errorf("unsupported verdict %q", v)
 	}
-	kind := expr.VerdictJump
-	if verb == "goto" {
-		kind = expr.VerdictGoto
-	}
-	p.emit(&expr.Verdict{Kind: kind, Chain: chain})
-	p.done = true
+	e.emit(verdictExpr(v, k))
 	return nil
 }
 
-func parsePort(s string) ([]byte, error) {
-	n, err := strconv.ParseUint(s, 10, 16)
-	if err != nil {
-		return nil, fmt.Errorf("bad port %q", s)
+func verdictExpr(v nftrules.Verdict, k expr.VerdictKind) *expr.Verdict {
+	x := &expr.Verdict{Kind: k}
+	if v.Kind == nftrules.Jump || v.Kind == nftrules.Goto {
+		x.Chain = v.Chain
 	}
-	return binary.BigEndian.AppendUint16(nil, uint16(n)), nil
+	return x
 }
 
 // hostU32 is a 32-bit value as the kernel keeps it in a register (host byte order).

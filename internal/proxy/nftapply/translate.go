@@ -3,13 +3,13 @@ package nftapply
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
-	"github.com/google/nftables/expr"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"sigs.k8s.io/knftables"
 )
@@ -19,7 +19,7 @@ import (
 type FallbackReason string
 
 const (
-	// FallbackRule: a rule whose text has a shape the translator does not know (for example the
+	// FallbackRule: a rule with a statement the encoder does not know (for example the
 	// anonymous set of a loadBalancerSourceRanges rule).
 	FallbackRule FallbackReason = "rule"
 	// FallbackMap: a per-Service verdict map is created; its `typeof` key needs set userdata
@@ -69,32 +69,42 @@ func (v verb) String() string {
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
 
-// op is one operation a Builder wrote.
+// op is one operation a Builder wrote. obj is a knftables.Object, or an *nftrules.Rule (added
+// as statements).
 type op struct {
 	verb verb
-	obj  knftables.Object
+	obj  any
 }
 
-// recorder is an nftrules.Writer that keeps the operations, so that one build can be applied
-// over netlink or replayed into a knftables transaction.
+// recorder is an nftrules.RuleWriter that keeps the operations, so that one build can be
+// applied over netlink (rules encoded from their statements) or replayed into a knftables
+// transaction (rules as their rendered text).
 type recorder struct{ ops []op }
 
-var _ nftrules.Writer = (*recorder)(nil)
+var _ nftrules.RuleWriter = (*recorder)(nil)
 
-func (r *recorder) Add(o knftables.Object)    { r.ops = append(r.ops, op{verbAdd, o}) }
-func (r *recorder) Flush(o knftables.Object)  { r.ops = append(r.ops, op{verbFlush, o}) }
-func (r *recorder) Delete(o knftables.Object) { r.ops = append(r.ops, op{verbDelete, o}) }
+func (r *recorder) Add(o knftables.Object)      { r.ops = append(r.ops, op{verbAdd, o}) }
+func (r *recorder) AddRule(rule *nftrules.Rule) { r.ops = append(r.ops, op{verbAdd, rule}) }
+func (r *recorder) Flush(o knftables.Object)    { r.ops = append(r.ops, op{verbFlush, o}) }
+func (r *recorder) Delete(o knftables.Object)   { r.ops = append(r.ops, op{verbDelete, o}) }
 
 // replay writes the recorded operations into tx.
 func (r *recorder) replay(tx nftrules.Writer) {
 	for _, o := range r.ops {
+		obj, ok := o.obj.(knftables.Object)
+		if rule, isRule := o.obj.(*nftrules.Rule); isRule {
+			obj, ok = rule.Object(), true
+		}
+		if !ok {
+			continue
+		}
 		switch o.verb {
 		case verbAdd:
-			tx.Add(o.obj)
+			tx.Add(obj)
 		case verbFlush:
-			tx.Flush(o.obj)
+			tx.Flush(obj)
 		case verbDelete:
-			tx.Delete(o.obj)
+			tx.Delete(obj)
 		}
 	}
 }
@@ -188,6 +198,8 @@ func describe(o op) string {
 		return o.verb.String() + " chain " + obj.Name
 	case *knftables.Rule:
 		return o.verb.String() + " rule " + obj.Chain + " " + obj.Rule
+	case *nftrules.Rule:
+		return o.verb.String() + " rule " + obj.Chain + " " + obj.String()
 	case *knftables.Set:
 		return o.verb.String() + " set " + obj.Name
 	case *knftables.Map:
@@ -207,7 +219,7 @@ func (t *translator) op(o op) (command, error) {
 	switch obj := o.obj.(type) {
 	case *knftables.Chain:
 		return t.chainOp(o, obj)
-	case *knftables.Rule:
+	case *nftrules.Rule:
 		return t.ruleOp(o, obj)
 	case *knftables.Set:
 		return t.setOp(o, obj)
@@ -216,7 +228,7 @@ func (t *translator) op(o op) (command, error) {
 	case *knftables.Element:
 		return t.elementOp(o, obj)
 	}
-	return command{}, t.unsupported(FallbackObject, o, "only chains, rules, sets, maps and elements are written over netlink")
+	return command{}, t.unsupported(FallbackObject, o, "only chains, rules as statements, sets, maps and elements are written over netlink")
 }
 
 func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
@@ -235,11 +247,11 @@ func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
 	}
 }
 
-func (t *translator) ruleOp(o op, r *knftables.Rule) (command, error) {
-	if o.verb != verbAdd || !t.ours(r.Family, r.Table) || r.Chain == "" || r.Index != nil || r.Handle != nil {
+func (t *translator) ruleOp(o op, r *nftrules.Rule) (command, error) {
+	if o.verb != verbAdd || r.Chain == "" {
 		return command{}, t.unsupported(FallbackObject, o, "only appending rules")
 	}
-	exprs, ud, err := t.rules.translate(r.Rule, r.Comment)
+	exprs, ud, err := t.rules.encode(r)
 	if err != nil {
 		return command{}, err
 	}
@@ -334,11 +346,12 @@ func (t *translator) elementOp(o op, e *knftables.Element) (command, error) {
 		if len(e.Value) != 1 {
 			return command{}, t.unsupported(FallbackElement, o, "value %q is not one verdict", e.Value)
 		}
-		v, err := verdict(e.Value[0])
-		if err != nil {
-			return command{}, t.unsupported(FallbackElement, o, "%v", err)
+		v, err := nftrules.ParseVerdict(e.Value[0])
+		k, ok := verdicts[v.Kind]
+		if err != nil || !ok {
+			return command{}, t.unsupported(FallbackElement, o, "verdict %q", e.Value[0])
 		}
-		el.VerdictData = v
+		el.VerdictData = verdictExpr(v, k)
 	} else if len(e.Value) != 0 {
 		return command{}, t.unsupported(FallbackElement, o, "set element with a value")
 	}
@@ -357,13 +370,13 @@ func (t *translator) elementKey(e *knftables.Element) ([]byte, error) {
 	k := e.Key
 	switch {
 	case e.Set != "" && len(k) == 1:
-		return t.rules.addr(k[0])
+		return t.rules.addrText(k[0])
 	case e.Set == nftrules.HairpinSet && len(k) == 2:
-		a, err := t.rules.addr(k[0])
+		a, err := t.rules.addrText(k[0])
 		if err != nil {
 			return nil, err
 		}
-		b, err := t.rules.addr(k[1])
+		b, err := t.rules.addrText(k[1])
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +388,7 @@ func (t *translator) elementKey(e *knftables.Element) ([]byte, error) {
 		}
 		return hostU32(uint32(v)), nil
 	case e.Map != "" && len(k) == 3:
-		a, err := t.rules.addr(k[0])
+		a, err := t.rules.addrText(k[0])
 		if err != nil {
 			return nil, err
 		}
@@ -417,7 +430,7 @@ func (t *translator) dnatElement(o op, e *knftables.Element) (command, error) {
 	if !ok {
 		return command{}, t.unsupported(FallbackElement, o, "value %q is not an address and a port", v)
 	}
-	a, err := t.rules.addr(addr)
+	a, err := t.rules.addrText(addr)
 	if err != nil {
 		return command{}, t.unsupported(FallbackElement, o, "%v", err)
 	}
@@ -444,19 +457,19 @@ func protoPort(proto, port string) ([]byte, error) {
 	return append(out, 0, 0), nil
 }
 
-// verdict parses a verdict-map value: drop, accept, return, or jump/goto CHAIN.
-func verdict(s string) (*expr.Verdict, error) {
-	f := strings.Fields(s)
-	if len(f) == 1 {
-		if k, ok := verdicts[f[0]]; ok {
-			return &expr.Verdict{Kind: k}, nil
-		}
+// addrText parses an element's address of the family.
+func (t ruleTranslator) addrText(s string) ([]byte, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return nil, fmt.Errorf("not an %s address: %q", t.ipX, s)
 	}
-	switch {
-	case len(f) == 2 && f[0] == "goto":
-		return &expr.Verdict{Kind: expr.VerdictGoto, Chain: f[1]}, nil
-	case len(f) == 2 && f[0] == "jump":
-		return &expr.Verdict{Kind: expr.VerdictJump, Chain: f[1]}, nil
+	return t.addr(a)
+}
+
+func parsePort(s string) ([]byte, error) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("bad port %q", s)
 	}
-	return nil, fmt.Errorf("verdict %q", s)
+	return binary.BigEndian.AppendUint16(nil, uint16(n)), nil
 }

@@ -20,6 +20,20 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
+// translateText encodes a rule written as text, read with nftrules.ParseRule: the tests state
+// rules as nft shows them. A parse error is an *UnsupportedError like an encoding error.
+func translateText(tr ruleTranslator, text string, comment *string) ([]expr.Any, []byte, error) {
+	stmts, err := nftrules.ParseRule(text)
+	if err != nil {
+		return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + text, Detail: err.Error()}
+	}
+	r := &nftrules.Rule{Stmts: stmts}
+	if comment != nil {
+		r.Comment = *comment
+	}
+	return tr.encode(r)
+}
+
 // TestTranslateRule pins the expressions of each rule shape to what `nft --debug=netlink` shows
 // nft 1.0.6 sending (see rules.go). The netns tests check the same against the kernel.
 func TestTranslateRule(t *testing.T) {
@@ -127,7 +141,7 @@ func TestTranslateRule(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.rule, func(t *testing.T) {
-			got, ud, err := newRuleTranslator(tc.fam).translate(tc.rule, tc.comment)
+			got, ud, err := translateText(newRuleTranslator(tc.fam), tc.rule, tc.comment)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +181,7 @@ func TestTranslateRuleUnsupported(t *testing.T) {
 		"goto a goto b",
 		"",
 	} {
-		_, _, err := newRuleTranslator(knftables.IPv4Family).translate(rule, nil)
+		_, _, err := translateText(newRuleTranslator(knftables.IPv4Family), rule, nil)
 		var u *UnsupportedError
 		if !errors.As(err, &u) || u.Reason != FallbackRule {
 			t.Errorf("%q: err %v, want an UnsupportedError (rule)", rule, err)
@@ -199,11 +213,11 @@ func TestTranslateBuilderOutput(t *testing.T) {
 					t.Fatalf("%s: %v", describe(o), err)
 				}
 				switch obj := o.obj.(type) {
-				case *knftables.Rule:
+				case *nftrules.Rule:
 					switch {
 					case !nftrules.IsServiceChain(obj.Chain):
 						counts["base rule"]++
-					case strings.Contains(obj.Rule, "{ ") && !strings.HasPrefix(obj.Rule, "update "):
+					case strings.Contains(obj.String(), "{ ") && !strings.HasPrefix(obj.String(), "update "):
 						if err == nil || u.Reason != FallbackRule {
 							t.Errorf("%s: %v, want a rule fallback", describe(o), err)
 						}
@@ -390,7 +404,7 @@ func FuzzTranslateRule(f *testing.F) {
 	}
 	tr := newRuleTranslator(knftables.IPv4Family)
 	f.Fuzz(func(t *testing.T, rule string) {
-		exprs, _, err := tr.translate(rule, nil)
+		exprs, _, err := translateText(tr, rule, nil)
 		if err != nil {
 			return
 		}

@@ -39,8 +39,9 @@ type Builder struct {
 	v6         bool
 	ipX        string // "ip" or "ip6"
 	addrType   string // "ipv4_addr" or "ipv6_addr"
-	noLoopback string // excludes loopback destinations from node ports
-	mark       string
+	noLoopback Stmt   // excludes loopback destinations from node ports
+	// The family's keys, shared by the rules that use them (never modified).
+	saddr, daddr, pair, tuple []Expr
 }
 
 // ErrConfig is wrapped by New's errors.
@@ -51,11 +52,18 @@ func New(cfg Config) (*Builder, error) {
 	b := &Builder{cfg: cfg}
 	switch cfg.Family {
 	case knftables.IPv4Family:
-		b.ipX, b.addrType, b.noLoopback = "ip", "ipv4_addr", "ip daddr != 127.0.0.0/8"
+		b.ipX, b.addrType = "ip", "ipv4_addr"
 	case knftables.IPv6Family:
-		b.v6, b.ipX, b.addrType, b.noLoopback = true, "ip6", "ipv6_addr", "ip6 daddr != ::1"
+		b.v6, b.ipX, b.addrType = true, "ip6", "ipv6_addr"
 	default:
 		return nil, fmt.Errorf("%w: family %q is neither ip nor ip6", ErrConfig, cfg.Family)
+	}
+	saddr, daddr := Expr{Field: FieldSaddr, IP6: b.v6}, Expr{Field: FieldDaddr, IP6: b.v6}
+	b.saddr, b.daddr, b.pair = []Expr{saddr}, []Expr{daddr}, []Expr{saddr, daddr}
+	b.tuple = []Expr{daddr, keyL4Proto[0], keyThDport[0]}
+	b.noLoopback = notMatch(b.daddr, PrefixValue(netip.MustParsePrefix("127.0.0.0/8")))
+	if b.v6 {
+		b.noLoopback = notMatch(b.daddr, AddrValue(netip.IPv6Loopback()))
 	}
 	if b.cfg.MasqueradeMark == 0 {
 		b.cfg.MasqueradeMark = DefaultMasqueradeMark
@@ -69,7 +77,6 @@ func New(cfg Config) (*Builder, error) {
 	if s := b.cfg.MaglevTableSize; !isPrime(s) || s > 65521 {
 		return nil, fmt.Errorf("%w: maglev table size %d is not a prime up to 65521", ErrConfig, s)
 	}
-	b.mark = fmt.Sprintf("%#x", b.cfg.MasqueradeMark)
 	return b, nil
 }
 
@@ -115,6 +122,15 @@ type Writer interface {
 }
 
 var _ Writer = (*knftables.Transaction)(nil)
+
+// RuleWriter is a Writer that also takes rules as statements. A Builder hands its rules to
+// AddRule when its Writer has it, and to Add as text (Rule.Object) otherwise; nftapply's netlink
+// writer encodes the statements without reading any text. The Builder does not modify r
+// afterwards; neither may the writer.
+type RuleWriter interface {
+	Writer
+	AddRule(r *Rule)
+}
 
 // DeleteChains adds the deletion of chains (from Plan.StaleChains) to tx.
 func DeleteChains(tx Writer, chains []string) {
@@ -370,29 +386,43 @@ func (b *Builder) writeBase(e *emitter, n *Node) {
 	e.ops += 2
 
 	for _, j := range jumps {
-		e.rule(j.from, strings.TrimSpace(j.match+" jump "+j.to), "")
+		var stmts []Stmt
+		if j.ctNew {
+			stmts = append(stmts, match(keyCtState, SymValue("new")))
+		}
+		e.addRule(&Rule{Chain: j.from, Stmts: append(stmts, jump(j.to))})
 	}
-	e.rule(chainMarkForMasquerade, "mark set mark or "+b.mark, "")
-	e.rule(chainMasquerading, "ct status dnat "+b.ipX+" saddr . "+b.ipX+" daddr @"+setHairpin+" mark set mark or "+b.mark,
-		"hairpin through dnat-endpoints maps")
-	e.rule(chainMasquerading, "mark and "+b.mark+" == 0 return", "")
-	e.rule(chainMasquerading, "mark set mark xor "+b.mark, "")
-	e.rule(chainMasquerading, "masquerade fully-random", "")
-	e.rule(chainReject, "reject", "")
+	mark := b.cfg.MasqueradeMark
+	e.addRule(&Rule{Chain: chainMarkForMasquerade, Stmts: []Stmt{markSet(mark, false)}})
+	e.addRule(&Rule{Chain: chainMasquerading, Stmts: []Stmt{match(keyCtStatus, SymValue("dnat")),
+		lookup(b.pair, setHairpin), markSet(mark, false)}, Comment: "hairpin through dnat-endpoints maps"})
+	e.addRule(&Rule{Chain: chainMasquerading, Stmts: []Stmt{
+		{Kind: StmtMatch, Key: []Expr{{Field: FieldMark, Mask: mark}}, Op: OpEq, Value: NumValue(0)}, verdict(Return)}})
+	e.addRule(&Rule{Chain: chainMasquerading, Stmts: []Stmt{markSet(mark, true)}})
+	e.addRule(&Rule{Chain: chainMasquerading, Stmts: []Stmt{{Kind: StmtMasquerade, Masq: MasqFullyRandom}}})
+	e.addRule(&Rule{Chain: chainReject, Stmts: []Stmt{{Kind: StmtReject}}})
 
-	tuple := b.ipX + " daddr . meta l4proto . th dport"
-	nodePortMatch := b.ipX + " daddr @" + setNodePortIPs
+	nodePortMatch := []Stmt{lookup(b.daddr, setNodePortIPs)}
 	if len(n.NodePortAddresses) == 0 {
-		nodePortMatch = "fib daddr type local " + b.noLoopback
+		nodePortMatch = []Stmt{match(keyFibDaddrType, SymValue("local")), b.noLoopback}
 	}
-	e.rule(chainServices, tuple+" vmap @"+mapServiceIPs, "")
-	e.rule(chainServices, nodePortMatch+" meta l4proto . th dport vmap @"+mapServiceNodePorts, "")
-	e.rule(chainServiceEndpointsCheck, tuple+" vmap @"+mapNoEndpointServices, "")
-	e.rule(chainNodePortEndpointsCheck, nodePortMatch+" meta l4proto . th dport vmap @"+mapNoEndpointNodePorts, "")
-	e.rule(chainFirewallCheck, tuple+" vmap @"+mapFirewallIPs, "")
-	e.rule(chainClusterIPsCheck, b.ipX+" daddr @"+setClusterIPs+" reject", "reject traffic to invalid ports of ClusterIPs")
+	nodePorts := func(m string) []Stmt { return append(slices.Clip(nodePortMatch), vmap(keyPortTuple, m)) }
+	e.addRule(&Rule{Chain: chainServices, Stmts: []Stmt{vmap(b.tuple, mapServiceIPs)}})
+	e.addRule(&Rule{Chain: chainServices, Stmts: nodePorts(mapServiceNodePorts)})
+	e.addRule(&Rule{Chain: chainServiceEndpointsCheck, Stmts: []Stmt{vmap(b.tuple, mapNoEndpointServices)}})
+	e.addRule(&Rule{Chain: chainNodePortEndpointsCheck, Stmts: nodePorts(mapNoEndpointNodePorts)})
+	e.addRule(&Rule{Chain: chainFirewallCheck, Stmts: []Stmt{vmap(b.tuple, mapFirewallIPs)}})
+	e.addRule(&Rule{Chain: chainClusterIPsCheck, Stmts: []Stmt{lookup(b.daddr, setClusterIPs), {Kind: StmtReject}},
+		Comment: "reject traffic to invalid ports of ClusterIPs"})
 	if cidrs := b.prefixes(n.ServiceCIDRs); len(cidrs) > 0 {
-		e.rule(chainClusterIPsCheck, b.ipX+" daddr "+setLiteral(cidrs, true)+" drop", "drop traffic to unallocated ClusterIPs")
+		m := match(b.daddr, PrefixValue(cidrs[0]))
+		if len(cidrs) > 1 {
+			m.Set = make([]Value, len(cidrs))
+			for i, c := range cidrs {
+				m.Set[i] = PrefixValue(c)
+			}
+		}
+		e.addRule(&Rule{Chain: chainClusterIPsCheck, Stmts: []Stmt{m, verdict(Drop)}, Comment: "drop traffic to unallocated ClusterIPs"})
 	}
 
 	for _, p := range outermost(b.prefixes(n.ClusterCIDRs)) {
@@ -427,18 +457,22 @@ var baseChains = []baseChain{
 	{chainNATPostrouting, knftables.NATType, knftables.PostroutingHook, "100"},
 }
 
-var jumps = []struct{ from, match, to string }{
-	{chainFilterPreroutingPreDNAT, "ct state new", chainFirewallCheck},
-	{chainFilterOutputPreDNAT, "ct state new", chainFirewallCheck},
-	{chainFilterInput, "ct state new", chainNodePortEndpointsCheck},
-	{chainFilterInput, "ct state new", chainServiceEndpointsCheck},
-	{chainFilterForward, "ct state new", chainServiceEndpointsCheck},
-	{chainFilterForward, "ct state new", chainClusterIPsCheck},
-	{chainFilterOutput, "ct state new", chainServiceEndpointsCheck},
-	{chainFilterOutput, "ct state new", chainClusterIPsCheck},
-	{chainNATPrerouting, "", chainServices},
-	{chainNATOutput, "", chainServices},
-	{chainNATPostrouting, "", chainMasquerading},
+var jumps = []struct {
+	from  string
+	ctNew bool // ct state new
+	to    string
+}{
+	{chainFilterPreroutingPreDNAT, true, chainFirewallCheck},
+	{chainFilterOutputPreDNAT, true, chainFirewallCheck},
+	{chainFilterInput, true, chainNodePortEndpointsCheck},
+	{chainFilterInput, true, chainServiceEndpointsCheck},
+	{chainFilterForward, true, chainServiceEndpointsCheck},
+	{chainFilterForward, true, chainClusterIPsCheck},
+	{chainFilterOutput, true, chainServiceEndpointsCheck},
+	{chainFilterOutput, true, chainClusterIPsCheck},
+	{chainNATPrerouting, false, chainServices},
+	{chainNATOutput, false, chainServices},
+	{chainNATPostrouting, false, chainMasquerading},
 }
 
 // addrs returns the valid, unzoned addresses of the Builder's family, unmapped, in order.
@@ -484,18 +518,6 @@ func outermost(ps []netip.Prefix) []netip.Prefix {
 		}
 	}
 	return out
-}
-
-// setLiteral formats prefixes as an anonymous set, or as a bare value if there is one and bare.
-func setLiteral[T fmt.Stringer](items []T, bare bool) string {
-	if len(items) == 1 && bare {
-		return items[0].String()
-	}
-	s := make([]string, len(items))
-	for i, it := range items {
-		s[i] = it.String()
-	}
-	return "{ " + strings.Join(s, " , ") + " }"
 }
 
 func sortedKeys(m map[ServiceKey]*Service) []ServiceKey {

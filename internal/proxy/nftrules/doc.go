@@ -50,6 +50,18 @@
 // DNATs in prerouting or is rejected/dropped in filter-input, traffic to a node port never reaches
 // a local process that bound the same port.
 //
+// # One grammar
+//
+// Rules are data: the Builder writes each as a [Rule] of typed statements ([Stmt]: matches on
+// fields, set lookups, verdict maps, verdicts, mark, masquerade, update, dnat and numgen maps;
+// rule.go), and its text is rendered in one place, [Rule.String], which is what nft and the golden
+// files see. nftapply encodes the same statements into netlink expressions, and trace evaluates
+// them. The one reader of rule text is [ParseRule] (trace uses it on dumped rulesets), fuzzed with
+// the round trip of every rule the Builder writes. The AST is ours because neither library we use
+// has one that fits: knftables takes a rule as text, google/nftables as the kernel's expressions
+// (registers, byte orders), which is nftapply's business and no pure package's. A Writer that
+// implements [RuleWriter] gets rules as statements; any other gets their text.
+//
 // # Syncs
 //
 // [Builder.Full] rewrites everything (at start and after any failure); [Builder.Incremental]

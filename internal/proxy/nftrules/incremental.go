@@ -138,7 +138,7 @@ func (b *Builder) Incremental(tx Writer, old, m *Model, st *State) Plan {
 		for j := range d.new.chains {
 			c := &d.new.chains[j]
 			prev, ok := oldChains[c.name]
-			if ok && slices.Equal(prev.rules, c.rules) {
+			if ok && sameRules(prev.rules, c.rules) {
 				continue
 			}
 			if !ok {
@@ -429,7 +429,7 @@ func sameObjects(a, b *objects) bool {
 		return false
 	}
 	for i := range a.chains {
-		if a.chains[i].name != b.chains[i].name || !slices.Equal(a.chains[i].rules, b.chains[i].rules) {
+		if a.chains[i].name != b.chains[i].name || !sameRules(a.chains[i].rules, b.chains[i].rules) {
 			return false
 		}
 	}

@@ -28,14 +28,18 @@ type objects struct {
 
 func (o *objects) empty() bool { return len(o.chains) == 0 && len(o.elems) == 0 }
 
-type rule struct{ text, comment string }
-
 type chain struct {
 	name  string
-	rules []rule
+	rules []Rule
 }
 
-func (c *chain) add(text, comment string) { c.rules = append(c.rules, rule{text, comment}) }
+func (c *chain) add(comment string, stmts ...Stmt) {
+	c.rules = append(c.rules, Rule{Chain: c.name, Stmts: stmts, Comment: comment})
+}
+
+func sameRules(a, b []Rule) bool {
+	return slices.EqualFunc(a, b, func(x, y Rule) bool { return x.Equal(&y) })
+}
 
 type affinitySet struct {
 	name    string
@@ -170,9 +174,9 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	}
 	useExtChain := sel.HasEndpoints && external
 
-	internalVerdict, externalVerdict := "drop", "drop"
+	internalVerdict, externalVerdict := Verdict{Kind: Drop}.String(), Verdict{Kind: Drop}.String()
 	if !sel.HasEndpoints {
-		internalVerdict, externalVerdict = "goto "+chainReject, "goto "+chainReject
+		internalVerdict, externalVerdict = Verdict{Goto, chainReject}.String(), Verdict{Goto, chainReject}.String()
 	}
 
 	// Service chains for each policy in use.
@@ -237,13 +241,13 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 			internal = local
 		}
 		for _, ip := range a.cluster {
-			match := b.ipX + " daddr " + ip.String() + " " + proto + " dport " + port
+			daddr, dport := match(b.daddr, AddrValue(ip)), match(keyDport[p.Protocol], NumValue(uint32(p.Port)))
 			switch {
 			case b.cfg.MasqueradeAll:
-				internal.add(match+" jump "+chainMarkForMasquerade, "masquerade all ClusterIP traffic")
+				internal.add("masquerade all ClusterIP traffic", daddr, dport, jump(chainMarkForMasquerade))
 			case len(b.prefixes(n.ClusterCIDRs)) > 0:
-				internal.add(match+" "+b.ipX+" saddr != @"+setClusterCIDRs+" jump "+chainMarkForMasquerade,
-					"masquerade traffic from outside the cluster")
+				internal.add("masquerade traffic from outside the cluster",
+					daddr, dport, notLookup(b.saddr, setClusterCIDRs), jump(chainMarkForMasquerade))
 			}
 		}
 	}
@@ -267,16 +271,17 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	if useExtChain {
 		ext := chain{name: extChain}
 		if !etpLocal {
-			ext.add("jump "+chainMarkForMasquerade, "masquerade external traffic (Cluster policy)")
+			ext.add("masquerade external traffic (Cluster policy)", jump(chainMarkForMasquerade))
 		} else {
 			if len(b.prefixes(n.ClusterCIDRs)) > 0 {
-				ext.add(b.ipX+" saddr @"+setClusterCIDRs+" goto "+clusterChain, "short-circuit pod traffic")
+				ext.add("short-circuit pod traffic", lookup(b.saddr, setClusterCIDRs), gotoChain(clusterChain))
 			}
-			ext.add("fib saddr type local jump "+chainMarkForMasquerade, "masquerade local traffic")
-			ext.add("fib saddr type local goto "+clusterChain, "short-circuit local traffic")
+			fibLocal := match(keyFibSaddrType, SymValue("local"))
+			ext.add("masquerade local traffic", fibLocal, jump(chainMarkForMasquerade))
+			ext.add("short-circuit local traffic", fibLocal, gotoChain(clusterChain))
 		}
 		if hasExternal {
-			ext.add("goto "+externalPolicyChain, "")
+			ext.add("", gotoChain(externalPolicyChain))
 		}
 		chains = append(chains, ext)
 	}
@@ -288,12 +293,12 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 		ranges := b.prefixes(svc.LoadBalancerSourceRanges)
 		if len(ranges) == 0 {
 			// Ranges were given, but none in this family: admit nobody rather than everybody.
-			fw.add("drop", "no loadBalancerSourceRanges in this family")
+			fw.add("no loadBalancerSourceRanges in this family", verdict(Drop))
 		} else {
-			sources := make([]string, 0, len(ranges)+len(a.lb))
+			sources := make([]Value, 0, len(ranges)+len(a.lb))
 			fromNode := false
 			for _, r := range ranges {
-				sources = append(sources, r.String())
+				sources = append(sources, PrefixValue(r))
 				for _, ip := range n.IPs {
 					fromNode = fromNode || r.Contains(ip.Unmap())
 				}
@@ -301,10 +306,10 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 			if fromNode {
 				// A VIP configured on the node loops back with itself as the source.
 				for _, ip := range a.lb {
-					sources = append(sources, ip.String())
+					sources = append(sources, AddrValue(ip))
 				}
 			}
-			fw.add(b.ipX+" saddr != { "+strings.Join(sources, " , ")+" } drop", "")
+			fw.add("", Stmt{Kind: StmtMatch, Key: b.saddr, Op: OpNeq, Set: sources}, verdict(Drop))
 		}
 		chains = append(chains, fw)
 	}
@@ -313,11 +318,11 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	for _, ep := range reachable {
 		ap := netip.AddrPortFrom(ep.Addr, ep.Port)
 		c := chain{name: epChain[ap]}
-		c.add(b.ipX+" saddr "+ep.Addr.String()+" jump "+chainMarkForMasquerade, "")
+		c.add("", match(b.saddr, AddrValue(ep.Addr)), jump(chainMarkForMasquerade))
 		if s, ok := affSet[ap]; ok {
-			c.add("update @"+s+" { "+b.ipX+" saddr }", "")
+			c.add("", Stmt{Kind: StmtUpdate, Name: s, Key: b.saddr})
 		}
-		c.add("meta l4proto "+proto+" dnat to "+ap.String(), "")
+		c.add("", l4proto(p.Protocol), Stmt{Kind: StmtDNAT, Value: AddrPortValue(ap)})
 		chains = append(chains, c)
 	}
 	o.chains = append(o.chains, chains...)
@@ -326,14 +331,14 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	tuple := func(ip netip.Addr) []string { return []string{ip.String(), proto, port} }
 	for _, ip := range a.cluster {
 		if hasInternal {
-			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: "goto " + internalChain})
+			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: Verdict{Goto, internalChain}.String()})
 		} else {
 			o.elems = append(o.elems, elem{container: mapNoEndpointServices, key: tuple(ip), value: internalVerdict, comment: comment})
 		}
 	}
 	for _, ip := range a.external {
 		if useExtChain {
-			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: "goto " + extChain})
+			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: Verdict{Goto, extChain}.String()})
 		}
 		if !hasExternal {
 			o.elems = append(o.elems, elem{container: mapNoEndpointServices, key: tuple(ip), value: externalVerdict, comment: comment})
@@ -341,10 +346,10 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	}
 	for _, ip := range a.lb {
 		if useExtChain {
-			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: "goto " + extChain})
+			o.elems = append(o.elems, elem{container: mapServiceIPs, key: tuple(ip), value: Verdict{Goto, extChain}.String()})
 		}
 		if useFW {
-			o.elems = append(o.elems, elem{container: mapFirewallIPs, key: tuple(ip), value: "goto " + fwChain, comment: comment})
+			o.elems = append(o.elems, elem{container: mapFirewallIPs, key: tuple(ip), value: Verdict{Goto, fwChain}.String(), comment: comment})
 		}
 		if !hasExternal {
 			o.elems = append(o.elems, elem{container: mapNoEndpointServices, key: tuple(ip), value: externalVerdict, comment: comment})
@@ -353,7 +358,7 @@ func (b *Builder) portObjects(o *objects, svc *Service, p *Port, n *Node, a *svc
 	if p.NodePort != 0 {
 		np := []string{proto, strconv.Itoa(int(p.NodePort))}
 		if useExtChain {
-			o.elems = append(o.elems, elem{container: mapServiceNodePorts, key: np, value: "goto " + extChain})
+			o.elems = append(o.elems, elem{container: mapServiceNodePorts, key: np, value: Verdict{Goto, extChain}.String()})
 		}
 		if !hasExternal {
 			o.elems = append(o.elems, elem{container: mapNoEndpointNodePorts, key: np, value: externalVerdict, comment: comment})
@@ -382,19 +387,16 @@ func (b *Builder) balance(o *objects, c *chain, svc *Service, base string, eps [
 		ap := netip.AddrPortFrom(ep.Addr, ep.Port)
 		names[i] = epChain[ap]
 		if s, ok := affSet[ap]; ok {
-			c.add(b.ipX+" saddr @"+s+" goto "+names[i], "")
+			c.add("", lookup(b.saddr, s), gotoChain(names[i]))
 		}
 	}
-	mode := "random"
-	if svc.Algorithm == RoundRobin {
-		mode = "inc"
-	}
+	inc := svc.Algorithm == RoundRobin
 	n := len(eps)
 	if svc.Algorithm != Maglev && n <= cascadeMax || n == 1 {
 		for i := range n - 1 {
-			c.add(fmt.Sprintf("numgen %s mod %d 0 goto %s", mode, n-i, names[i]), "")
+			c.add("", match([]Expr{{Field: FieldNumgen, Inc: inc, Mod: uint32(n - i)}}, NumValue(0)), gotoChain(names[i]))
 		}
-		c.add("goto "+names[n-1], "")
+		c.add("", gotoChain(names[n-1]))
 		return
 	}
 	var table []int
@@ -405,9 +407,9 @@ func (b *Builder) balance(o *objects, c *chain, svc *Service, base string, eps [
 		}
 		size := maglevSize(b.cfg.MaglevTableSize, n)
 		table = MaglevTable(keys, size)
-		c.add(fmt.Sprintf("jhash %s saddr mod %d seed %#x vmap @%s", b.ipX, size, seed(base), c.name), "")
+		c.add("", vmap([]Expr{{Field: FieldJhash, IP6: b.v6, Mod: uint32(size), Seed: seed(base)}}, c.name))
 	} else {
-		c.add(fmt.Sprintf("numgen %s mod %d vmap @%s", mode, n, c.name), "")
+		c.add("", vmap([]Expr{{Field: FieldNumgen, Inc: inc, Mod: uint32(n)}}, c.name))
 	}
 	o.maps = append(o.maps, c.name)
 	if table != nil {
@@ -418,15 +420,15 @@ func (b *Builder) balance(o *objects, c *chain, svc *Service, base string, eps [
 		if table != nil {
 			target = table[i]
 		}
-		o.elems = append(o.elems, elem{container: c.name, key: []string{strconv.Itoa(i)}, value: "goto " + names[target]})
+		o.elems = append(o.elems, elem{container: c.name, key: []string{strconv.Itoa(i)}, value: Verdict{Goto, names[target]}.String()})
 	}
 }
 
 // dnatWindow writes a service chain that picks one of eps through window id of dnat-endpoints,
 // and the window's elements.
 func (b *Builder) dnatWindow(o *objects, c *chain, proto Protocol, id uint32, eps []Endpoint) {
-	c.add(fmt.Sprintf("meta l4proto %s dnat %s to numgen random mod %d offset %d map @%s",
-		proto, b.ipX, WindowSize, uint64(id)*WindowSize, dnatMap(proto, id)), "")
+	c.add("", l4proto(proto), Stmt{Kind: StmtDNATMap, IP6: b.v6, Name: dnatMap(proto, id),
+		Key: []Expr{{Field: FieldNumgen, Mod: WindowSize, Offset: uint32(uint64(id) * WindowSize)}}})
 	o.windows = append(o.windows, c.name)
 	if mp := dnatMap(proto, id); !slices.Contains(o.dnatMaps, mp) {
 		o.dnatMaps = append(o.dnatMaps, mp)
@@ -463,18 +465,19 @@ func (e *emitter) flushChain(name string) {
 	e.ops++
 }
 
-func (e *emitter) rule(chain, text, comment string) {
-	r := &knftables.Rule{Chain: chain, Rule: text}
-	if comment != "" {
-		r.Comment = knftables.PtrTo(comment)
+// addRule hands r to the writer as statements if it takes them (RuleWriter), else as text.
+func (e *emitter) addRule(r *Rule) {
+	if rw, ok := e.tx.(RuleWriter); ok {
+		rw.AddRule(r)
+	} else {
+		e.tx.Add(r.Object())
 	}
-	e.tx.Add(r)
 	e.ops++
 }
 
 func (e *emitter) addRules(c *chain) {
-	for _, r := range c.rules {
-		e.rule(c.name, r.text, r.comment)
+	for i := range c.rules {
+		e.addRule(&c.rules[i])
 	}
 }
 

@@ -5,8 +5,9 @@
 //
 // It evaluates the rules as written (a knftables Fake's table, or a dump of one), not the model
 // they were built from, so tests that trace packets check the builder, as kube-proxy's nftables
-// tests do. It understands the rule forms nftrules writes and fails on anything else rather than
-// guess.
+// tests do. It reads each rule's text with nftrules.ParseRule, the one parser of the grammar
+// nftrules renders, and evaluates the statements; it fails on anything outside that grammar
+// rather than guess.
 //
 // The packet path it follows is netfilter's, restricted to the table's own base chains:
 //

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"sigs.k8s.io/knftables"
 )
 
@@ -22,8 +23,15 @@ type Ruleset struct {
 	maps  map[string]*mapDef
 }
 
-// mapDef is a map's elements, indexed by key. In a verdict map each entry's verdict is a
-// verdict; in a DNAT map (data) it is "address . port", and keys are ranges "lo-hi".
+// vmapEntry is an element of a verdict map.
+type vmapEntry struct {
+	key     string
+	verdict nftrules.Verdict
+	comment string
+}
+
+// mapDef is a map's elements, indexed by key: verdicts in a verdict map; in a DNAT map (data),
+// dnat holds the values ("address . port") by key range ("lo-hi").
 type mapDef struct {
 	entries []vmapEntry
 	index   map[string]int
@@ -46,7 +54,7 @@ type chainDef struct {
 type parsedRule struct {
 	text    string
 	comment string
-	stmts   []stmt
+	stmts   []nftrules.Stmt
 }
 
 // FromFake prepares the table of fake, a knftables Fake for one table of family, for tracing.
@@ -94,17 +102,21 @@ func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error
 		md.data = strings.HasSuffix(m.Type, ": "+addrType(family)+" . inet_service") ||
 			strings.Contains(m.TypeOf, ": ip") && strings.HasSuffix(m.TypeOf, " dport")
 		for _, e := range m.Elements {
-			ve := vmapEntry{key: joinKey(e.Key), verdict: strings.Join(e.Value, " . ")}
+			ve := vmapEntry{key: joinKey(e.Key)}
 			if e.Comment != nil {
 				ve.comment = *e.Comment
 			}
+			value := strings.Join(e.Value, " . ")
+			var err error
 			if md.data {
-				de, err := parseDNATEntry(family, ve.key, ve.verdict)
-				if err != nil {
-					return nil, fmt.Errorf("tracing: map %s element %s: %w", name, ve.key, err)
+				var de dnatEntry
+				if de, err = parseDNATEntry(family, ve.key, value); err == nil {
+					md.dnat = append(md.dnat, de)
 				}
-				md.dnat = append(md.dnat, de)
-			} else if _, err := parseVerdict(ve.verdict); err != nil {
+			} else {
+				ve.verdict, err = nftrules.ParseVerdict(value)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("tracing: map %s element %s: %w", name, ve.key, err)
 			}
 			md.index[ve.key] = len(md.entries)
@@ -133,7 +145,7 @@ func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error
 			rs.hooks[cd.hook] = append(rs.hooks[cd.hook], cd)
 		}
 		for _, r := range c.Rules {
-			stmts, err := parseRule(r.Rule)
+			stmts, err := nftrules.ParseRule(r.Rule)
 			if err != nil {
 				return nil, fmt.Errorf("tracing: chain %s: rule %q: %w", name, r.Rule, err)
 			}
@@ -166,34 +178,43 @@ func fromTable(family knftables.Family, t *knftables.FakeTable) (*Ruleset, error
 	return rs, nil
 }
 
-func (rs *Ruleset) check(s *stmt) error {
-	switch s.kind {
-	case stJump, stGoto:
-		if rs.chains[s.target] == nil {
-			return fmt.Errorf("no chain %q", s.target)
+func (rs *Ruleset) check(s *nftrules.Stmt) error {
+	switch s.Kind {
+	case nftrules.StmtVerdict:
+		return rs.checkVerdict(s.AsVerdict())
+	case nftrules.StmtLookup, nftrules.StmtUpdate:
+		if _, ok := rs.sets[s.Name]; !ok {
+			return fmt.Errorf("no set %q", s.Name)
 		}
-	case stLookup, stUpdate:
-		if _, ok := rs.sets[s.set]; !ok {
-			return fmt.Errorf("no set %q", s.set)
+	case nftrules.StmtDNATMap:
+		if m, ok := rs.maps[s.Name]; !ok || !m.data {
+			return fmt.Errorf("no DNAT map %q", s.Name)
 		}
-	case stDNATMap:
-		if m, ok := rs.maps[s.set]; !ok || !m.data {
-			return fmt.Errorf("no DNAT map %q", s.set)
-		}
-	case stVmap:
-		entries := s.vmap
-		if s.set != "" {
-			m, ok := rs.maps[s.set]
-			if !ok || m.data {
-				return fmt.Errorf("no verdict map %q", s.set)
+	case nftrules.StmtVmap:
+		if s.Name == "" {
+			for _, e := range s.Elems {
+				if err := rs.checkVerdict(e.Verdict); err != nil {
+					return err
+				}
 			}
-			entries = m.entries
+			return nil
 		}
-		for _, e := range entries {
-			if v, _ := parseVerdict(e.verdict); v.target != "" && rs.chains[v.target] == nil {
-				return fmt.Errorf("no chain %q", v.target)
+		m, ok := rs.maps[s.Name]
+		if !ok || m.data {
+			return fmt.Errorf("no verdict map %q", s.Name)
+		}
+		for _, e := range m.entries {
+			if err := rs.checkVerdict(e.verdict); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+func (rs *Ruleset) checkVerdict(v nftrules.Verdict) error {
+	if (v.Kind == nftrules.Jump || v.Kind == nftrules.Goto) && rs.chains[v.Chain] == nil {
+		return fmt.Errorf("no chain %q", v.Chain)
 	}
 	return nil
 }

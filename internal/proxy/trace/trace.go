@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"sigs.k8s.io/knftables"
 )
 
@@ -344,65 +345,87 @@ func (t *tracer) evalRule(st *state, c *chainDef, r *parsedRule) ([]*state, erro
 func (t *tracer) evalFrom(st *state, c *chainDef, r *parsedRule, i int, step Step) ([]*state, error) {
 	for ; i < len(r.stmts); i++ {
 		s := &r.stmts[i]
-		switch s.kind {
-		case stMatch, stLookup:
-			if len(s.expr) == 1 && s.expr[0].kind == pNumgen && s.kind == stMatch {
+		switch s.Kind {
+		case nftrules.StmtMatch, nftrules.StmtLookup:
+			if len(s.Key) == 1 && s.Key[0].Field == nftrules.FieldNumgen && s.Kind == nftrules.StmtMatch {
 				// A numgen comparison (a cascade): follow both outcomes.
-				pr := s.expr[0]
-				mode := "random"
-				if pr.inc {
-					mode = "inc"
-				}
+				e := s.Key[0]
+				want := strings.Join(values(s), ",")
 				taken := st.clone()
-				taken.choice = fmt.Sprintf("numgen %s mod %d = %s", mode, pr.mod, strings.Join(s.values, ","))
+				taken.choice = fmt.Sprintf("numgen %s mod %d = %s", numgenMode(e), e.Mod, want)
 				ts := step
 				ts.Note = appendNote(ts.Note, taken.choice)
 				out, err := t.evalFrom(taken, c, r, i+1, ts)
 				if err != nil {
 					return nil, err
 				}
-				st.choice = fmt.Sprintf("numgen %s mod %d != %s", mode, pr.mod, strings.Join(s.values, ","))
+				st.choice = fmt.Sprintf("numgen %s mod %d != %s", numgenMode(e), e.Mod, want)
 				return append(out, st), nil
 			}
 			ok, err := t.match(st, s)
 			if err != nil || !ok {
 				return []*state{st}, err
 			}
-		case stVmap:
+		case nftrules.StmtVmap:
 			return t.vmap(st, s, step)
-		case stCounter:
-		case stMarkSet:
-			if s.markOr {
-				st.mark |= s.mark
+		case nftrules.StmtCounter:
+		case nftrules.StmtMarkSet:
+			if s.Xor {
+				st.mark ^= s.Num
 			} else {
-				st.mark ^= s.mark
+				st.mark |= s.Num
 			}
 			step.Note = appendNote(step.Note, fmt.Sprintf("mark %#x", st.mark))
-		case stUpdate:
-			step.Note = appendNote(step.Note, "affinity recorded in "+s.set)
-		case stDNATMap:
+		case nftrules.StmtUpdate:
+			step.Note = appendNote(step.Note, "affinity recorded in "+s.Name)
+		case nftrules.StmtDNATMap:
 			return t.dnatMap(st, s, step)
-		case stDNAT:
-			st.dnat = s.dnat
-			st.dst, st.dport = s.dnat.Addr(), s.dnat.Port()
-			step.Note = appendNote(step.Note, "DNAT to "+s.dnat.String())
+		case nftrules.StmtDNAT:
+			st.dnat = s.Value.AddrPort()
+			st.dst, st.dport = st.dnat.Addr(), st.dnat.Port()
+			step.Note = appendNote(step.Note, "DNAT to "+st.dnat.String())
 			st.steps = append(st.steps, step)
 			st.chainDone = true
 			return []*state{st}, nil
-		case stMasquerade:
+		case nftrules.StmtMasquerade:
 			st.masq = true
 			step.Note = appendNote(step.Note, "masquerade")
 			st.steps = append(st.steps, step)
 			st.chainDone = true
 			return []*state{st}, nil
-		default:
+		case nftrules.StmtReject:
 			st.steps = append(st.steps, step)
-			t.verdict(st, verdict{kind: s.kind, target: s.target}, step)
+			t.drop(st, Reject, step)
 			return []*state{st}, nil
+		case nftrules.StmtVerdict:
+			st.steps = append(st.steps, step)
+			t.verdict(st, s.AsVerdict(), step)
+			return []*state{st}, nil
+		default:
+			return nil, fmt.Errorf("statement %q is not traced", s)
 		}
 	}
 	st.steps = append(st.steps, step)
 	return []*state{st}, nil
+}
+
+func numgenMode(e nftrules.Expr) string {
+	if e.Inc {
+		return "inc"
+	}
+	return "random"
+}
+
+// values returns a match's values as text: its value, or the elements of its set.
+func values(s *nftrules.Stmt) []string {
+	if s.Set == nil {
+		return []string{s.Value.String()}
+	}
+	out := make([]string, len(s.Set))
+	for i, v := range s.Set {
+		out[i] = v.String()
+	}
+	return out
 }
 
 func appendNote(note, s string) string {
@@ -413,62 +436,61 @@ func appendNote(note, s string) string {
 }
 
 // verdict applies a verdict, given by the rule of step, to st.
-func (t *tracer) verdict(st *state, v verdict, step Step) {
-	switch v.kind {
-	case stJump:
-		st.stack = append(st.stack, frame{chain: t.rs.chains[v.target]})
-	case stGoto:
-		st.stack[len(st.stack)-1] = frame{chain: t.rs.chains[v.target]}
-	case stReturn:
+func (t *tracer) verdict(st *state, v nftrules.Verdict, step Step) {
+	switch v.Kind {
+	case nftrules.Jump:
+		st.stack = append(st.stack, frame{chain: t.rs.chains[v.Chain]})
+	case nftrules.Goto:
+		st.stack[len(st.stack)-1] = frame{chain: t.rs.chains[v.Chain]}
+	case nftrules.Return:
 		st.stack = st.stack[:len(st.stack)-1]
-	case stAccept:
+	case nftrules.Accept:
 		st.chainDone = true
-	case stDrop, stReject:
-		st.final = true
-		st.verdict = Drop
-		if v.kind == stReject {
-			st.verdict = Reject
-		}
-		st.reason = step.Comment
-		if st.reason == "" {
-			st.reason = fmt.Sprintf("%q in %s", step.Rule, step.Chain)
-		}
-		if st.via != "" {
-			st.reason += ", via " + st.via
-		}
+	case nftrules.Drop:
+		t.drop(st, Drop, step)
+	}
+}
+
+// drop ends st with verdict v (Drop or Reject), given by the rule of step.
+func (t *tracer) drop(st *state, v Verdict, step Step) {
+	st.final = true
+	st.verdict = v
+	st.reason = step.Comment
+	if st.reason == "" {
+		st.reason = fmt.Sprintf("%q in %s", step.Rule, step.Chain)
+	}
+	if st.via != "" {
+		st.reason += ", via " + st.via
 	}
 }
 
 // vmap looks up s's expression in its map and applies the verdict. numgen expressions fork one
 // state per entry.
-func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
-	entries := s.vmap
+func (t *tracer) vmap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) {
+	var entries []vmapEntry
 	var index map[string]int
-	if s.set != "" {
-		entries, index = t.rs.maps[s.set].entries, t.rs.maps[s.set].index
-	}
-	if len(s.expr) == 1 && s.expr[0].kind == pNumgen {
-		pr := s.expr[0]
-		mode := "random"
-		if pr.inc {
-			mode = "inc"
+	if s.Name != "" {
+		entries, index = t.rs.maps[s.Name].entries, t.rs.maps[s.Name].index
+	} else {
+		for _, e := range s.Elems {
+			entries = append(entries, vmapEntry{key: e.Key.String(), verdict: e.Verdict})
 		}
+	}
+	if len(s.Key) == 1 && s.Key[0].Field == nftrules.FieldNumgen {
+		pr := s.Key[0]
+		mode := numgenMode(pr)
 		var out []*state
-		for i := uint32(0); i < pr.mod; i++ {
+		for i := uint32(0); i < pr.Mod; i++ {
 			e, ok := lookup(entries, index, strconv.FormatUint(uint64(i), 10))
 			if !ok {
 				continue // the kernel would fall through on this value; nftrules fills them all
 			}
 			b := st.clone()
-			b.choice = fmt.Sprintf("numgen %s: %d of %d", mode, i, pr.mod)
+			b.choice = fmt.Sprintf("numgen %s: %d of %d", mode, i, pr.Mod)
 			bs := step
 			bs.Note = fmt.Sprintf("%s -> %s", b.choice, e.verdict)
 			b.steps = append(b.steps, bs)
-			pv, err := parseVerdict(e.verdict)
-			if err != nil {
-				return nil, err
-			}
-			t.verdict(b, pv, step)
+			t.verdict(b, e.verdict, step)
 			out = append(out, b)
 		}
 		if len(out) == 0 {
@@ -476,7 +498,7 @@ func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
 		}
 		return out, nil
 	}
-	key, err := t.eval(st, s.expr)
+	key, err := t.eval(st, s.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -484,13 +506,13 @@ func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
 	if !ok {
 		return []*state{st}, nil
 	}
-	if len(s.expr) == 1 && s.expr[0].kind == pJhash {
-		st.choice = fmt.Sprintf("jhash bucket %s of %d", key, s.expr[0].mod)
-		step.Note = st.choice + " -> " + e.verdict
+	if len(s.Key) == 1 && s.Key[0].Field == nftrules.FieldJhash {
+		st.choice = fmt.Sprintf("jhash bucket %s of %d", key, s.Key[0].Mod)
+		step.Note = st.choice + " -> " + e.verdict.String()
 	} else {
 		where := "literal map"
-		if s.set != "" {
-			where = "@" + s.set
+		if s.Name != "" {
+			where = "@" + s.Name
 		}
 		step.Note = fmt.Sprintf("%s: %s -> %s", where, key, e.verdict)
 		if e.comment != "" {
@@ -502,29 +524,25 @@ func (t *tracer) vmap(st *state, s *stmt, step Step) ([]*state, error) {
 		}
 	}
 	st.steps = append(st.steps, step)
-	pv, err := parseVerdict(e.verdict)
-	if err != nil {
-		return nil, err
-	}
-	t.verdict(st, pv, step)
+	t.verdict(st, e.verdict, step)
 	return []*state{st}, nil
 }
 
 // dnatMap DNATs through a map keyed by numgen random mod N offset K: one state per element whose
 // keys fall in [K, K+N-1], its choice the share of the N values it owns.
-func (t *tracer) dnatMap(st *state, s *stmt, step Step) ([]*state, error) {
-	pr := s.expr[0]
-	lo, hi := uint64(pr.offset), uint64(pr.offset)+uint64(pr.mod)-1
+func (t *tracer) dnatMap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) {
+	pr := s.Key[0]
+	lo, hi := uint64(pr.Offset), uint64(pr.Offset)+uint64(pr.Mod)-1
 	var out []*state
-	for _, e := range t.rs.maps[s.set].dnat {
+	for _, e := range t.rs.maps[s.Name].dnat {
 		if uint64(e.hi) < lo || uint64(e.lo) > hi {
 			continue
 		}
 		from, to := max(uint64(e.lo), lo)-lo, min(uint64(e.hi), hi)-lo
 		b := st.clone()
-		b.choice = fmt.Sprintf("numgen random: %d-%d of %d", from, to, pr.mod)
+		b.choice = fmt.Sprintf("numgen random: %d-%d of %d", from, to, pr.Mod)
 		bs := step
-		bs.Note = fmt.Sprintf("%s -> @%s: DNAT to %s", b.choice, s.set, e.to)
+		bs.Note = fmt.Sprintf("%s -> @%s: DNAT to %s", b.choice, s.Name, e.to)
 		b.dnat = e.to
 		b.dst, b.dport = e.to.Addr(), e.to.Port()
 		b.steps = append(b.steps, bs)
@@ -556,8 +574,8 @@ func lookup(entries []vmapEntry, index map[string]int, key string) (vmapEntry, b
 	return vmapEntry{}, false
 }
 
-func (t *tracer) match(st *state, s *stmt) (bool, error) {
-	v, err := t.eval(st, s.expr)
+func (t *tracer) match(st *state, s *nftrules.Stmt) (bool, error) {
+	v, err := t.eval(st, s.Key)
 	if err != nil {
 		return false, err
 	}
@@ -565,8 +583,8 @@ func (t *tracer) match(st *state, s *stmt) (bool, error) {
 		return false, nil
 	}
 	var found bool
-	if s.kind == stLookup {
-		if set, ok := t.rs.sets[s.set]; ok {
+	if s.Kind == nftrules.StmtLookup {
+		if set, ok := t.rs.sets[s.Name]; ok {
 			found = set[v]
 			if !found {
 				for k := range set {
@@ -576,49 +594,49 @@ func (t *tracer) match(st *state, s *stmt) (bool, error) {
 					}
 				}
 			}
-			if !found && len(s.expr) == 1 {
-				if a, err := netip.ParseAddr(v); err == nil && t.affinity[s.set][a] {
+			if !found && len(s.Key) == 1 {
+				if a, err := netip.ParseAddr(v); err == nil && t.affinity[s.Name][a] {
 					found = true
 				}
 			}
 		}
 	} else {
-		for _, want := range s.values {
+		for _, want := range values(s) {
 			if matchValue(v, want) {
 				found = true
 				break
 			}
 		}
 	}
-	return found != s.neg, nil
+	return found != (s.Op == nftrules.OpNeq), nil
 }
 
 // eval computes an expression's value on st, the parts of a concatenation joined by " . ". It
 // returns "" if the expression does not apply to the packet.
-func (t *tracer) eval(st *state, expr []prim) (string, error) {
-	parts := make([]string, 0, len(expr))
+func (t *tracer) eval(st *state, key []nftrules.Expr) (string, error) {
+	parts := make([]string, 0, len(key))
 	v6 := t.rs.family == knftables.IPv6Family
-	for _, p := range expr {
-		switch p.kind {
-		case pSaddr, pDaddr:
-			if (p.family == "ip6") != v6 {
-				return "", fmt.Errorf("%s in a %s table", p.text, t.rs.family)
+	for _, p := range key {
+		switch p.Field {
+		case nftrules.FieldSaddr, nftrules.FieldDaddr:
+			if p.IP6 != v6 {
+				return "", fmt.Errorf("%s in a %s table", p, t.rs.family)
 			}
 			a := st.src
-			if p.kind == pDaddr {
+			if p.Field == nftrules.FieldDaddr {
 				a = st.dst
 			}
 			parts = append(parts, a.String())
-		case pL4Proto:
+		case nftrules.FieldL4Proto:
 			parts = append(parts, st.proto)
-		case pDport:
-			if p.proto != "" && p.proto != st.proto {
+		case nftrules.FieldDport:
+			if p.Proto != "" && string(p.Proto) != st.proto {
 				return "", nil
 			}
 			parts = append(parts, strconv.Itoa(int(st.dport)))
-		case pFibSaddr, pFibDaddr:
+		case nftrules.FieldFibSaddrType, nftrules.FieldFibDaddrType:
 			a := st.src
-			if p.kind == pFibDaddr {
+			if p.Field == nftrules.FieldFibDaddrType {
 				a = st.dst
 			}
 			typ := "unicast"
@@ -626,30 +644,30 @@ func (t *tracer) eval(st *state, expr []prim) (string, error) {
 				typ = "local"
 			}
 			parts = append(parts, typ)
-		case pCtState:
+		case nftrules.FieldCtState:
 			parts = append(parts, "new")
-		case pCtStatus:
+		case nftrules.FieldCtStatus:
 			if st.dnat.IsValid() {
 				parts = append(parts, "dnat")
 			} else {
 				parts = append(parts, "none")
 			}
-		case pMark:
+		case nftrules.FieldMark:
 			m := st.mark
-			if p.mask != 0 {
-				m &= p.mask
+			if p.Mask != 0 {
+				m &= p.Mask
 			}
 			parts = append(parts, strconv.FormatUint(uint64(m), 10))
-		case pJhash:
-			if (p.family == "ip6") != v6 {
-				return "", fmt.Errorf("%s in a %s table", p.text, t.rs.family)
+		case nftrules.FieldJhash:
+			if p.IP6 != v6 {
+				return "", fmt.Errorf("%s in a %s table", p, t.rs.family)
 			}
 			key := st.src.AsSlice()
-			parts = append(parts, strconv.FormatUint(uint64(bucket(jhash(key, p.seed), p.mod)), 10))
-		case pNumgen:
+			parts = append(parts, strconv.FormatUint(uint64(bucket(jhash(key, p.Seed), p.Mod)), 10))
+		case nftrules.FieldNumgen:
 			return "", fmt.Errorf("numgen is only supported with vmap")
 		default:
-			return "", fmt.Errorf("unsupported expression %q", p.text)
+			return "", fmt.Errorf("unsupported expression %q", p)
 		}
 	}
 	return strings.Join(parts, " . "), nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"sigs.k8s.io/knftables"
 )
 
@@ -113,7 +114,7 @@ func TestUnsupportedRules(t *testing.T) {
 		"meta l4proto tcp dnat ip to numgen random mod 65536 offset 4294967295 map @m",
 		"ct status snat",
 	} {
-		if _, err := parseRule(rule); err == nil {
+		if _, err := nftrules.ParseRule(rule); err == nil {
 			t.Errorf("%q: parsed, want an error", rule)
 		}
 	}
@@ -178,22 +179,6 @@ func TestJhashBucket(t *testing.T) {
 			t.Errorf("bucket %d got %d of 7000", i, c)
 		}
 	}
-}
-
-func FuzzParseRule(f *testing.F) {
-	for _, s := range []string{
-		"ip daddr . meta l4proto . th dport vmap @m",
-		"jhash ip saddr mod 13 seed 0x1 vmap { 0 : goto a , 1 : goto b }",
-		"ip saddr != { 10.0.0.0/8 , 1.2.3.4 } drop",
-		"update @s { ip6 saddr }",
-		"meta l4proto tcp dnat to [fd00::1]:80",
-		"mark and 0x4000 == 0 return",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		parseRule(s) // must not panic
-	})
 }
 
 // dnatDump has a DNAT map with two windows (the second split between two endpoints) and the
