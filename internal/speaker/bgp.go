@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
 	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
@@ -155,15 +155,11 @@ func (b *bgpMode) object(kind, ns, name string) runtime.Object {
 	return o.(runtime.Object)
 }
 
-// bgpObjects gathers BGP mode's objects from the informers.
-func (s *speaker) bgpObjects(pools map[string]*poolInfo, lbs []lbService, eps map[string][]election.Endpoint) bgpObjects {
-	o := bgpObjects{pools: pools, services: lbs, endpoints: eps,
+// bgpObjects gathers BGP mode's objects from the informers, beside the model both modes share.
+func (s *speaker) bgpObjects(m *config.Model) bgpObjects {
+	return bgpObjects{model: m, node: s.cfg.Node,
 		peers: s.bgp.peers.GetStore().List(), ads: s.bgp.ads.GetStore().List(), profiles: s.bgp.profiles.GetStore().List(),
 		communities: s.bgp.communities.GetStore().List(), secrets: s.bgp.secrets.GetStore().List()}
-	if n, ok, _ := s.nodes.GetStore().GetByKey(s.cfg.Node); ok {
-		o.node = n.(*corev1.Node)
-	}
-	return o
 }
 
 // reconcile builds this node's BGP state, keeping invalid objects at their last valid version, and

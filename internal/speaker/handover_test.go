@@ -11,7 +11,6 @@ import (
 
 	"github.com/mdlayher/arp"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -75,7 +74,7 @@ func testSpeaker(t *testing.T, node string, mac net.HardwareAddr) (*speaker, *la
 	ifi := &net.Interface{Index: 1, Name: "eth0", HardwareAddr: mac}
 	s := &speaker{cfg: Config{Node: node}, log: slog.New(slog.DiscardHandler), ifi: ifi,
 		rec:       record.NewFakeRecorder(100),
-		svcs:      cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Service{}, 0, cache.Indexers{}),
+		objs:      stores{services: cache.NewStore(cache.MetaNamespaceKeyFunc)},
 		announced: map[netip.Addr]string{}, annKeys: map[netip.Addr]string{}, current: map[netip.Addr]string{},
 		elKeys: map[netip.Addr]netip.Addr{}, handover: newHandovers(handoverLinger), yielded: yields{},
 		macs: map[string]string{}, conflicts: make(chan conflict, 64), sp: newSpreadState(node, mac)}

@@ -25,11 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -39,11 +35,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/ironlb/ironlb/api/v1beta1"
-	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/kube/kubenode"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/layer2"
 	"github.com/ironlb/ironlb/internal/speaker/liveness"
@@ -94,7 +89,10 @@ type speaker struct {
 	lastReconcile atomic.Int64
 	start         time.Time
 
-	svcs, slices, nodes, ads, pools cache.SharedIndexInformer
+	objs  stores        // the informers' stores
+	dirty atomic.Bool   // an object changed since the model was built
+	drops *dropReporter // owned by run
+	cur   *config.Model // owned by run: the model of the objects, as last built
 
 	mu       sync.Mutex // guards the following fields
 	ready    bool
@@ -146,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", cfg.Node, err)
 	}
-	nodeIP, ok := internalIP(node, true)
+	nodeIP, ok := kubenode.InternalIP(node, true)
 	if !ok {
 		return fmt.Errorf("node %s has no IPv4 InternalIP", cfg.Node)
 	}
@@ -250,12 +248,14 @@ func Run(ctx context.Context, cfg Config) error {
 	go s.st.Run(ioctx)
 	go s.watchStrictARP(ioctx, 5*time.Minute)
 	inf := informers.NewSharedInformerFactory(cs, 0)
-	s.svcs = inf.Core().V1().Services().Informer()
-	s.slices = inf.Discovery().V1().EndpointSlices().Informer()
-	s.nodes = inf.Core().V1().Nodes().Informer()
+	svcs := inf.Core().V1().Services().Informer()
+	slcs := inf.Discovery().V1().EndpointSlices().Informer()
+	nodes := inf.Core().V1().Nodes().Informer()
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
-	s.ads = dinf.ForResource(l2AdGVR).Informer()
-	s.pools = dinf.ForResource(poolGVR).Informer()
+	ads := dinf.ForResource(l2AdGVR).Informer()
+	pools := dinf.ForResource(poolGVR).Informer()
+	s.objs = stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}
+	s.drops = newDropReporter(cfg.Node, s.log, s.rec, s.objs.object)
 	// BGP mode: its informers, status writers and the GoBGP adapter. The adapter stops when ctx
 	// ends, closing its sessions with a Cease NOTIFICATION while the layer-2 handover runs.
 	bgpDone := s.startBGP(ctx, ioctx, dyn, cs, reg)
@@ -267,8 +267,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
-	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.pokeSoon() }, UpdateFunc: func(_, _ any) { s.pokeSoon() }, DeleteFunc: func(any) { s.pokeSoon() }}
-	all := []cache.SharedIndexInformer{s.svcs, s.slices, s.nodes, s.ads, s.pools,
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.objectsChanged() }, UpdateFunc: func(_, _ any) { s.objectsChanged() },
+		DeleteFunc: func(any) { s.objectsChanged() }}
+	all := []cache.SharedIndexInformer{svcs, slcs, nodes, ads, pools,
 		s.bgp.peers, s.bgp.ads, s.bgp.profiles, s.bgp.communities, s.bgp.secrets}
 	synced := make([]cache.InformerSynced, 0, len(all))
 	for _, i := range all {
@@ -283,7 +284,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
 	// address itself. Start probing the peers now; twice the slower detector's detection time is
 	// enough to hear every live one.
-	_, peers, _ := s.nodeView(time.Now())
+	_, peers, _ := s.nodeView(s.model(), time.Now())
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
@@ -355,6 +356,13 @@ func (s *speaker) pokeSoon() {
 	}
 }
 
+// objectsChanged is the informers' handler: the model is rebuilt at the next reconcile, which comes
+// within the object batch.
+func (s *speaker) objectsChanged() {
+	s.dirty.Store(true)
+	s.pokeSoon()
+}
+
 func (s *speaker) poke() {
 	select {
 	case s.kick <- struct{}{}:
@@ -385,6 +393,7 @@ func (s *speaker) run(ctx context.Context) error {
 			return nil
 		case <-s.kick:
 		case <-resync.C:
+			s.dirty.Store(true)
 		case <-wake.C:
 		case c := <-s.conflicts:
 			// Settle every claim waiting before the next reconcile: after a heal they come by the
@@ -437,30 +446,21 @@ func (s *speaker) resolve(c conflict) {
 // reconcile elects the announcer of every address and makes this node's responders match.
 func (s *speaker) reconcile(ctx context.Context) {
 	now := time.Now()
-	nodes, peers, returned := s.nodeView(now)
+	m := s.model()
+	nodes, peers, returned := s.nodeView(m, now)
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
 	}
-	pools := s.poolMap()
-	ads := s.advertisements()
-	eps := s.endpoints()
-	lbs := lbServices(s.svcs.GetStore().List(), s.cfg.LBClass, pools)
-	if s.bgp != nil {
-		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(pools, lbs, eps))
-	}
 	var svcs []election.Service
 	adsFor := map[string][]election.Advertisement{}
 	spreadKeys := map[string]bool{}
-	for _, l := range lbs {
-		svc, key := l.svc, l.key
-		adsFor[key] = selecting(ads, l.pool)
-		if svc.Annotations[AnnotationSpread] == "true" {
-			spreadKeys[key] = true
+	for _, l := range m.Services {
+		adsFor[l.Key] = l.L2
+		if l.Spread {
+			spreadKeys[l.Key] = true
 		}
-		svcs = append(svcs, election.Service{Key: key, Addrs: l.addrs,
-			Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
-			Endpoints: eps[key]})
+		svcs = append(svcs, election.Service{Key: l.Key, Addrs: l.Addrs, Local: l.Local, Endpoints: l.Endpoints})
 	}
 	want := map[netip.Addr]string{}
 	s.wake = time.Time{}
@@ -585,6 +585,21 @@ func (s *speaker) reconcile(ctx context.Context) {
 	s.st.Set(status)
 }
 
+// model returns the model of the objects, rebuilt only when an informer saw a change since the last
+// build (or the resync asks for it): liveness changes reconcile at once without rebuilding it. Each
+// build reports what the model leaves out and hands BGP mode its input.
+func (s *speaker) model() *config.Model {
+	if !s.dirty.Swap(false) && s.cur != nil {
+		return s.cur
+	}
+	s.cur = config.BuildModel(s.objs.modelInput(s.cfg.LBClass))
+	s.drops.report(s.cur.Dropped)
+	if s.bgp != nil {
+		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(s.cur))
+	}
+	return s.cur
+}
+
 // electionKey is the key Elect uses for a group (Decision.Key): the smallest primary address.
 func electionKey(group []election.Service) netip.Addr {
 	var k netip.Addr
@@ -651,7 +666,7 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 	// The Service from the informer's cache, never from the apiserver: this runs on the run goroutine,
 	// and a request to an unreachable apiserver (restarting, or this node cut off) held every other
 	// announcement, withdrawal and conflict resolution for seconds (issue 9's chaos run).
-	if o, ok, _ := s.svcs.GetStore().GetByKey(key); ok {
+	if o, ok, _ := s.objs.services.GetByKey(key); ok {
 		s.rec.Eventf(o.(*corev1.Service), corev1.EventTypeNormal, "nodeAssigned", "announcing from node %q with protocol \"layer2\"", s.cfg.Node)
 	}
 }
@@ -700,7 +715,7 @@ func (s *speaker) duplicateEvent(c conflict, key, other string) {
 		other = fmt.Sprintf("node %q", other)
 	}
 	s.log.Warn("duplicate announcer: another MAC answers for an address this node announces", "ip", c.ip, "mac", c.mac.String(), "by", other, "service", key)
-	if o, ok, _ := s.svcs.GetStore().GetByKey(key); ok {
+	if o, ok, _ := s.objs.services.GetByKey(key); ok {
 		s.rec.Eventf(o.(*corev1.Service), corev1.EventTypeWarning, "DuplicateAnnouncer",
 			"node %q announces %s but %s (%s) also answers for it", s.cfg.Node, c.ip, c.mac, other)
 	}
@@ -713,18 +728,16 @@ func (s *speaker) withdrawAll() {
 }
 
 // nodeView turns Nodes and heartbeats into election nodes, and lists the peers to heartbeat.
-func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness.Peer, returned []string) {
-	for _, o := range s.nodes.GetStore().List() {
-		n := o.(*corev1.Node)
-		en := election.Node{Name: n.Name, Labels: n.Labels}
-		en.Excluded, en.NetworkUnavailable = nodeExcluded(n)
+func (s *speaker) nodeView(m *config.Model, now time.Time) (out []election.Node, peers []liveness.Peer, returned []string) {
+	for _, n := range m.Nodes {
+		en := election.Node{Name: n.Name, Labels: n.Labels, Excluded: n.Excluded, NetworkUnavailable: n.NetworkUnavailable}
 		if n.Name == s.cfg.Node {
 			s.mu.Lock()
 			en.Alive, en.ReadySince, en.Interfaces = true, s.readyAt, []string{s.ifi.Name}
 			s.mu.Unlock()
 		} else {
-			if ip, ok := internalIP(n, true); ok {
-				peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(ip, uint16(s.cfg.HeartbeatPort))})
+			if n.InternalIP.IsValid() {
+				peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(n.InternalIP, uint16(s.cfg.HeartbeatPort))})
 			}
 			alive, since := s.mon.Alive(n.Name)
 			if s.echo != nil {
@@ -760,193 +773,6 @@ func (s *speaker) nodeView(now time.Time) (out []election.Node, peers []liveness
 	}
 	sort.Slice(peers, func(i, j int) bool { return peers[i].Node < peers[j].Node })
 	return out, peers, returned
-}
-
-// nodeExcluded says whether a node may not announce: it carries the
-// exclude-from-external-load-balancers label, or its NetworkUnavailable condition is True.
-func nodeExcluded(n *corev1.Node) (excluded, networkUnavailable bool) {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue {
-			networkUnavailable = true
-		}
-	}
-	return election.ExcludedByLabel(n.Labels), networkUnavailable
-}
-
-type poolInfo struct {
-	name   string
-	labels map[string]string
-	ranges []allocator.Range
-}
-
-func (p *poolInfo) contains(a netip.Addr) bool {
-	for _, r := range p.ranges {
-		if r.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// lbService is a Service this speaker serves (config.Ours) with its load-balancer addresses and
-// the pool holding them.
-type lbService struct {
-	svc   *corev1.Service
-	key   string // "namespace/name"
-	addrs []netip.Addr
-	pool  *poolInfo
-}
-
-// lbServices picks, from the Services' store, those this speaker serves that have an address in a
-// known pool: an address in no pool is never announced, even if someone forged the status, and a
-// second address outside the first one's pool is dropped.
-func lbServices(objs []any, lbClass string, pools map[string]*poolInfo) []lbService {
-	var out []lbService
-	for _, o := range objs {
-		svc := o.(*corev1.Service)
-		if !config.Ours(svc, lbClass) {
-			continue
-		}
-		var addrs []netip.Addr
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
-				addrs = append(addrs, a.Unmap())
-			}
-		}
-		if len(addrs) == 0 {
-			continue
-		}
-		pool := poolOf(svc, addrs[0], pools)
-		if pool == nil {
-			continue
-		}
-		// A second address (dual stack) must lie in the same pool too.
-		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { return !pool.contains(a) })
-		out = append(out, lbService{svc: svc, key: svc.Namespace + "/" + svc.Name, addrs: addrs, pool: pool})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
-	return out
-}
-
-func (s *speaker) poolMap() map[string]*poolInfo {
-	out := map[string]*poolInfo{}
-	for _, o := range s.pools.GetStore().List() {
-		var p v1beta1.IPAddressPool
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &p); err != nil {
-			continue
-		}
-		pi := &poolInfo{name: p.Name, labels: p.Labels}
-		for _, a := range p.Spec.Addresses {
-			if rs, err := allocator.ParseRange(a); err == nil {
-				pi.ranges = append(pi.ranges, rs...)
-			}
-		}
-		out[p.Name] = pi
-	}
-	return out
-}
-
-// poolOf finds the pool holding a Service's address: the one the controller recorded, if it contains
-// the address, else any pool that contains it.
-func poolOf(svc *corev1.Service, a netip.Addr, pools map[string]*poolInfo) *poolInfo {
-	if p, ok := pools[svc.Annotations[config.AnnotationAllocatedFromPool]]; ok && p.contains(a) {
-		return p
-	}
-	names := make([]string, 0, len(pools))
-	for n := range pools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if pools[n].contains(a) {
-			return pools[n]
-		}
-	}
-	return nil
-}
-
-type l2ad struct {
-	ad        election.Advertisement
-	pools     map[string]bool
-	selectors []labels.Selector
-}
-
-func (s *speaker) advertisements() []l2ad {
-	var out []l2ad
-	for _, o := range s.ads.GetStore().List() {
-		var a v1beta1.L2Advertisement
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &a); err != nil {
-			continue
-		}
-		e := l2ad{ad: election.Advertisement{Name: a.Name, Interfaces: a.Spec.Interfaces}, pools: map[string]bool{}}
-		for _, p := range a.Spec.IPAddressPools {
-			e.pools[p] = true
-		}
-		for _, ls := range a.Spec.IPAddressPoolSelectors {
-			if sel, err := metav1.LabelSelectorAsSelector(&ls); err == nil {
-				e.selectors = append(e.selectors, sel)
-			}
-		}
-		for _, ns := range a.Spec.NodeSelectors {
-			sel := election.Selector{MatchLabels: ns.MatchLabels}
-			for _, r := range ns.MatchExpressions {
-				sel.MatchExpressions = append(sel.MatchExpressions, election.Requirement{Key: r.Key, Operator: election.Operator(r.Operator), Values: r.Values})
-			}
-			e.ad.NodeSelectors = append(e.ad.NodeSelectors, sel)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// selecting returns the advertisements that cover a pool: by name, by pool selector, or all pools when
-// the advertisement names none (MetalLB's rule).
-func selecting(ads []l2ad, p *poolInfo) []election.Advertisement {
-	var out []election.Advertisement
-	for _, a := range ads {
-		match := len(a.pools) == 0 && len(a.selectors) == 0 || a.pools[p.name]
-		for _, sel := range a.selectors {
-			match = match || sel.Matches(labels.Set(p.labels))
-		}
-		if match {
-			out = append(out, a.ad)
-		}
-	}
-	return out
-}
-
-// endpoints maps "namespace/service" to its endpoints from EndpointSlices.
-func (s *speaker) endpoints() map[string][]election.Endpoint {
-	out := map[string][]election.Endpoint{}
-	for _, o := range s.slices.GetStore().List() {
-		es := o.(*discoveryv1.EndpointSlice)
-		svc := es.Labels[discoveryv1.LabelServiceName]
-		if svc == "" {
-			continue
-		}
-		key := es.Namespace + "/" + svc
-		for _, e := range es.Endpoints {
-			ep := election.Endpoint{Ready: e.Conditions.Ready == nil || *e.Conditions.Ready,
-				Serving: e.Conditions.Serving != nil && *e.Conditions.Serving}
-			if e.NodeName != nil {
-				ep.Node = *e.NodeName
-			}
-			out[key] = append(out[key], ep)
-		}
-	}
-	return out
-}
-
-func internalIP(n *corev1.Node, v4 bool) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() == v4 {
-			return ip, true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // interfaceWith finds the interface holding ip.
