@@ -18,7 +18,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +92,8 @@ type speaker struct {
 	dirty atomic.Bool   // an object changed since the model was built
 	drops *dropReporter // owned by run
 	cur   *config.Model // owned by run: the model of the objects, as last built
+	// bgpStale is set when the model is rebuilt: BGP mode's input changed. Owned by run.
+	bgpStale bool
 
 	mu       sync.Mutex // guards the following fields
 	ready    bool
@@ -101,7 +102,7 @@ type speaker struct {
 	leaving  bool
 	annKeys  map[netip.Addr]string // copy of announced for the responders' goroutines
 
-	// owned by run
+	// owned by run; current, elKeys, handover, yielded and eligible are the plan's memory (memory)
 	announced map[netip.Addr]string     // address -> service key, announced by this node
 	current   map[netip.Addr]string     // election key -> node that won the last election
 	elKeys    map[netip.Addr]netip.Addr // address -> its election key, as of the last reconcile
@@ -110,7 +111,7 @@ type speaker struct {
 	eligible  map[string]time.Time      // peer -> since when it is alive, ready and not leaving
 	macs      map[string]string         // peer MAC -> node, from heartbeats
 	conflicts chan conflict             // from the responders' goroutines
-	wake      time.Time                 // next hold-down end, when the election may change by itself
+	wake      time.Time                 // when the plan may change by itself (Plan.Wake)
 	m         *metrics
 }
 
@@ -284,7 +285,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
 	// address itself. Start probing the peers now; twice the slower detector's detection time is
 	// enough to hear every live one.
-	_, peers, _ := s.nodeView(s.model(), time.Now())
+	peers := heartbeatPeers(s.model(), cfg.Node, cfg.HeartbeatPort)
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
@@ -443,85 +444,30 @@ func (s *speaker) resolve(c conflict) {
 	s.yielded.hold(c.ip, other, time.Now().Add(yieldHold))
 }
 
-// reconcile elects the announcer of every address and makes this node's responders match.
+// reconcile feeds the layer-2 plan and applies it: elections, announcements, withdrawals, handovers.
 func (s *speaker) reconcile(ctx context.Context) {
 	now := time.Now()
 	m := s.model()
-	nodes, peers, returned := s.nodeView(m, now)
+	if s.bgpStale && s.bgp != nil {
+		s.bgpStale = false
+		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(m))
+	}
+	peers := heartbeatPeers(m, s.cfg.Node, s.cfg.HeartbeatPort)
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
 	}
-	var svcs []election.Service
-	adsFor := map[string][]election.Advertisement{}
-	spreadKeys := map[string]bool{}
-	for _, l := range m.Services {
-		adsFor[l.Key] = l.L2
-		if l.Spread {
-			spreadKeys[l.Key] = true
-		}
-		svcs = append(svcs, election.Service{Key: l.Key, Addrs: l.Addrs, Local: l.Local, Endpoints: l.Endpoints})
-	}
-	want := map[netip.Addr]string{}
-	s.wake = time.Time{}
-	for _, n := range nodes {
-		if end := n.ReadySince.Add(s.cfg.HoldDown); n.Alive && end.After(now) && (s.wake.IsZero() || end.Before(s.wake)) {
-			s.wake = end
-		}
-	}
-	keys := map[netip.Addr]bool{}
-	rings := map[netip.Addr]election.Ring{}
-	lingers := map[netip.Addr]bool{} // addresses this node lost but may keep answering (Decision.Lingers)
-	clear(s.elKeys)
-	for _, group := range election.Group(svcs) {
-		// Current is this speaker's memory of the last winner: every speaker computes the same elections
-		// from the same view, so their memories agree, and a node whose own hold-down ends a moment
-		// before the others' does not grab an address from its announcer in between.
-		spread := spreadKeys[group[0].Key]
-		d := election.Elect(election.Input{Services: group, Advertisements: adsFor[group[0].Key], HoldDown: s.cfg.HoldDown,
-			Current: s.current[electionKey(group)], Spread: spread}, nodes, now)
-		keys[d.Key] = true
-		for _, a := range d.Addrs {
-			s.elKeys[a] = d.Key
-			if !spread && d.Lingers(s.cfg.Node) {
-				lingers[a] = true
-			}
-		}
-		if d.Node != "" {
-			s.current[d.Key] = d.Node
-		} else {
-			delete(s.current, d.Key)
-		}
-		if spread && d.Node != "" && slices.Contains(d.Spread, s.cfg.Node) {
-			ring := election.NewRing(d.Key, d.Spread)
-			for _, a := range d.Addrs {
-				want[a] = group[0].Key
-				rings[a] = ring
-			}
-			continue
-		}
-		if d.Node != s.cfg.Node {
-			continue
-		}
-		for _, a := range d.Addrs {
-			want[a] = group[0].Key
-		}
-	}
-	repoint := s.sp.set(rings)
-	alive := map[string]bool{}
-	for _, n := range nodes {
-		alive[n.Name] = n.Alive && !n.ReadySince.IsZero()
-	}
-	for a, key := range want {
-		s.handover.forget(a)
-		if _, ok := s.announced[a]; ok {
-			continue
-		}
-		if s.yielded.holds(a, now, func(n string) bool { return alive[n] }) {
-			continue // given up to a node that claimed it too a moment ago, and still alive
-		}
-		_, spread := rings[a]
-		s.announce(a, key, spread)
+	s.mu.Lock()
+	readyAt := s.readyAt
+	s.mu.Unlock()
+	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: []string{s.ifi.Name}, HoldDown: s.cfg.HoldDown},
+		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced}, s.memory(), now)
+	s.remember(p.Memory)
+	s.wake = p.Wake
+
+	repoint := s.sp.set(p.Rings)
+	for _, an := range p.Announce {
+		s.announce(an.Addr, an.Key, an.Reason == AnnounceSpread)
 	}
 	// Spread mode: the clients this node took over (a node left or joined the ring) learn its MAC now.
 	for a, cs := range repoint {
@@ -536,45 +482,25 @@ func (s *speaker) reconcile(ctx context.Context) {
 		}
 		s.log.Info("spread: re-pointed clients", "ip", a, "clients", len(cs))
 	}
-	for a, key := range s.announced {
-		if _, ok := want[a]; ok {
-			continue
-		}
-		// Lost to another node. A failure (this node's endpoints, advertisement or Service gone) stops
-		// it at once; a handover no failure caused is make-before-break: keep answering until the
-		// winner claims the address on the wire (resolve) or the linger ends.
-		was := s.handover.lingering(a)
-		if s.handover.keep(a, lingers[a], now) {
-			if !was {
-				s.log.Info("handing over: answering until the new announcer claims the address", "ip", a, "service", key, "linger", s.handover.linger)
-			}
-			continue
-		}
-		if was {
-			s.log.Warn("handover: the new announcer did not claim the address in time", "ip", a, "service", key, "linger", s.handover.linger)
-		}
-		s.withdraw(a, key)
-	}
-	for _, end := range []time.Time{s.handover.next(), s.yielded.next(now)} {
-		if !end.IsZero() && (s.wake.IsZero() || end.Before(s.wake)) {
-			s.wake = end
+	// Lost to another node. A failure (this node's endpoints, advertisement or Service gone) stops it
+	// at once; a handover no failure caused is make-before-break: keep answering until the winner
+	// claims the address on the wire (resolve) or the linger ends.
+	for _, l := range p.Linger {
+		if l.New {
+			s.log.Info("handing over: answering until the new announcer claims the address", "ip", l.Addr, "service", l.Key, "linger", s.handover.linger)
 		}
 	}
-	for k := range s.current {
-		if !keys[k] {
-			delete(s.current, k)
+	for _, w := range p.Withdraw {
+		if w.Reason == WithdrawLingerEnded {
+			s.log.Warn("handover: the new announcer did not claim the address in time", "ip", w.Addr, "service", w.Key, "linger", s.handover.linger)
 		}
+		s.withdraw(w.Addr, w.Key)
 	}
 	// A peer that comes back may have announced our addresses while it could not see us (a partition):
 	// announce ours again so that each of us sees the other's claim and resolve settles it.
-	if len(returned) > 0 {
-		for a := range s.announced {
-			if s.sp.isSpread(a) || s.handover.lingering(a) {
-				continue // a lingering address is the winner's: steering clients back here would undo it
-			}
-			if r := s.responder(a); r != nil {
-				_ = r.Gratuitous(a)
-			}
+	for _, a := range p.Regratuitous {
+		if r := s.responder(a); r != nil {
+			_ = r.Gratuitous(a)
 		}
 	}
 	s.m.announced.Set(float64(len(s.announced)))
@@ -585,35 +511,61 @@ func (s *speaker) reconcile(ctx context.Context) {
 	s.st.Set(status)
 }
 
+// memory is the plan's memory, as the owner keeps it between plans.
+func (s *speaker) memory() memory {
+	return memory{Current: s.current, ElKeys: s.elKeys, Handover: s.handover, Yielded: s.yielded, Eligible: s.eligible}
+}
+
+// remember keeps the memory a plan returns.
+func (s *speaker) remember(m memory) {
+	s.current, s.elKeys, s.handover, s.yielded, s.eligible = m.Current, m.ElKeys, m.Handover, m.Yielded, m.Eligible
+}
+
 // model returns the model of the objects, rebuilt only when an informer saw a change since the last
 // build (or the resync asks for it): liveness changes reconcile at once without rebuilding it. Each
-// build reports what the model leaves out and hands BGP mode its input.
+// build reports what the model leaves out, and marks BGP mode's input stale.
 func (s *speaker) model() *config.Model {
 	if !s.dirty.Swap(false) && s.cur != nil {
 		return s.cur
 	}
 	s.cur = config.BuildModel(s.objs.modelInput(s.cfg.LBClass))
 	s.drops.report(s.cur.Dropped)
-	if s.bgp != nil {
-		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(s.cur))
-	}
+	s.bgpStale = true
 	return s.cur
 }
 
-// electionKey is the key Elect uses for a group (Decision.Key): the smallest primary address.
-func electionKey(group []election.Service) netip.Addr {
-	var k netip.Addr
-	for _, svc := range group {
-		for _, a := range svc.Addrs {
-			if a.IsValid() {
-				if !k.IsValid() || a.Less(k) {
-					k = a
-				}
-				break
-			}
+// heartbeatPeers lists the peers to heartbeat and probe: every other node with an IPv4 InternalIP,
+// by name.
+func heartbeatPeers(m *config.Model, self string, port int) []liveness.Peer {
+	var peers []liveness.Peer
+	for _, n := range m.Nodes {
+		if n.Name != self && n.InternalIP.IsValid() {
+			peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(n.InternalIP, uint16(port))})
 		}
 	}
-	return k
+	return peers
+}
+
+// peerViews asks the detectors about every peer node, and learns the peers' MACs from their
+// heartbeats (for resolve).
+func (s *speaker) peerViews(m *config.Model) map[string]peerView {
+	out := make(map[string]peerView, len(m.Nodes))
+	for _, n := range m.Nodes {
+		if n.Name == s.cfg.Node {
+			continue
+		}
+		alive, _ := s.mon.Alive(n.Name)
+		if s.echo != nil {
+			up, _ := s.echo.Up(n.Name)
+			alive = alive && up
+		}
+		hb, ok := s.mon.Info(n.Name)
+		if ok && len(hb.MAC) > 0 {
+			s.macs[hb.MAC.String()] = n.Name
+		}
+		out[n.Name] = peerView{Alive: alive, Heard: ok, Ready: hb.Ready, Leaving: hb.Leaving, ReadyFor: hb.ReadyFor, Interfaces: hb.Interfaces}
+	}
+	return out
 }
 
 func (s *speaker) responder(a netip.Addr) *layer2.Responder {
@@ -725,54 +677,6 @@ func (s *speaker) withdrawAll() {
 	for a, key := range s.announced {
 		s.withdraw(a, key)
 	}
-}
-
-// nodeView turns Nodes and heartbeats into election nodes, and lists the peers to heartbeat.
-func (s *speaker) nodeView(m *config.Model, now time.Time) (out []election.Node, peers []liveness.Peer, returned []string) {
-	for _, n := range m.Nodes {
-		en := election.Node{Name: n.Name, Labels: n.Labels, Excluded: n.Excluded, NetworkUnavailable: n.NetworkUnavailable}
-		if n.Name == s.cfg.Node {
-			s.mu.Lock()
-			en.Alive, en.ReadySince, en.Interfaces = true, s.readyAt, []string{s.ifi.Name}
-			s.mu.Unlock()
-		} else {
-			if n.InternalIP.IsValid() {
-				peers = append(peers, liveness.Peer{Node: n.Name, Addr: netip.AddrPortFrom(n.InternalIP, uint16(s.cfg.HeartbeatPort))})
-			}
-			alive, since := s.mon.Alive(n.Name)
-			if s.echo != nil {
-				up, upSince := s.echo.Up(n.Name)
-				alive = alive && up
-				if upSince.After(since) {
-					since = upSince
-				}
-			}
-			hb, ok := s.mon.Info(n.Name)
-			if ok && len(hb.MAC) > 0 {
-				s.macs[hb.MAC.String()] = n.Name
-			}
-			if ok && alive && hb.Ready && !hb.Leaving {
-				// Hold-down runs from when the peer became ready by its own clock, so that every speaker
-				// (a freshly started one too) agrees on when it ends.
-				first, seen := s.eligible[n.Name]
-				if !seen {
-					first = now
-					s.eligible[n.Name] = now
-					returned = append(returned, n.Name)
-				}
-				since := now.Add(-hb.ReadyFor)
-				if hb.ReadyFor == 0 {
-					since = first
-				}
-				en.Alive, en.ReadySince, en.Interfaces = true, since, hb.Interfaces
-			} else {
-				delete(s.eligible, n.Name)
-			}
-		}
-		out = append(out, en)
-	}
-	sort.Slice(peers, func(i, j int) bool { return peers[i].Node < peers[j].Node })
-	return out, peers, returned
 }
 
 // interfaceWith finds the interface holding ip.
