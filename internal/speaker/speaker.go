@@ -6,7 +6,16 @@
 // node answers ARP / neighbor solicitations for it and sends gratuitous announcements when it takes over
 // (internal/speaker/layer2).
 //
-// One goroutine (run) owns the decisions: informer handlers and liveness changes only kick it.
+// The layer-2 side has three parts, each in its own file:
+//   - objects.go: the thin adapter from the informers' stores to config.BuildModel (decoding the
+//     custom resources), which turns the objects into the model both modes use, once per change, and
+//     reports what the model leaves out (a log line and a Warning event per distinct drop);
+//   - plan.go: the pure layer-2 plan: from the model, the detectors' view and this node's memory,
+//     what to announce, withdraw, keep lingering and re-point, each with its reason;
+//   - owner.go: the owner, built by newSpeaker over its I/O dependencies: one goroutine (run) feeds
+//     the plan and applies it. Informer handlers, the detectors and the responders only kick it.
+//
+// Run (this file) opens the sockets, builds the informers and wires the parts together.
 package speaker
 
 import (
