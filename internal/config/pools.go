@@ -1,6 +1,16 @@
-// Package config turns MetalLB's custom resources into ironlb's plain model once, validating them on the
-// way: the allocator and the speakers never see a Kubernetes object. Everything here is pure (no client,
-// no I/O) and deterministic, so it is table-tested and its errors name the object at fault.
+// Package config turns MetalLB's custom resources, and the Services, EndpointSlices and Nodes they
+// apply to, into ironlb's plain model once, validating them on the way. Everything here is pure (no
+// client, no I/O) and deterministic, so it is table-tested and its errors name the object at fault.
+//
+// It takes typed objects: the roles' informers hand over Kubernetes objects, and the code that
+// decodes them (unstructured custom resources) stays at those edges. Past this package, the
+// allocator (Pools, Request), the election (BuildModel's Model, read by the speaker's layer-2 plan)
+// and bgpconfig (fed from the same Model) never see a Kubernetes object.
+//
+// The speaker's model lives here, beside ParsePools, rather than in a package of its own, so that
+// the controller and the speakers parse pools with one parser: an address the controller would not
+// allocate from a pool is never announced from it either. BuildModel never fails: every object, or
+// part of one, it leaves out is in Model.Dropped with a DropReason, for the speaker to report.
 package config
 
 import (
@@ -19,6 +29,8 @@ import (
 // Pool is an IPAddressPool in model form.
 type Pool struct {
 	allocator.Pool
+	// Labels are the IPAddressPool's labels, which advertisements' ipAddressPoolSelectors match.
+	Labels map[string]string
 	// Priority from serviceAllocation; 0 means none (ranks after every set priority, as in MetalLB).
 	Priority int
 	// Pinned is true when serviceAllocation restricts the pool to some namespaces or Services.
@@ -99,7 +111,7 @@ func ValidatePool(cr *v1beta1.IPAddressPool, others []v1beta1.IPAddressPool) err
 }
 
 func parsePool(cr *v1beta1.IPAddressPool, nsLabels map[string]map[string]string) (*Pool, error) {
-	p := &Pool{Pool: allocator.Pool{Name: cr.Name, AvoidBuggyIPs: cr.Spec.AvoidBuggyIPs, AutoAssign: true}}
+	p := &Pool{Pool: allocator.Pool{Name: cr.Name, AvoidBuggyIPs: cr.Spec.AvoidBuggyIPs, AutoAssign: true}, Labels: cr.Labels}
 	if cr.Spec.AutoAssign != nil {
 		p.AutoAssign = *cr.Spec.AutoAssign
 	}
@@ -156,6 +168,16 @@ func parsePool(cr *v1beta1.IPAddressPool, nsLabels map[string]map[string]string)
 		p.Pinned = p.Namespaces != nil || len(p.ServiceSelectors) > 0
 	}
 	return p, nil
+}
+
+// Contains reports whether a lies in one of the pool's ranges.
+func (p *Pool) Contains(a netip.Addr) bool {
+	for _, r := range p.Ranges {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Serves reports whether the pool may serve a Service in namespace ns with labels lbls (MetalLB's

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -19,8 +18,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
-	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
 )
@@ -29,13 +30,6 @@ import (
 // BGPPeer selects. The run loop builds the node's bgpconfig.State on every reconcile and hands it
 // to the GoBGP adapter (package bgp), whose own goroutine applies it; the adapter reports session
 // changes through onState, which writes BGPSessionState objects, events and metrics.
-
-var (
-	bgpPeerGVR   = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
-	bgpAdGVR     = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
-	bfdProfGVR   = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bfdprofiles"}
-	communityGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "communities"}
-)
 
 // Session events are limited per BGPPeer to a burst of sessionEventBurst, then one per
 // sessionEventEvery: a flapping session must not flood the API with events.
@@ -155,15 +149,11 @@ func (b *bgpMode) object(kind, ns, name string) runtime.Object {
 	return o.(runtime.Object)
 }
 
-// bgpObjects gathers BGP mode's objects from the informers.
-func (s *speaker) bgpObjects(pools map[string]*poolInfo, lbs []lbService, eps map[string][]election.Endpoint) bgpObjects {
-	o := bgpObjects{pools: pools, services: lbs, endpoints: eps,
+// bgpObjects gathers BGP mode's objects from the informers, beside the model both modes share.
+func (s *speaker) bgpObjects(m *config.Model) bgpObjects {
+	return bgpObjects{model: m, node: s.cfg.Node,
 		peers: s.bgp.peers.GetStore().List(), ads: s.bgp.ads.GetStore().List(), profiles: s.bgp.profiles.GetStore().List(),
 		communities: s.bgp.communities.GetStore().List(), secrets: s.bgp.secrets.GetStore().List()}
-	if n, ok, _ := s.nodes.GetStore().GetByKey(s.cfg.Node); ok {
-		o.node = n.(*corev1.Node)
-	}
-	return o
 }
 
 // reconcile builds this node's BGP state, keeping invalid objects at their last valid version, and
@@ -404,10 +394,10 @@ func (s *speaker) startBGP(ctx, ioctx context.Context, dyn dynamic.Interface, cs
 		svcStatus:  newStatusWriter(dyn, bgpStatusKind, cfg.Namespace, cfg.Node, log),
 		sessStatus: newStatusWriter(dyn, sessionStateKind, cfg.Namespace, cfg.Node, log)}
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
-	b.peers = dinf.ForResource(bgpPeerGVR).Informer()
-	b.ads = dinf.ForResource(bgpAdGVR).Informer()
-	b.profiles = dinf.ForResource(bfdProfGVR).Informer()
-	b.communities = dinf.ForResource(communityGVR).Informer()
+	b.peers = dinf.ForResource(v1beta2.BGPPeerGVR).Informer()
+	b.ads = dinf.ForResource(v1beta1.BGPAdvertisementGVR).Informer()
+	b.profiles = dinf.ForResource(v1beta1.BFDProfileGVR).Informer()
+	b.communities = dinf.ForResource(v1beta1.CommunityGVR).Informer()
 	// Only basic-auth Secrets, which is what passwordSecret names: the speaker caches no others.
 	sinf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeBasicAuth) }))

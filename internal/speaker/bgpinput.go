@@ -5,24 +5,20 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
-	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/config"
 )
 
-// bgpObjects are the Kubernetes objects BGP mode reads, as the informers hold them, with what the
-// layer-2 path already computed from the others (pools, the Services served, endpoints).
+// bgpObjects are the Kubernetes objects BGP mode reads, as the informers hold them, with the model
+// both modes share (pools, the Services served with their endpoints, nodes).
 type bgpObjects struct {
-	node                              *corev1.Node // this node; nil while not in the cache
-	peers, ads, profiles, communities []any        // *unstructured.Unstructured
-	secrets                           []any        // *corev1.Secret, of the configuration namespace
-	pools                             map[string]*poolInfo
-	services                          []lbService
-	endpoints                         map[string][]election.Endpoint
+	model                             *config.Model
+	node                              string // this node's name
+	peers, ads, profiles, communities []any  // *unstructured.Unstructured
+	secrets                           []any  // *corev1.Secret, of the configuration namespace
 }
 
 // bgpInput converts the objects to bgpconfig.Input: once, here, so that bgpconfig sees no
@@ -32,12 +28,12 @@ type bgpObjects struct {
 func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 	var in bgpconfig.Input
 	var errs []error
-	if o.node != nil {
-		in.Node = bgpconfig.Node{Name: o.node.Name, Labels: o.node.Labels}
-		in.Node.Excluded, in.Node.NetworkUnavailable = nodeExcluded(o.node)
-		if ip, ok := internalIP(o.node, true); ok {
-			in.DefaultRouterID = ip
-		}
+	if o.model == nil {
+		o.model = &config.Model{Pools: &config.Pools{}}
+	}
+	if n := o.model.Node(o.node); n != nil {
+		in.Node = bgpconfig.Node{Name: n.Name, Labels: n.Labels, Excluded: n.Excluded, NetworkUnavailable: n.NetworkUnavailable}
+		in.DefaultRouterID = n.InternalIP
 	}
 	in.Peers = decodeAll[v1beta2.BGPPeer](o.peers, &errs)
 	in.Advertisements = decodeAll[v1beta1.BGPAdvertisement](o.ads, &errs)
@@ -60,41 +56,28 @@ func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 		}
 	}
 
-	names := make([]string, 0, len(o.pools))
-	for n := range o.pools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		p := o.pools[n]
-		bp := bgpconfig.Pool{Name: p.name, Labels: p.labels}
-		for _, r := range p.ranges {
+	for _, n := range o.model.Pools.Names {
+		p := o.model.Pools.ByName[n]
+		bp := bgpconfig.Pool{Name: p.Name, Labels: p.Labels}
+		for _, r := range p.Ranges {
 			bp.Entries = append(bp.Entries, r.Prefixes())
 		}
 		in.Pools = append(in.Pools, bp)
 	}
-	for _, l := range o.services {
-		in.Services = append(in.Services, bgpconfig.Service{Key: l.key, Labels: l.svc.Labels, Pool: l.pool.name, Addrs: l.addrs,
-			Local:     l.svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
-			Endpoints: o.endpoints[l.key]})
+	for _, s := range o.model.Services {
+		in.Services = append(in.Services, bgpconfig.Service{Key: s.Key, Labels: s.Labels, Pool: s.Pool, Addrs: s.Addrs,
+			Local: s.Local, Endpoints: s.Endpoints})
 	}
 	return in, errs
 }
 
-// decodeAll decodes unstructured objects into T, appending an error per object that does not decode.
+// decodeAll decodes unstructured objects into T (decodeTyped), appending an error per object that
+// does not decode.
 func decodeAll[T any](objs []any, errs *[]error) []T {
-	out := make([]T, 0, len(objs))
-	for _, obj := range objs {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		var v T
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-			*errs = append(*errs, fmt.Errorf("decoding %s %s: %w", u.GetKind(), u.GetName(), err))
-			continue
-		}
-		out = append(out, v)
+	var dropped []config.Dropped
+	out := decodeTyped[T](objs, &dropped)
+	for _, d := range dropped {
+		*errs = append(*errs, fmt.Errorf("decoding %s %s: %s", d.Kind, d.Name, d.Detail))
 	}
 	return out
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
-	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
+	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
 )
@@ -29,15 +30,24 @@ func TestBGPInput(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: "fc00::2"}, {Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}}}
-	rs, _ := allocator.ParseRange("172.18.255.200-172.18.255.203")
-	pools := map[string]*poolInfo{"p1": {name: "p1", labels: map[string]string{"t": "x"}, ranges: rs}}
+	poolCR := v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "metallb-system", Labels: map[string]string{"t": "x"}},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"172.18.255.200-172.18.255.203"}}}
 	svcLocal := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"}},
-		Spec: corev1.ServiceSpec{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal}}
+		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.18.255.200"}}}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-x1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		Endpoints: []discoveryv1.Endpoint{{NodeName: ptr("n1")}}}
 	eps := map[string][]election.Endpoint{"default/web": {{Node: "n1", Ready: true}}}
-	base := func() bgpObjects {
-		return bgpObjects{node: node, pools: pools, endpoints: eps,
-			services: []lbService{{svc: svcLocal, key: "default/web", addrs: []netip.Addr{netip.MustParseAddr("172.18.255.200")}, pool: pools["p1"]}}}
+	// The model both modes share, with this node (nil: not in the cache yet).
+	model := func(n *corev1.Node) *config.Model {
+		in := config.ModelInput{Pools: []v1beta1.IPAddressPool{poolCR}, Services: []*corev1.Service{svcLocal},
+			EndpointSlices: []*discoveryv1.EndpointSlice{slice}}
+		if n != nil {
+			in.Nodes = []*corev1.Node{n}
+		}
+		return config.BuildModel(in)
 	}
+	base := func() bgpObjects { return bgpObjects{model: model(node), node: "n1"} }
 	wantBase := func() bgpconfig.Input {
 		return bgpconfig.Input{
 			Node:            bgpconfig.Node{Name: "n1", Labels: map[string]string{"zone": "a"}},
@@ -61,14 +71,14 @@ func TestBGPInput(t *testing.T) {
 			n := node.DeepCopy()
 			n.Labels = map[string]string{election.ExcludeLabel: ""}
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}
-			o.node = n
+			o.model = model(n)
 		},
 		want: func(in *bgpconfig.Input) {
 			in.Node = bgpconfig.Node{Name: "n1", Labels: map[string]string{election.ExcludeLabel: ""}, Excluded: true, NetworkUnavailable: true}
 		},
 	}, {
 		name: "node not in the cache yet",
-		objs: func(o *bgpObjects) { o.node = nil },
+		objs: func(o *bgpObjects) { o.model = model(nil) },
 		want: func(in *bgpconfig.Input) { in.Node, in.DefaultRouterID = bgpconfig.Node{}, netip.Addr{} },
 	}, {
 		name: "configuration objects, sorted by name",

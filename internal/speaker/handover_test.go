@@ -11,8 +11,6 @@ import (
 
 	"github.com/mdlayher/arp"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ironlb/ironlb/internal/election"
@@ -68,24 +66,19 @@ func TestHandovers(t *testing.T) {
 	}
 }
 
-// testSpeaker is a speaker with an ARP responder over a fake conn, enough for resolve and withdraw.
+// testSpeaker is a speaker built by newSpeaker with an ARP responder over a fake conn, enough for
+// resolve and withdraw.
 func testSpeaker(t *testing.T, node string, mac net.HardwareAddr) (*speaker, *layer2.FakeConn) {
 	t.Helper()
 	conn := layer2.NewFakeConn()
 	ifi := &net.Interface{Index: 1, Name: "eth0", HardwareAddr: mac}
-	s := &speaker{cfg: Config{Node: node}, log: slog.New(slog.DiscardHandler), ifi: ifi,
-		rec:       record.NewFakeRecorder(100),
-		svcs:      cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Service{}, 0, cache.Indexers{}),
-		announced: map[netip.Addr]string{}, annKeys: map[netip.Addr]string{}, current: map[netip.Addr]string{},
-		elKeys: map[netip.Addr]netip.Addr{}, handover: newHandovers(handoverLinger), yielded: yields{},
-		macs: map[string]string{}, conflicts: make(chan conflict, 64), sp: newSpreadState(node, mac)}
-	var err error
-	s.arp, err = layer2.NewARP(ifi, conn, layer2.Config{OnConflict: s.duplicate})
+	var s *speaker
+	arp, err := layer2.NewARP(ifi, conn, layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.m = &metrics{conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "c"}),
-		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "t"}, []string{"reason"})}
+	s = newSpeaker(Config{Node: node}, deps{Log: slog.New(slog.DiscardHandler), Interface: ifi, ARP: arp,
+		Recorder: record.NewFakeRecorder(100), Objects: emptyStores(), Metrics: newMetrics(prometheus.NewRegistry())})
 	return s, conn
 }
 
@@ -110,7 +103,7 @@ func TestLingerUntilClaimed(t *testing.T) {
 	s.macs[w2mac.String()] = "myk8s-worker2"
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.arp.Run(ctx) })
+	wg.Go(func() { _ = s.arp.(*layer2.Responder).Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
 	s.announce(vip, key, false)
@@ -181,7 +174,7 @@ func TestResolveOnlyDisputedKey(t *testing.T) {
 }
 
 func answers(s *speaker, a netip.Addr) bool {
-	for _, x := range s.arp.Announced() {
+	for _, x := range s.arp.(*layer2.Responder).Announced() {
 		if x == a {
 			if _, ok := s.announced[a]; ok {
 				return true

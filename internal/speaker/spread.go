@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 )
 
@@ -13,7 +14,7 @@ import (
 // request or neighbor solicitation for its address, each eligible node answers the clients that a
 // consistent hash of the client's address gives it (election.Ring), so the address's inbound traffic
 // enters through every eligible node, as Linux bonding's balance-alb spreads receive load.
-const AnnotationSpread = "ironlb.io/l2-spread"
+const AnnotationSpread = config.AnnotationSpread
 
 // maxClients bounds the clients remembered per spread address (for re-pointing them on a change).
 const maxClients = 65536

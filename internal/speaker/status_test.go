@@ -22,7 +22,7 @@ import (
 
 const testNS = "metallb-system"
 
-// startAPI runs kube-apiserver and etcd (internal/testenv; skips when the binaries are missing)
+// startAPI runs kube-apiserver and etcd (internal/testbed/testenv; skips when the binaries are missing)
 // with ironlb's CRDs and the configuration namespace.
 func startAPI(t *testing.T) (*testenv.Env, kubernetes.Interface, dynamic.Interface) {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ironlb/ironlb/internal/kube/kubenode"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
@@ -201,18 +202,6 @@ func NodeEligible(node *corev1.Node) bool {
 	return true
 }
 
-// InternalIP returns the node's first InternalIP of the family (v4 true: IPv4).
-func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) {
-	if node == nil {
-		return netip.Addr{}, false
-	}
-	for _, a := range node.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() == v4 {
-			return ip.Unmap(), true
-		}
-	}
-	return netip.Addr{}, false
-}
+// InternalIP returns the node's first InternalIP of the family (v4 true: IPv4): kubenode.InternalIP,
+// shared with the speaker.
+func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) { return kubenode.InternalIP(node, v4) }

@@ -22,7 +22,7 @@ import (
 )
 
 // The FRR test runs Debian's FRR (zebra, bfdd, bgpd) as the router in namespace R
-// (internal/testenv/frr), and the Speaker in namespace N. The router has four addresses, one per BGPPeer, and the node one
+// (internal/testbed/testenv/frr), and the Speaker in namespace N. The router has four addresses, one per BGPPeer, and the node one
 // source address per session, since FRR tells its neighbors apart by address:
 //
 //	BGPPeer         router       node          ASNs (ours/router)  notes

@@ -24,11 +24,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
@@ -158,8 +158,6 @@ type runner struct {
 	stops  map[string]int    // power cuts per node (each restarts the node's containers)
 	track  Tracker
 }
-
-var poolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
 // Run makes one chaos run in the lab and returns its counts. The lab should run ironlb's proxy
 // (`lab up --proxy=ironlb`): with kube-proxy, the endpoints of a dead node keep taking requests until the
@@ -409,7 +407,7 @@ func (r *runner) count(err error) {
 
 func (r *runner) patchPool(ctx context.Context, name, cidr string) error {
 	patch := fmt.Sprintf(`{"spec":{"addresses":[%q]}}`, cidr)
-	_, err := r.dyn.Resource(poolGVR).Namespace("metallb-system").Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace("metallb-system").Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 
@@ -491,7 +489,7 @@ func (r *runner) check(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	pl, err := r.dyn.Resource(poolGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+	pl, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
