@@ -10,6 +10,20 @@ import (
 // this package.
 var GroupVersion = schema.GroupVersion{Group: "metallb.io", Version: "v1beta1"}
 
+// The resource of each kind in this package, for dynamic clients, informers and RBAC checks. Their
+// plural names are the CRDs' (config/crd/bases).
+var (
+	IPAddressPoolGVR      = GroupVersion.WithResource("ipaddresspools")
+	L2AdvertisementGVR    = GroupVersion.WithResource("l2advertisements")
+	BGPAdvertisementGVR   = GroupVersion.WithResource("bgpadvertisements")
+	BGPPeerGVR            = GroupVersion.WithResource("bgppeers") // served for old clients; ironlb reads v1beta2.BGPPeerGVR
+	CommunityGVR          = GroupVersion.WithResource("communities")
+	BFDProfileGVR         = GroupVersion.WithResource("bfdprofiles")
+	ServiceL2StatusGVR    = GroupVersion.WithResource("servicel2statuses")
+	ServiceBGPStatusGVR   = GroupVersion.WithResource("servicebgpstatuses")
+	ConfigurationStateGVR = GroupVersion.WithResource("configurationstates")
+)
+
 var (
 	// SchemeBuilder registers this package's kinds with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

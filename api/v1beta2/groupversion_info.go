@@ -9,6 +9,10 @@ import (
 // GroupVersion is metallb.io/v1beta2, the group and version of BGPPeer.
 var GroupVersion = schema.GroupVersion{Group: "metallb.io", Version: "v1beta2"}
 
+// BGPPeerGVR is the resource of BGPPeer in this version (the storage version), for dynamic clients
+// and informers.
+var BGPPeerGVR = GroupVersion.WithResource("bgppeers")
+
 var (
 	// SchemeBuilder registers this package's kinds with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

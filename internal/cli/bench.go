@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ironlb/ironlb/internal/bench/bgpfail"
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/bench/nodeloss"
-	"github.com/ironlb/ironlb/internal/bench/proxybench"
-	"github.com/ironlb/ironlb/internal/lab"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/apiserver"
+	"github.com/ironlb/ironlb/internal/testbed/bench/bgpfail"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/nodeloss"
+	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
@@ -297,7 +297,7 @@ func benchProxyScaleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "proxy-scale",
 		Short: "kube-proxy (nftables) vs ironlb proxy without the lab: full sync time and peak RSS at 1k-30k Services, one endpoint change",
-		Long: `Starts etcd and kube-apiserver on loopback (internal/testenv), writes Services (ClusterIP, no selector)
+		Long: `Starts etcd and kube-apiserver on loopback (internal/testbed/apiserver), writes Services (ClusterIP, no selector)
 with two-endpoint EndpointSlices directly, and runs kube-proxy (nftables mode) and ironlb proxy each in a
 network namespace of its own (ironlb-pb-PID-kp, -il; deleted at the end, on failure and on Ctrl-C). Each
 proxy is started from an empty ruleset, in turn, and timed until the last Service's ClusterIP is in its
@@ -323,7 +323,7 @@ timed until the new endpoint's chain is in each namespace's ruleset. Run it with
 	f.IntSliceVar(&o.Services, "services", []int{1000, 10000, 30000}, "Service counts (2 endpoints each)")
 	f.IntVar(&o.SyncTrials, "sync-trials", 3, "starts of each proxy per Service count")
 	f.IntVar(&o.Changes, "changes", 20, "endpoint changes at the Service count closest to 10,000 (0: none)")
-	f.StringVar(&o.K8sBin, "k8s-bin", testenv.BinDir(), "Kubernetes binaries (etcd, kube-apiserver, kube-proxy; hack/k8s-binaries.sh)")
+	f.StringVar(&o.K8sBin, "k8s-bin", apiserver.BinDir(), "Kubernetes binaries (etcd, kube-apiserver, kube-proxy; hack/k8s-binaries.sh)")
 	f.StringVar(&o.Dir, "dir", "", "keep the apiserver's data and the proxies' logs here (default: a temporary directory, removed)")
 	return cmd
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ironlb/ironlb/internal/bench/chaos"
-	"github.com/ironlb/ironlb/internal/lab"
+	"github.com/ironlb/ironlb/internal/testbed/bench/chaos"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 func chaosCmd(load func() (*lab.Lab, error)) *cobra.Command {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ironlb/ironlb/internal/whoami"
+	"github.com/ironlb/ironlb/internal/testbed/whoami"
 )
 
 // exitError carries a process exit code through cobra.

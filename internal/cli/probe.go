@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ironlb/ironlb/internal/probe"
+	"github.com/ironlb/ironlb/internal/testbed/probe"
 )
 
 func probeCmd() *cobra.Command {

@@ -13,7 +13,7 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/allocator"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 // FuzzParsePools feeds arbitrary address strings, priorities and namespace lists into two pools:

@@ -21,7 +21,7 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 // TestBadInput applies every kind of invalid object a user can write, one row each, to a real

@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -63,11 +62,6 @@ type Config struct {
 	// ReleaseOnCancel gives the Lease up when ctx ends (a graceful stop); false behaves like a crash.
 	KeepLeaseOnCancel bool
 }
-
-var (
-	poolGVR  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
-	stateGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "configurationstates"}
-)
 
 const (
 	workers   = 8 // goroutines overlapping API round trips; decisions stay serial under mu
@@ -206,7 +200,7 @@ func (r *reconciler) run(ctx context.Context) error {
 	svcInf := inf.Core().V1().Services().Informer()
 	nsInf := inf.Core().V1().Namespaces().Informer()
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.dyn, 0, r.cfg.Namespace, nil)
-	r.pools = dinf.ForResource(poolGVR).Informer()
+	r.pools = dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
 	enqueueSvc := func(o any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 			r.queue.Add(k)
@@ -592,7 +586,7 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 		patch, _ := jsonMarshal(map[string]any{"status": map[string]any{
 			"assignedIPv4": st.AssignedV4, "assignedIPv6": st.AssignedV6,
 			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}})
-		_, err := r.dyn.Resource(poolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		_, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
 			continue
@@ -631,7 +625,7 @@ func (r *reconciler) writeConfigState(ctx context.Context) {
 	if r.configErr != nil {
 		result, summary = "Invalid", r.configErr.Error()
 	}
-	c := r.dyn.Resource(stateGVR).Namespace(r.cfg.Namespace)
+	c := r.dyn.Resource(v1beta1.ConfigurationStateGVR).Namespace(r.cfg.Namespace)
 	name := "controller"
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",

@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
-// These tests run the controller against a real kube-apiserver and etcd (internal/testenv): Service
+// These tests run the controller against a real kube-apiserver and etcd (internal/testbed/testenv): Service
 // status is a subresource, resource versions conflict, CRDs validate — behaviour a fake client lacks.
 
 const ns = "metallb-system"

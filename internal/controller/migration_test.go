@@ -21,8 +21,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/config"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // TestMigrationFromMetalLB is issue 8's migration test. It carries out docs/install.md's "Migrating from
@@ -627,28 +629,30 @@ func waitServiceEvent(t *testing.T, cs kubernetes.Interface, namespace, name, re
 func checkMetalLBObjects(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	for _, r := range []struct{ version, resource, name string }{
-		{"v1beta1", "ipaddresspools", "main"},
-		{"v1beta1", "ipaddresspools", "dual"},
-		{"v1beta1", "l2advertisements", "l2"},
-		{"v1beta1", "bgpadvertisements", "bgp"},
-		{"v1beta1", "bfdprofiles", "fast"},
-		{"v1beta1", "communities", "communities"},
-		{"v1beta1", "bgppeers", "router"},
-		{"v1beta2", "bgppeers", "router"},
+	for _, r := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{
+		{v1beta1.IPAddressPoolGVR, "main"},
+		{v1beta1.IPAddressPoolGVR, "dual"},
+		{v1beta1.L2AdvertisementGVR, "l2"},
+		{v1beta1.BGPAdvertisementGVR, "bgp"},
+		{v1beta1.BFDProfileGVR, "fast"},
+		{v1beta1.CommunityGVR, "communities"},
+		{v1beta1.BGPPeerGVR, "router"},
+		{v1beta2.BGPPeerGVR, "router"},
 	} {
-		gvr := schema.GroupVersionResource{Group: "metallb.io", Version: r.version, Resource: r.resource}
-		u, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{})
+		u, err := dyn.Resource(r.gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{})
 		if err != nil {
-			t.Errorf("reading %s %s/%s: %v", gvr, ns, r.name, err)
+			t.Errorf("reading %s %s/%s: %v", r.gvr, ns, r.name, err)
 			continue
 		}
-		if r.resource != "bgppeers" {
+		if r.gvr.Resource != "bgppeers" {
 			continue
 		}
 		spec, _ := u.Object["spec"].(map[string]any)
 		if spec["peerAddress"] != "172.18.255.254" || fmt.Sprint(spec["peerASN"]) != "64512" || spec["bfdProfile"] != "fast" {
-			t.Errorf("BGPPeer %s reads as %v", r.version, spec)
+			t.Errorf("BGPPeer %s reads as %v", r.gvr.Version, spec)
 		}
 	}
 }

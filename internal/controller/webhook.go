@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -57,12 +56,6 @@ type webhook struct {
 	cert                                     tls.Certificate
 }
 
-var (
-	bgpAdGVR     = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
-	communityGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "communities"}
-	peerGVR      = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
-)
-
 const webhookSecret = "ironlb-webhook-cert"
 
 func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) (*webhook, error) {
@@ -77,10 +70,13 @@ func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 	}
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	inf := informers.NewSharedInformerFactory(cs, 0)
-	w := &webhook{cfg: cfg, log: log.With("part", "webhook"), pools: dinf.ForResource(poolGVR).Informer(),
-		bgpAds: dinf.ForResource(bgpAdGVR).Informer(), communities: dinf.ForResource(communityGVR).Informer(),
-		peers: dinf.ForResource(peerGVR).Informer(), nodes: inf.Core().V1().Nodes().Informer(),
-		svcs: inf.Core().V1().Services().Lister(), cert: cert}
+	w := &webhook{cfg: cfg, log: log.With("part", "webhook"),
+		pools:       dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer(),
+		bgpAds:      dinf.ForResource(v1beta1.BGPAdvertisementGVR).Informer(),
+		communities: dinf.ForResource(v1beta1.CommunityGVR).Informer(),
+		peers:       dinf.ForResource(v1beta2.BGPPeerGVR).Informer(),
+		nodes:       inf.Core().V1().Nodes().Informer(),
+		svcs:        inf.Core().V1().Services().Lister(), cert: cert}
 	// Only the nodes' names and labels are needed: keep nothing else in memory.
 	if err := w.nodes.SetTransform(func(o any) (any, error) {
 		if n, ok := o.(*corev1.Node); ok {

@@ -57,7 +57,7 @@
 //     addresses and the Local endpoint rule asks for endpoints of every Local Service on the address.
 //   - Terminating endpoints. MetalLB treats ready and serving endpoints alike; here a node with only
 //     serving (terminating) local endpoints announces only when no node has ready ones.
-//   - Spread mode (Input.Spread, Ring, SpreadOwner), which MetalLB lacks: one address is answered
+//   - Spread mode (Input.Spread, Ring), which MetalLB lacks: one address is answered
 //     through several nodes. Each client's ARP request or neighbor solicitation is answered with the
 //     MAC of the node that rendezvous hashing of (address, node, client) picks among Decision.Spread,
 //     as Linux bonding's balance-alb spreads received traffic over its ports. When a node leaves, only

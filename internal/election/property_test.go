@@ -239,7 +239,7 @@ func TestRingFailover(t *testing.T) {
 func TestRing(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.1")
 	client := netip.MustParseAddr("10.0.0.77")
-	if (Ring{}).Owner(client) != "" || SpreadOwner(vip, client, nil) != "" || SpreadOwner(vip, client, []string{""}) != "" {
+	if (Ring{}).Owner(client) != "" || NewRing(vip, nil).Owner(client) != "" || NewRing(vip, []string{""}).Owner(client) != "" {
 		t.Error("an empty ring must have no owner")
 	}
 	r := NewRing(vip, []string{"c", "a", "", "b", "a"})
@@ -247,7 +247,7 @@ func TestRing(t *testing.T) {
 		t.Errorf("Nodes = %v", r.Nodes())
 	}
 	for _, perm := range [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"b", "a", "c", "c"}} {
-		if got := SpreadOwner(vip, client, perm); got != r.Owner(client) {
+		if got := NewRing(vip, perm).Owner(client); got != r.Owner(client) {
 			t.Errorf("owner depends on order: %v gives %s, want %s", perm, got, r.Owner(client))
 		}
 	}

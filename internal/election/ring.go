@@ -67,13 +67,6 @@ func (r Ring) Owner(client netip.Addr) string {
 	return r.nodes[best]
 }
 
-// SpreadOwner returns the node among eligible that answers client for addr in spread mode, or "" if
-// eligible has no names. It is NewRing(addr, eligible).Owner(client); build the Ring once when
-// answering many clients.
-func SpreadOwner(addr, client netip.Addr, eligible []string) string {
-	return NewRing(addr, eligible).Owner(client)
-}
-
 func clientHash(a netip.Addr) uint64 {
 	b := normAddr(a).As16()
 	hi := binary.BigEndian.Uint64(b[:8])

@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/knftables"
 
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
-	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
 
 // syncer applies models to one family's table (nftapply.Syncer).

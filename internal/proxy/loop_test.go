@@ -23,9 +23,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
-	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
 
 // staticSource is a source over fixed objects.

@@ -25,13 +25,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
 	"github.com/ironlb/ironlb/internal/proxy/nftapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
-	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
 
 // The objects of the end-to-end test: this node node-a, node-b, and

@@ -6,7 +6,7 @@
 // the health-check node ports of Services with externalTrafficPolicy Local (healthcheck).
 //
 // Beyond kube-proxy, the proxy probes every other node with ICMP echoes (the speaker's echo
-// detector, internal/speaker/liveness) and stops choosing endpoints on a node that stops
+// detector, internal/liveness) and stops choosing endpoints on a node that stops
 // answering, within tens of milliseconds instead of the 40-50 s before Kubernetes marks the node
 // NotReady; it takes them back as soon as the node answers again.
 //
@@ -39,12 +39,12 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
 	"github.com/ironlb/ironlb/internal/proxy/nftapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
-	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
 
 // Config is what `ironlb proxy` flags set. Durations of zero take the defaults noted.

@@ -19,10 +19,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // BGP mode runs beside layer 2 in every speaker, as in MetalLB: sessions exist only on the nodes a

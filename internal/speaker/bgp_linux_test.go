@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	frrtest "github.com/ironlb/ironlb/internal/testenv/frr"
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	"github.com/ironlb/ironlb/api/v1beta2"
+	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
 
 // TestBGPModeWithFRR runs the whole speaker (speaker.Run, layer 2 and BGP) against a real
@@ -148,13 +149,12 @@ router bgp 64512
 	}
 
 	// A bad edit of the router's BGPPeer: a Warning event, and the session and route stay.
-	gvr := schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
-	p, err := dyn.Resource(gvr).Namespace(testNS).Get(ctx, "router", metav1.GetOptions{})
+	p, err := dyn.Resource(v1beta2.BGPPeerGVR).Namespace(testNS).Get(ctx, "router", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(p.Object, "2s", "spec", "holdTime")
-	if _, err := dyn.Resource(gvr).Namespace(testNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(v1beta2.BGPPeerGVR).Namespace(testNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitEvent(t, cs, "BGPPeer", "router", corev1.EventTypeWarning, "InvalidConfiguration")

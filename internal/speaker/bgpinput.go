@@ -10,8 +10,8 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // bgpObjects are the Kubernetes objects BGP mode reads, as the informers hold them, with what the

@@ -15,9 +15,9 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 func uobj(apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {

@@ -44,9 +44,9 @@ import (
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/layer2"
-	"github.com/ironlb/ironlb/internal/speaker/liveness"
 )
 
 // Config is what `ironlb speaker` flags set.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	frrk8s "github.com/ironlb/ironlb/api/frrk8s/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta1"
 )
 
 // MetalLB's labels on ServiceL2Status and ServiceBGPStatus objects.
@@ -49,21 +50,21 @@ var (
 	// MetalLB's ServiceL2Status: key "namespace/name", status {node, serviceName, serviceNamespace,
 	// interfaces}.
 	l2StatusKind = statusKind{
-		gvr:        schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"},
+		gvr:        v1beta1.ServiceL2StatusGVR,
 		apiVersion: "metallb.io/v1beta1", kind: "ServiceL2Status", nodeLabel: labelNode, prefix: "l2-",
 		labels: serviceLabels,
 	}
 	// MetalLB's ServiceBGPStatus: key "namespace/name", status {node, serviceName, serviceNamespace,
 	// peers}.
 	bgpStatusKind = statusKind{
-		gvr:        schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicebgpstatuses"},
+		gvr:        v1beta1.ServiceBGPStatusGVR,
 		apiVersion: "metallb.io/v1beta1", kind: "ServiceBGPStatus", nodeLabel: labelNode, prefix: "bgp-",
 		labels: serviceLabels,
 	}
 	// frr-k8s' BGPSessionState: key the peer's address, status {bgpStatus, bfdStatus, node, peer,
 	// vrf}.
 	sessionStateKind = statusKind{
-		gvr:        frrk8s.GroupVersion.WithResource("bgpsessionstates"),
+		gvr:        frrk8s.BGPSessionStateGVR,
 		apiVersion: frrk8s.GroupVersion.String(), kind: "BGPSessionState", nodeLabel: frrk8s.LabelNode, prefix: "bgp-session-",
 		labels: func(peer string) map[string]string {
 			// A label value has no ':': an IPv6 address is written with '-' (the full address is

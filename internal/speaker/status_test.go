@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	frrk8s "github.com/ironlb/ironlb/api/frrk8s/v1beta1"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 const testNS = "metallb-system"

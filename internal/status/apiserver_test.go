@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ironlb/ironlb/internal/testenv"
+	frrk8s "github.com/ironlb/ironlb/api/frrk8s/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // TestAgainstAPIServer runs the command's code (Run) against a real kube-apiserver and etcd holding the
@@ -122,11 +124,11 @@ spec: {ipAddressPools: [v6]}
 	meta := func(kind, name, version string) map[string]any {
 		return map[string]any{"apiVersion": version, "kind": kind, "metadata": map[string]any{"name": name, "namespace": ns}}
 	}
-	withStatus(l2StatusGVR, meta("ServiceL2Status", "l2-svc1", "metallb.io/v1beta1"),
+	withStatus(v1beta1.ServiceL2StatusGVR, meta("ServiceL2Status", "l2-svc1", "metallb.io/v1beta1"),
 		map[string]any{"node": "myk8s-worker", "serviceName": "svc1", "serviceNamespace": "default", "interfaces": []any{map[string]any{"name": "eth0"}}})
-	withStatus(l2StatusGVR, meta("ServiceL2Status", "l2-svc2", "metallb.io/v1beta1"),
+	withStatus(v1beta1.ServiceL2StatusGVR, meta("ServiceL2Status", "l2-svc2", "metallb.io/v1beta1"),
 		map[string]any{"node": "myk8s-worker2", "serviceName": "svc2", "serviceNamespace": "default"})
-	withStatus(bgpStatusGVR, meta("ServiceBGPStatus", "bgp-web6", "metallb.io/v1beta1"),
+	withStatus(v1beta1.ServiceBGPStatusGVR, meta("ServiceBGPStatus", "bgp-web6", "metallb.io/v1beta1"),
 		map[string]any{"node": "myk8s-worker3", "serviceName": "web6", "serviceNamespace": "default", "peers": []any{"router"}})
 
 	status := func(format string) string {
@@ -155,7 +157,7 @@ default/svc3  AllocationFailed  Failed to allocate IP for "default/svc3": PoolEx
 
 	// With frr-k8s' BGPSessionState: the peer's session state shows.
 	install("frrk8s.metallb.io_*.yaml")
-	withStatus(sessionGVR, meta("BGPSessionState", "myk8s-worker3-router", "frrk8s.metallb.io/v1beta1"),
+	withStatus(frrk8s.BGPSessionStateGVR, meta("BGPSessionState", "myk8s-worker3-router", "frrk8s.metallb.io/v1beta1"),
 		map[string]any{"node": "myk8s-worker3", "peer": "172.18.0.1", "bgpStatus": "Established", "bfdStatus": "N/A"})
 	if got := status(OutputTable); !strings.Contains(got, "fd00:10::1      default/web6  v6         bgp     myk8s-worker3  router(Established)\n") {
 		t.Errorf("table with BGPSessionState:\n%s", got)

@@ -16,6 +16,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	frrk8s "github.com/ironlb/ironlb/api/frrk8s/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
 )
 
 // Config is what `ironlb status` flags set.
@@ -28,20 +32,6 @@ type Config struct {
 	LBClass    string // the controller's --lb-class
 	Output     string // table (""), wide, json or yaml
 }
-
-func gvr(group, version, resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
-}
-
-var (
-	poolGVR      = gvr("metallb.io", "v1beta1", "ipaddresspools")
-	l2AdGVR      = gvr("metallb.io", "v1beta1", "l2advertisements")
-	bgpAdGVR     = gvr("metallb.io", "v1beta1", "bgpadvertisements")
-	peerGVR      = gvr("metallb.io", "v1beta2", "bgppeers")
-	l2StatusGVR  = gvr("metallb.io", "v1beta1", "servicel2statuses")
-	bgpStatusGVR = gvr("metallb.io", "v1beta1", "servicebgpstatuses")
-	sessionGVR   = gvr("frrk8s.metallb.io", "v1beta1", "bgpsessionstates")
-)
 
 // Run loads the cluster's state with cfg and writes the report to w.
 func Run(ctx context.Context, cfg Config, w io.Writer) error {
@@ -96,17 +86,17 @@ func Load(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, n
 	}
 	in.Events = evs.Items
 
-	if served, err := list(ctx, dyn, poolGVR, ns, &in.Pools); err != nil {
+	if served, err := list(ctx, dyn, v1beta1.IPAddressPoolGVR, ns, &in.Pools); err != nil {
 		return in, err
 	} else if !served {
-		return in, fmt.Errorf("%s is not served: are the metallb.io CRDs installed?", poolGVR.GroupResource())
+		return in, fmt.Errorf("%s is not served: are the metallb.io CRDs installed?", v1beta1.IPAddressPoolGVR.GroupResource())
 	}
 	for _, err := range []error{
-		ignoreServed(list(ctx, dyn, l2AdGVR, ns, &in.L2Advertisements)),
-		ignoreServed(list(ctx, dyn, bgpAdGVR, ns, &in.BGPAdvertisements)),
-		ignoreServed(list(ctx, dyn, peerGVR, ns, &in.BGPPeers)),
-		ignoreServed(list(ctx, dyn, l2StatusGVR, ns, &in.L2Statuses)),
-		ignoreServed(list(ctx, dyn, bgpStatusGVR, ns, &in.BGPStatuses)),
+		ignoreServed(list(ctx, dyn, v1beta1.L2AdvertisementGVR, ns, &in.L2Advertisements)),
+		ignoreServed(list(ctx, dyn, v1beta1.BGPAdvertisementGVR, ns, &in.BGPAdvertisements)),
+		ignoreServed(list(ctx, dyn, v1beta2.BGPPeerGVR, ns, &in.BGPPeers)),
+		ignoreServed(list(ctx, dyn, v1beta1.ServiceL2StatusGVR, ns, &in.L2Statuses)),
+		ignoreServed(list(ctx, dyn, v1beta1.ServiceBGPStatusGVR, ns, &in.BGPStatuses)),
 	} {
 		if err != nil {
 			return in, err
@@ -119,15 +109,15 @@ func Load(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, n
 // sessions lists BGPSessionStates in every namespace (frr-k8s keeps them in its own), or in ns when
 // that is all the user may read. It reports false when the resource is not served.
 func sessions(ctx context.Context, dyn dynamic.Interface, ns string, out *[]Session) (bool, error) {
-	l, err := dyn.Resource(sessionGVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	l, err := dyn.Resource(frrk8s.BGPSessionStateGVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if apierrors.IsForbidden(err) {
-		l, err = dyn.Resource(sessionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		l, err = dyn.Resource(frrk8s.BGPSessionStateGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	}
 	switch {
 	case notServed(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("listing %s: %w", sessionGVR.GroupResource(), err)
+		return false, fmt.Errorf("listing %s: %w", frrk8s.BGPSessionStateGVR.GroupResource(), err)
 	}
 	for _, o := range l.Items {
 		str := func(f string) string { s, _, _ := unstructured.NestedString(o.Object, "status", f); return s }

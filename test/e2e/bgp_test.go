@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/bench/nodeloss"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/nodeloss"
 )
 
 // Seed 003's BGP mode in the lab's router topology (lab up --bgp): every node peers with FRR on the

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
 	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 )
 
 var labNodes = []string{"myk8s-control-plane", "myk8s-worker", "myk8s-worker2", "myk8s-worker3"}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlb/ironlb/internal/bench/failover"
-	"github.com/ironlb/ironlb/internal/bench/nodeloss"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/nodeloss"
 )
 
 // serviceSuite is the lab's Service suite, written against behaviour only (no rule dumps), so that it

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ironlb/ironlb/internal/controller"
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 // TestControllerRunsWithItsRole runs the controller as its ServiceAccount (impersonated), with leader

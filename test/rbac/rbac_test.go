@@ -1,6 +1,6 @@
 // Package rbac_test checks the least privilege of ironlb's ServiceAccounts: it applies the RBAC
 // manifests of config/controller, config/speaker and config/proxy to a real kube-apiserver
-// (internal/testenv) and asks the apiserver, by SubjectAccessReview, what each ServiceAccount may do
+// (internal/testbed/testenv) and asks the apiserver, by SubjectAccessReview, what each ServiceAccount may do
 // over a matrix of verbs, resources and namespaces. The answer must equal testdata/rbac.golden
 // (refreshed with -update after a deliberate change), and a few must-nots are asserted on their own
 // so that regenerating the golden file cannot quietly accept them.
@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ironlb/ironlb/internal/testenv"
+	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/rbac.golden")

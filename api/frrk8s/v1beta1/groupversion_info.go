@@ -9,6 +9,9 @@ import (
 // GroupVersion is frrk8s.metallb.io/v1beta1.
 var GroupVersion = schema.GroupVersion{Group: "frrk8s.metallb.io", Version: "v1beta1"}
 
+// BGPSessionStateGVR is the resource of BGPSessionState, for dynamic clients and informers.
+var BGPSessionStateGVR = GroupVersion.WithResource("bgpsessionstates")
+
 var (
 	// SchemeBuilder registers this package's kinds with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 	"io"
 	"maps"
 	"net/netip"

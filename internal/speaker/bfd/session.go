@@ -5,7 +5,18 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/bfdprofile"
 )
+
+// Profile is a session's configuration: intervals, detect multiplier, passive mode. It is defined in
+// package bfdprofile, a pure model that the BGP configuration builds without importing this package's
+// sockets; see bfdprofile.Profile for its fields, defaults and bounds.
+type Profile = bfdprofile.Profile
+
+// SlowInterval is the least Desired Min TX Interval advertised while a session is not Up
+// (RFC 5880 §6.8.3).
+const SlowInterval = time.Second
 
 // Event is a change of a session's state.
 type Event struct {

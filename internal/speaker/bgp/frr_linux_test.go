@@ -16,9 +16,9 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
-	frrtest "github.com/ironlb/ironlb/internal/testenv/frr"
+	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
 )
 
 // The FRR test runs Debian's FRR (zebra, bfdd, bgpd) as the router in namespace R

@@ -13,7 +13,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ironlb/ironlb/api/v1beta2"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 // This file is all the GoBGP calls: one embedded server, driven only by Run's goroutine.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ironlb/ironlb/internal/testenv/proc"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 	"io"
 	"os"
 	"os/exec"
@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // The kernel tests run in two throwaway network namespaces joined by a veth pair created inside

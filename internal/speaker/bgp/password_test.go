@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironlb/ironlb/api/v1beta2"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 // lockedBuffer is a bytes.Buffer for a slog handler written from several goroutines.

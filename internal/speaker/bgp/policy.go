@@ -9,7 +9,7 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 // How paths reach peers with their own attributes.

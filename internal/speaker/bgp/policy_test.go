@@ -11,7 +11,7 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }

@@ -16,8 +16,8 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // Config configures a Speaker. The zero value is usable: no logs, no BFD, no callback.

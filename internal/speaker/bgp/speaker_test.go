@@ -22,9 +22,9 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
-	"github.com/ironlb/ironlb/internal/speaker/bgp/bgpconfig"
 )
 
 // The loopback tests run the Speaker against GoBGP servers playing routers on 127.0.0.0/8, each

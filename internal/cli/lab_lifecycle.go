@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+)
+
+// labUpCmd is `lab up`. Its flags fill cfg, which the lab command's persistent flags fill too.
+func labUpCmd(cfg *lab.Config) *cobra.Command {
+	var nodeCIDR, nodeCIDR6, podCIDR, podCIDR6, svcCIDR, svcCIDR6, clientAddr, routerCIDR string
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Bring the lab up (idempotent); it keeps running after this command returns",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var err error
+			for _, f := range []struct {
+				s   string
+				dst *netip.Prefix
+			}{{nodeCIDR, &cfg.NodeCIDR}, {nodeCIDR6, &cfg.NodeCIDR6}, {podCIDR, &cfg.PodCIDR}, {podCIDR6, &cfg.PodCIDR6}, {svcCIDR, &cfg.ServiceCIDR}, {svcCIDR6, &cfg.ServiceCIDR6}} {
+				if *f.dst, err = netip.ParsePrefix(f.s); err != nil {
+					return fmt.Errorf("bad CIDR: %w", err)
+				}
+			}
+			if cfg.RouterCIDR, err = netip.ParsePrefix(routerCIDR); err != nil {
+				return fmt.Errorf("--router-cidr: %w", err)
+			}
+			if cfg.ClientAddr, err = netip.ParseAddr(clientAddr); err != nil {
+				return fmt.Errorf("--client-addr: %w", err)
+			}
+			if cfg.Self, err = os.Executable(); err != nil {
+				return err
+			}
+			p, err := lab.NewPlan(*cfg)
+			if err != nil {
+				return err
+			}
+			keep, _ := c.Flags().GetBool("keep-on-failure")
+			l := lab.New(p, logf)
+			if err := l.Up(c.Context(), keep); err != nil {
+				return err
+			}
+			fmt.Printf("\nUse it:\n  ironlb lab kubectl get nodes -o wide      (or: export KUBECONFIG=%s)\n", l.State.Kubeconfig())
+			fmt.Printf("  ironlb lab exec %s -- curl -s <ip>     (any host: %s, ...)\n", p.Client.Name, p.ControlPlane().Name)
+			if p.Router.Name != "" {
+				fmt.Printf("  ironlb lab exec %s -- vtysh -c 'show ip bgp'     (%s reaches service addresses through it)\n", p.Router.Name, p.Client2.Name)
+			}
+			if p.Config.Prometheus {
+				fmt.Printf("  ironlb lab promql 'sum by (node) (ironlb_speaker_announced_addresses)'     (Prometheus at %s)\n", l.PrometheusURL())
+			}
+			fmt.Printf("  ironlb lab status | stop-node NODE | start-node NODE\nTake it down:\n  ironlb lab down\n")
+			return nil
+		},
+	}
+	f := up.Flags()
+	d := lab.DefaultConfig()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of worker nodes")
+	f.StringVar(&nodeCIDR, "node-cidr", d.NodeCIDR.String(), "the bridge's IPv4 subnet")
+	f.StringVar(&nodeCIDR6, "node-cidr6", d.NodeCIDR6.String(), "the bridge's IPv6 subnet (--ip-family=dual)")
+	f.StringVar(&podCIDR, "pod-cidr", d.PodCIDR.String(), "pod CIDR (a /24 per node)")
+	f.StringVar(&podCIDR6, "pod-cidr6", d.PodCIDR6.String(), "IPv6 pod CIDR (a /64 per node)")
+	f.StringVar(&svcCIDR, "service-cidr", d.ServiceCIDR.String(), "service CIDR")
+	f.StringVar(&svcCIDR6, "service-cidr6", d.ServiceCIDR6.String(), "IPv6 service CIDR")
+	f.StringVar(&cfg.ClientName, "client", d.ClientName, "name of the outside client's namespace")
+	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
+	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4 or dual")
+	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
+	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
+	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
+	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
+	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
+	return up
+}
+
+// labDownCmd is `lab down`: it removes the lab recorded on disk, or sweeps by cfg's names when there is
+// no record.
+func labDownCmd(cfg *lab.Config, load func() (*lab.Lab, error)) *cobra.Command {
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Remove every namespace, process, file and cgroup the lab made",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := load()
+			if errors.Is(err, lab.ErrNoLab) {
+				// Sweep by name anyway: a crashed `up` may have left namespaces before writing its record.
+				sweep := withDefaults(*cfg)
+				sweep.BGP = true // also the router and mypc2 of a --bgp lab
+				p, perr := lab.NewPlan(sweep)
+				if perr != nil {
+					return perr
+				}
+				l = lab.New(p, logf)
+				if ns, procs, _ := l.Present(); len(ns) == 0 && procs == 0 {
+					fmt.Println("no lab is up")
+					return nil
+				}
+			} else if err != nil {
+				return err
+			}
+			t := time.Now()
+			if err := l.Down(context.WithoutCancel(c.Context())); err != nil {
+				return err
+			}
+			fmt.Printf("lab %s removed (%.1fs)\n", l.Plan.Config.Name, time.Since(t).Seconds())
+			return nil
+		},
+	}
+	return down
+}

@@ -1,0 +1,793 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ironlb/ironlb/internal/allocator"
+	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+)
+
+// Fault kinds.
+const (
+	FaultKillController = "kill-controller" // SIGKILL of one controller replica (three run)
+	FaultKillSpeaker    = "kill-speaker"    // SIGKILL of one node's speaker
+	FaultStopNode       = "stop-node"       // a worker's power cut, power back after a while
+	FaultPartition      = "partition"       // a worker's link to the bridge cut, then restored
+	FaultLoss           = "loss"            // 5% random drop on a worker's link, each direction
+	FaultAPIServer      = "apiserver"       // kube-apiserver SIGKILLed and started again
+)
+
+// AllFaults in the table's order.
+var AllFaults = []string{FaultKillController, FaultKillSpeaker, FaultStopNode, FaultPartition, FaultLoss, FaultAPIServer}
+
+// Options of a chaos run.
+type Options struct {
+	Self     string        // the ironlb binary (runs kubectl and the probes in the lab)
+	Duration time.Duration // how long faults are injected
+	Every    time.Duration // mean time between two faults' starts
+	Seed     uint64
+	Faults   []string // kinds to inject (default AllFaults)
+	RawDir   string   // keep the probes' logs here ("" = a temporary directory, removed)
+	Log      func(format string, args ...any)
+}
+
+// Result is what a run counted.
+type Result struct {
+	Duration        time.Duration
+	Seed            uint64
+	Faults          map[string]int // injected, by kind
+	ChurnOps        int
+	ChurnErrors     int // API calls of the churn loop that failed (apiserver down, conflicts)
+	Checks          int // allocation checks made
+	Violations      map[string][]string
+	Requests        int
+	Failed          int
+	FailedInWindows int
+	LongestFailover time.Duration
+	Probes          []ProbeReport
+}
+
+// The run's fixed objects: pools on the node subnet (layer 2), a Deployment behind every Service, and
+// three probed Services at fixed addresses: two with externalTrafficPolicy Cluster, one Local.
+const (
+	namespace = "default"
+	probePool = "chaos-probe"
+	poolA     = "chaos-a"
+	poolB     = "chaos-b"
+	churnN    = 12
+)
+
+var (
+	probeAddrs  = []netip.Addr{netip.MustParseAddr("172.18.212.1"), netip.MustParseAddr("172.18.212.2"), netip.MustParseAddr("172.18.212.3")}
+	poolBWide   = "172.18.211.0/29"
+	poolBNarrow = "172.18.211.0/30"
+)
+
+func setupYAML() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: %s, namespace: metallb-system}
+spec: {addresses: [172.18.212.0/29], autoAssign: false}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: %s, namespace: metallb-system}
+spec: {addresses: [172.18.210.0/28]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: %s, namespace: metallb-system}
+spec: {addresses: [%s], autoAssign: false}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: chaos, namespace: metallb-system}
+spec: {ipAddressPools: [%s, %s, %s]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chaos-web, namespace: %s}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: chaos-web}}
+  template:
+    metadata: {labels: {app: chaos-web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: chaos-web}}}
+      containers:
+      - name: whoami
+        image: traefik/whoami
+        readinessProbe: {tcpSocket: {port: 80}, periodSeconds: 1}
+`, probePool, poolA, poolB, poolBWide, probePool, poolA, poolB, namespace)
+	for i, a := range probeAddrs {
+		etp := "Cluster"
+		if i == 2 {
+			etp = "Local"
+		}
+		fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Service
+metadata: {name: chaos-p%d, namespace: %s, annotations: {metallb.io/loadBalancerIPs: "%s"}}
+spec: {type: LoadBalancer, externalTrafficPolicy: %s, selector: {app: chaos-web}, ports: [{port: 80}]}
+`, i+1, namespace, a, etp)
+	}
+	return b.String()
+}
+
+type runner struct {
+	o      Options
+	l      *lab.Lab
+	cs     kubernetes.Interface
+	dyn    dynamic.Interface
+	rng    *rand.Rand
+	mu     sync.Mutex
+	res    Result
+	wins   []Window
+	killed map[types.UID]int // injected kills per pod
+	stops  map[string]int    // power cuts per node (each restarts the node's containers)
+	track  Tracker
+}
+
+var poolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+
+// Run makes one chaos run in the lab and returns its counts. The lab should run ironlb's proxy
+// (`lab up --proxy=ironlb`): with kube-proxy, the endpoints of a dead node keep taking requests until the
+// node controller reacts (40-50 s), and those failures would be counted.
+func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
+	if o.Every <= 0 {
+		o.Every = 15 * time.Second
+	}
+	if len(o.Faults) == 0 {
+		o.Faults = AllFaults
+	}
+	for _, f := range o.Faults {
+		if !slices.Contains(AllFaults, f) {
+			return res, fmt.Errorf("fault %q: want one of %s", f, strings.Join(AllFaults, ", "))
+		}
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	cs, err := l.Client()
+	if err != nil {
+		return res, err
+	}
+	rc, err := l.RESTConfig()
+	if err != nil {
+		return res, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return res, err
+	}
+	r := &runner{o: o, l: l, cs: cs, dyn: dyn, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		killed: map[types.UID]int{}, stops: map[string]int{}, track: Tracker{Grace: 10 * time.Second}}
+	r.res = Result{Duration: o.Duration, Seed: o.Seed, Faults: map[string]int{}, Violations: map[string][]string{}}
+	raw := o.RawDir
+	if raw == "" {
+		if raw, err = os.MkdirTemp("", "ironlb-chaos-"); err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(raw)
+	} else if err := os.MkdirAll(raw, 0o755); err != nil {
+		return res, err
+	}
+	// Whatever happens: power, links and loss back, the churned Services and the setup gone.
+	defer r.cleanup(context.WithoutCancel(ctx))
+
+	o.Log("chaos: setting up (3 controller replicas, pools, chaos-web, probed Services %v)", probeAddrs)
+	if err := r.setup(ctx); err != nil {
+		return r.res, err
+	}
+	before, err := r.sample(ctx)
+	if err != nil {
+		return r.res, err
+	}
+	// Probes from the client, one per probed address: ARP who-has and an HTTP request every 100 ms.
+	probeFor := o.Duration + 15*time.Second
+	var probes []*exec.Cmd
+	var logs []string
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	for _, a := range probeAddrs {
+		f := filepath.Join(raw, "probe-"+a.String()+".log")
+		out, err := os.Create(f)
+		if err != nil {
+			return r.res, err
+		}
+		defer out.Close()
+		cmd := exec.CommandContext(pctx, o.Self, "lab", "exec", l.Plan.Config.ClientName, "--", o.Self, "probe",
+			"--addr", a.String(), "--url", "http://"+a.String()+"/", "--every", "100ms", "--for", probeFor.String(), "--timeout", "1s")
+		cmd.Stdout = out
+		if err := cmd.Start(); err != nil {
+			return r.res, err
+		}
+		probes = append(probes, cmd)
+		logs = append(logs, f)
+	}
+	start := time.Now()
+	time.Sleep(2 * time.Second) // the probes' first answers
+	end := start.Add(o.Duration)
+	o.Log("chaos: %s of churn and faults (one every ~%s; seed %d)", o.Duration, o.Every, o.Seed)
+
+	var wg sync.WaitGroup
+	lctx, lcancel := context.WithDeadline(ctx, end)
+	defer lcancel()
+	wg.Add(3)
+	go func() { defer wg.Done(); r.churn(lctx) }()
+	go func() { defer wg.Done(); r.checkLoop(lctx) }()
+	go func() { defer wg.Done(); r.faults(lctx, end) }()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return r.res, ctx.Err()
+	}
+	// Settle: the last fault has been undone; allocations must be clean after one more reconcile.
+	o.Log("chaos: settling")
+	time.Sleep(12 * time.Second)
+	r.check(ctx)
+	for _, p := range probes {
+		_ = p.Wait()
+	}
+	probeEnd := time.Now()
+	after, err := r.sample(ctx)
+	if err != nil {
+		return r.res, err
+	}
+	r.judgeProcesses(before, after)
+	for _, v := range r.track.Violations {
+		r.res.Violations[v.Invariant] = append(r.res.Violations[v.Invariant], v.Detail)
+	}
+	for i, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return r.res, err
+		}
+		ev, err := failover.Parse(bytes.NewReader(b))
+		if err != nil {
+			return r.res, err
+		}
+		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
+		r.res.Probes = append(r.res.Probes, pr)
+		r.res.Requests += pr.Sent
+		r.res.Failed += pr.Failed
+		r.res.FailedInWindows += pr.FailedInWindows
+		r.res.LongestFailover = max(r.res.LongestFailover, pr.LongestFailover)
+		for _, f := range pr.Findings {
+			r.res.Violations[f.Invariant] = append(r.res.Violations[f.Invariant], f.Detail)
+		}
+	}
+	return r.res, nil
+}
+
+func (r *runner) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	return failover.Kubectl(ctx, r.o.Self, stdin, args...)
+}
+
+func (r *runner) setup(ctx context.Context) error {
+	if _, err := r.kubectl(ctx, "", "-n", "metallb-system", "scale", "deploy/ironlb-controller", "--replicas=3"); err != nil {
+		return err
+	}
+	if _, err := r.kubectl(ctx, setupYAML(), "apply", "-f", "-"); err != nil {
+		return err
+	}
+	for _, d := range []string{"-n metallb-system deploy/ironlb-controller", "-n " + namespace + " deploy/chaos-web"} {
+		if _, err := r.kubectl(ctx, "", append(strings.Fields(d)[:2], "rollout", "status", strings.Fields(d)[2], "--timeout=180s")...); err != nil {
+			return err
+		}
+	}
+	// Every probed address answers HTTP from the client.
+	deadline := time.Now().Add(90 * time.Second)
+	for _, a := range probeAddrs {
+		for {
+			out, err := exec.CommandContext(ctx, r.o.Self, "lab", "exec", r.l.Plan.Config.ClientName, "--", "curl", "-s",
+				"--connect-timeout", "1", "--max-time", "2", "http://"+a.String()+"/").CombinedOutput()
+			if err == nil && strings.Contains(string(out), "Hostname") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("probed Service at %s does not answer from %s: %v %s", a, r.l.Plan.Config.ClientName, err, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (r *runner) cleanup(ctx context.Context) {
+	for _, n := range r.workers() {
+		_ = r.l.SetLink(ctx, n, true)
+		if _, procs := r.nodeUp(n); !procs {
+			_ = r.l.StartNode(ctx, n)
+		}
+	}
+	failover.RemoveLoss(r.l.Plan.NodeNames()...)
+	for i := range churnN {
+		_ = r.cs.CoreV1().Services(namespace).Delete(ctx, fmt.Sprintf("chaos-c%d", i), metav1.DeleteOptions{})
+	}
+	_, _ = r.kubectl(ctx, setupYAML(), "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+	_, _ = r.kubectl(ctx, "", "-n", "metallb-system", "scale", "deploy/ironlb-controller", "--replicas=2")
+}
+
+func (r *runner) workers() []string {
+	var out []string
+	for _, h := range r.l.Plan.Nodes {
+		if h.Role == lab.RoleWorker {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// nodeUp says whether the node's agent runs (false after StopNode).
+func (r *runner) nodeUp(node string) (string, bool) {
+	cg, err := r.l.Cgroup(node)
+	if err != nil {
+		return "", false
+	}
+	return string(cg), len(cg.Procs()) > 0 || hasProcs(string(cg))
+}
+
+func hasProcs(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "cgroup.procs" {
+			if b, _ := os.ReadFile(p); len(bytes.TrimSpace(b)) > 0 {
+				found = true
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// churn creates, updates and deletes Services chaos-c0..c11 at random: pools by annotation, requested
+// addresses, sharing keys with clashing or distinct ports, externalTrafficPolicy Local or Cluster.
+func (r *runner) churn(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	poolFlip := time.NewTicker(20 * time.Second)
+	defer poolFlip.Stop()
+	narrow := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poolFlip.C:
+			narrow = !narrow
+			cidr := poolBWide
+			if narrow {
+				cidr = poolBNarrow
+			}
+			err := r.patchPool(ctx, poolB, cidr)
+			r.count(err)
+		case <-t.C:
+			r.count(r.churnOne(ctx))
+		}
+	}
+}
+
+func (r *runner) count(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.ChurnOps++
+	if err != nil {
+		r.res.ChurnErrors++
+	}
+}
+
+func (r *runner) patchPool(ctx context.Context, name, cidr string) error {
+	patch := fmt.Sprintf(`{"spec":{"addresses":[%q]}}`, cidr)
+	_, err := r.dyn.Resource(poolGVR).Namespace("metallb-system").Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+func (r *runner) churnOne(ctx context.Context) error {
+	r.mu.Lock()
+	name := fmt.Sprintf("chaos-c%d", r.rng.IntN(churnN))
+	op := r.rng.IntN(10)
+	spec := r.randomService(name)
+	r.mu.Unlock()
+	svcs := r.cs.CoreV1().Services(namespace)
+	cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case errors.IsNotFound(err):
+		_, err = svcs.Create(ctx, spec, metav1.CreateOptions{})
+		return err
+	case err != nil:
+		return err
+	case op < 3:
+		return svcs.Delete(ctx, name, metav1.DeleteOptions{})
+	default:
+		cur.Annotations = spec.Annotations
+		cur.Spec.ExternalTrafficPolicy = spec.Spec.ExternalTrafficPolicy
+		cur.Spec.Ports = spec.Spec.Ports
+		_, err = svcs.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+}
+
+// randomService draws a churned Service; r.mu is held.
+func (r *runner) randomService(name string) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: map[string]string{}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "chaos-web"},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster},
+	}
+	if r.rng.IntN(4) == 0 {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	switch r.rng.IntN(4) {
+	case 0:
+		s.Annotations["metallb.io/address-pool"] = poolB
+	case 1:
+		s.Annotations["metallb.io/address-pool"] = poolA
+	}
+	if r.rng.IntN(3) == 0 { // a requested address: in pool A, or in pool B's part that comes and goes
+		ip := fmt.Sprintf("172.18.210.%d", 1+r.rng.IntN(14))
+		if r.rng.IntN(2) == 0 {
+			ip = fmt.Sprintf("172.18.211.%d", 1+r.rng.IntN(6))
+		}
+		s.Annotations["metallb.io/loadBalancerIPs"] = ip
+	}
+	if r.rng.IntN(2) == 0 {
+		s.Annotations["metallb.io/allow-shared-ip"] = fmt.Sprintf("key-%d", r.rng.IntN(2))
+	}
+	port := int32(80 + r.rng.IntN(3)) // clashing ports now and then
+	s.Spec.Ports = []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: port}}
+	return s
+}
+
+func (r *runner) checkLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.check(ctx)
+		}
+	}
+}
+
+// check reads Services and pools and records the allocation findings (nothing while the apiserver is
+// down).
+func (r *runner) check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sl, err := r.cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	pl, err := r.dyn.Resource(poolGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	var pools []Pool
+	for _, u := range pl.Items {
+		p := Pool{Name: u.GetName()}
+		addrs, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "addresses")
+		for _, a := range addrs {
+			rs, err := allocator.ParseRange(a)
+			if err != nil {
+				continue
+			}
+			for _, x := range rs {
+				p.Ranges = append(p.Ranges, Range{x.First, x.Last})
+			}
+		}
+		pools = append(pools, p)
+	}
+	var svcs []Svc
+	for _, s := range sl.Items {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		v := Svc{Key: s.Namespace + "/" + s.Name, Pool: s.Annotations["metallb.io/address-pool"],
+			SharingKey: s.Annotations["metallb.io/allow-shared-ip"], Local: s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
+			Selector: labels.Set(s.Spec.Selector).String()}
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(in.IP); err == nil {
+				v.IPs = append(v.IPs, a)
+			}
+		}
+		for _, p := range s.Spec.Ports {
+			v.Ports = append(v.Ports, Port{string(p.Protocol), p.Port})
+		}
+		svcs = append(svcs, v)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Checks++
+	r.track.Observe(time.Now(), CheckAllocations(svcs, pools))
+}
+
+// faults injects one fault at a time, at random intervals, until end.
+func (r *runner) faults(ctx context.Context, end time.Time) {
+	for {
+		r.mu.Lock()
+		wait := r.o.Every/2 + time.Duration(r.rng.Int64N(int64(r.o.Every)))
+		kind := r.o.Faults[r.rng.IntN(len(r.o.Faults))]
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if time.Now().Add(20 * time.Second).After(end) {
+			return // no fault that could not be undone before the end
+		}
+		what, err := r.inject(context.WithoutCancel(ctx), kind)
+		if err != nil {
+			r.o.Log("chaos: %s failed: %v", kind, err)
+			continue
+		}
+		r.mu.Lock()
+		r.res.Faults[kind]++
+		r.mu.Unlock()
+		r.o.Log("chaos: %s %s", time.Now().Format("15:04:05"), what)
+	}
+}
+
+// window records that traffic may fail from now for d.
+func (r *runner) window(fault string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.wins = append(r.wins, Window{From: now, To: now.Add(d), Fault: fault})
+}
+
+// failoverBudget is the time an address or an endpoint may be lost after a fault (issue 9: at most 1 s
+// of failover), plus a request's own timeout.
+const failoverBudget = 2 * time.Second
+
+func (r *runner) inject(ctx context.Context, kind string) (string, error) {
+	r.mu.Lock()
+	workers := r.workers()
+	node := workers[r.rng.IntN(len(workers))]
+	r.mu.Unlock()
+	switch kind {
+	case FaultKillController:
+		// Killing the leader leaves no reconciler until another replica takes the lease (it is not
+		// released by a SIGKILL: up to LeaseDuration, 15 s): allocation findings age from then.
+		leader := ""
+		if l, err := r.cs.CoordinationV1().Leases("metallb-system").Get(ctx, "ironlb-controller", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+			leader = *l.Spec.HolderIdentity
+		}
+		what, err := r.killPod(ctx, "component=controller", "controller", "")
+		if err == nil && leader != "" && strings.Contains(what, leader+"/") {
+			r.mu.Lock()
+			r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+			r.mu.Unlock()
+			what += " (the leader)"
+		}
+		return what, err
+	case FaultKillSpeaker:
+		r.window(kind, failoverBudget)
+		what, err := r.killPod(ctx, "component=speaker", "speaker", node)
+		return what, err
+	case FaultStopNode:
+		r.window(kind, failoverBudget)
+		if err := r.l.StopNode(ctx, node); err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		r.stops[node]++
+		r.mu.Unlock()
+		time.Sleep(8 * time.Second)
+		r.window(kind+" (power back)", failoverBudget)
+		if err := r.l.StartNode(ctx, node); err != nil {
+			return "", err
+		}
+		time.Sleep(5 * time.Second)
+		return "stop-node " + node + ", back after 8 s", nil
+	case FaultPartition:
+		r.window(kind, failoverBudget)
+		if err := r.l.SetLink(ctx, node, false); err != nil {
+			return "", err
+		}
+		time.Sleep(5 * time.Second)
+		r.window(kind+" (healed)", failoverBudget)
+		if err := r.l.SetLink(ctx, node, true); err != nil {
+			return "", err
+		}
+		time.Sleep(3 * time.Second)
+		return "partition of " + node + " for 5 s", nil
+	case FaultLoss:
+		r.window(kind, 10*time.Second+failoverBudget)
+		if err := failover.SetLoss(node, 5); err != nil {
+			return "", err
+		}
+		time.Sleep(10 * time.Second)
+		failover.RemoveLoss(node)
+		return "5% loss on " + node + "'s link for 10 s", nil
+	case FaultAPIServer:
+		t0 := time.Now()
+		err := r.l.RestartAPIServer(ctx)
+		// Allocation findings age from the control plane's return: the apiserver, then the controller's
+		// leader re-elected (a lease of 15 s at worst).
+		r.mu.Lock()
+		r.track.ControlPlaneBack = time.Now().Add(15 * time.Second)
+		r.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("kube-apiserver killed, ready again after %.1f s", time.Since(t0).Seconds()), nil
+	}
+	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// killPod SIGKILLs the container of a random pod of metallb-system matching selector (on node, when
+// set), as a crash would: the lab's agent restarts it.
+func (r *runner) killPod(ctx context.Context, selector, container, node string) (string, error) {
+	opts := metav1.ListOptions{LabelSelector: "app=ironlb," + selector}
+	if node != "" {
+		opts.FieldSelector = "spec.nodeName=" + node
+	}
+	pl, err := r.cs.CoreV1().Pods("metallb-system").List(ctx, opts)
+	if err != nil {
+		return "", err
+	}
+	var running []corev1.Pod
+	for _, p := range pl.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running = append(running, p)
+		}
+	}
+	if len(running) == 0 {
+		return "", fmt.Errorf("no running pod %s on %q", selector, node)
+	}
+	r.mu.Lock()
+	p := running[r.rng.IntN(len(running))]
+	r.mu.Unlock()
+	podCG, err := r.l.Cgroup(p.Spec.NodeName, "pods", string(p.UID))
+	if err != nil {
+		return "", err
+	}
+	dirs, _ := filepath.Glob(filepath.Join(string(podCG), container+"-*"))
+	sort.Slice(dirs, func(i, j int) bool { return genOf(dirs[i]) < genOf(dirs[j]) })
+	for i := len(dirs) - 1; i >= 0; i-- {
+		procs := lab.Cgroup(dirs[i]).Procs()
+		if len(procs) == 0 {
+			continue
+		}
+		for _, pid := range procs {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		r.mu.Lock()
+		r.killed[p.UID]++
+		r.mu.Unlock()
+		return fmt.Sprintf("SIGKILL %s/%s on %s (pid %v)", p.Name, container, p.Spec.NodeName, procs), nil
+	}
+	return "", fmt.Errorf("pod %s: no running %s container under %s", p.Name, container, podCG)
+}
+
+func genOf(dir string) int {
+	n, _ := strconv.Atoi(dir[strings.LastIndexByte(dir, '-')+1:])
+	return n
+}
+
+// procSample is one ironlb container's restarts and metrics.
+type procSample struct {
+	pod, node string
+	uid       types.UID
+	restarts  int32
+	m         Sample
+	ok        bool // metrics read
+}
+
+// sample reads every ironlb pod's restart count and, over HTTP from the control-plane node, its
+// go_goroutines and process_resident_memory_bytes.
+func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
+	pl, err := r.cs.CoreV1().Pods("metallb-system").List(ctx, metav1.ListOptions{LabelSelector: "app=ironlb"})
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: lab.Dialer(r.l.Plan.ControlPlane().Name)}, Timeout: 3 * time.Second}
+	out := map[string]procSample{}
+	for _, p := range pl.Items {
+		s := procSample{pod: p.Name, node: p.Spec.NodeName, uid: p.UID}
+		for _, c := range p.Status.ContainerStatuses {
+			s.restarts += c.RestartCount
+		}
+		for _, c := range p.Spec.Containers {
+			for _, port := range c.Ports {
+				if (port.Name != "monitoring" && port.Name != "metrics") || p.Status.PodIP == "" {
+					continue
+				}
+				m, err := scrape(ctx, client, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, port.ContainerPort))
+				if err == nil {
+					s.m, s.ok = m, true
+				}
+			}
+		}
+		out[p.Name] = s
+	}
+	return out, nil
+}
+
+func scrape(ctx context.Context, c *http.Client, url string) (Sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Sample{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer resp.Body.Close()
+	ms, err := proxybench.ParseMetrics(resp.Body)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s: %w", url, err)
+	}
+	var s Sample
+	for _, m := range ms {
+		switch m.Name {
+		case "go_goroutines":
+			s.Goroutines = m.Value
+		case "process_resident_memory_bytes":
+			s.RSS = m.Value
+		}
+	}
+	if s.Goroutines == 0 {
+		return s, fmt.Errorf("%s: no go_goroutines", url)
+	}
+	return s, nil
+}
+
+// judgeProcesses counts restarts nobody injected (a kill, or the power cut of the pod's node) and
+// processes that grew.
+func (r *runner) judgeProcesses(before, after map[string]procSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, a := range after {
+		b, ok := before[name]
+		if !ok || b.uid != a.uid {
+			continue // a new pod (none expected; the Deployments' pods survive)
+		}
+		expected := int32(r.killed[a.uid]) + int32(r.stops[a.node])
+		if extra := a.restarts - b.restarts - expected; extra > 0 {
+			r.res.Violations[InvCrash] = append(r.res.Violations[InvCrash],
+				fmt.Sprintf("%s on %s restarted %d times, %d injected", name, a.node, a.restarts-b.restarts, expected))
+		}
+		if a.restarts == b.restarts && a.ok && b.ok && Leaking(b.m, a.m) {
+			r.res.Violations[InvLeak] = append(r.res.Violations[InvLeak], fmt.Sprintf("%s: goroutines %.0f -> %.0f, RSS %.0f -> %.0f MiB",
+				name, b.m.Goroutines, a.m.Goroutines, b.m.RSS/(1<<20), a.m.RSS/(1<<20)))
+		}
+	}
+}
+
+// JSON is the result for machines (kept beside the table).
+func (res Result) JSON() ([]byte, error) { return json.MarshalIndent(res, "", "  ") }

@@ -1,0 +1,857 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+)
+
+var errNetworkNotReady = errors.New("network not ready: waiting for the node's pod CIDR")
+
+// podWorker owns one Pod: its sandbox, volumes and container processes. Only run's goroutine touches the
+// fields below the mutex-guarded ones.
+type podWorker struct {
+	a   *Agent
+	uid types.UID
+
+	mu      sync.Mutex // guards latest and removed
+	latest  *corev1.Pod
+	removed bool
+	wake    chan struct{}
+
+	events     chan ctrEvent
+	sandbox    bool
+	sandboxErr string
+	netns      string
+	ips        []netip.Addr
+	volumes    map[string]volume
+	tokens     map[string]token // projected token (volume/path) -> last token
+	ctrs       map[string]*ctr
+	order      []string // init containers first, then containers
+	initDone   bool
+	startTime  time.Time
+	lastStatus *corev1.PodStatus
+}
+
+type volume struct {
+	path    string
+	isFile  bool
+	refresh func(ctx context.Context) error // rewrites contents (configMap, secret, projected, downwardAPI)
+}
+
+// token is a service-account token written into a projected volume.
+type token struct {
+	value     []byte
+	refreshAt time.Time
+}
+
+type ctr struct {
+	spec        corev1.Container
+	init        bool
+	st          ctrState
+	cmd         *exec.Cmd
+	gen         int // incremented per start; events carry it
+	cancel      context.CancelFunc
+	nextStart   time.Time
+	probeOK     map[string]int // consecutive successes/failures per probe kind (+ for ok, - for fail)
+	exitPending bool
+}
+
+type ctrEvent struct {
+	name  string
+	gen   int
+	exit  *int32 // process ended
+	probe string // "readiness", "liveness", "startup"
+	ok    bool
+	msg   string
+}
+
+func newPodWorker(a *Agent, p *corev1.Pod) *podWorker {
+	w := &podWorker{a: a, uid: p.UID, wake: make(chan struct{}, 1), events: make(chan ctrEvent, 64),
+		ctrs: map[string]*ctr{}, tokens: map[string]token{}}
+	for _, c := range p.Spec.InitContainers {
+		w.ctrs[c.Name] = &ctr{spec: c, init: true, st: ctrState{Name: c.Name, Image: c.Image, Init: true, Waiting: true, WaitReason: "PodInitializing"}}
+		w.order = append(w.order, c.Name)
+	}
+	for _, c := range p.Spec.Containers {
+		w.ctrs[c.Name] = &ctr{spec: c, st: ctrState{Name: c.Name, Image: c.Image, Waiting: true, WaitReason: "ContainerCreating"}}
+		w.order = append(w.order, c.Name)
+	}
+	w.initDone = len(p.Spec.InitContainers) == 0
+	return w
+}
+
+func (w *podWorker) update(p *corev1.Pod) {
+	w.mu.Lock()
+	w.latest = p
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *podWorker) gone() {
+	w.mu.Lock()
+	w.removed = true
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *podWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWorker) snapshot() (*corev1.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.latest, w.removed
+}
+
+// run is the Pod's owner loop.
+func (w *podWorker) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return // the agent is stopping; its cgroup goes with the node
+		case <-w.wake:
+		case ev := <-w.events:
+			w.handle(ctx, ev)
+		case <-tick.C:
+		}
+		pod, removed := w.snapshot()
+		if pod == nil {
+			continue
+		}
+		if removed {
+			w.teardown(ctx, pod, 0)
+			return
+		}
+		if pod.DeletionTimestamp != nil {
+			grace := int64(30)
+			if pod.DeletionGracePeriodSeconds != nil {
+				grace = *pod.DeletionGracePeriodSeconds
+			} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *pod.Spec.TerminationGracePeriodSeconds
+			}
+			w.teardown(ctx, pod, time.Duration(grace)*time.Second)
+			err := w.a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				w.a.log.Warn("deleting pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			}
+			return
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			if w.lastStatus == nil { // finished before we came: nothing to run
+				continue
+			}
+		}
+		if !w.sandbox {
+			if err := w.setup(ctx, pod); err != nil {
+				if w.sandboxErr != err.Error() {
+					w.sandboxErr = err.Error()
+					if !errors.Is(err, errNetworkNotReady) {
+						w.a.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+						w.a.log.Warn("pod sandbox", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+					}
+				}
+			}
+		}
+		if w.sandbox {
+			w.refreshVolumes(ctx, pod)
+			w.reconcileContainers(ctx, pod)
+		}
+		w.writeStatus(ctx, pod)
+	}
+}
+
+// setup creates the Pod's network namespace (or uses the node's for hostNetwork) and its volumes.
+func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
+	a := w.a
+	if w.startTime.IsZero() {
+		w.startTime = time.Now()
+	}
+	if pod.Spec.HostNetwork {
+		w.netns = a.host.Name
+		w.ips = []netip.Addr{a.host.Addr}
+		if a.host.Addr6.IsValid() {
+			w.ips = append(w.ips, a.host.Addr6)
+		}
+	} else if w.netns == "" {
+		ips, gws, err := a.allocateIPs()
+		if err != nil {
+			return err
+		}
+		ns := lab.PodNetNSPrefix(a.host.Name) + shortUID(pod.UID)
+		if err := w.createSandbox(ctx, ns, ips, gws); err != nil {
+			_ = lab.DeleteNetNS(context.WithoutCancel(ctx), ns)
+			a.releaseIPs(ips)
+			return fmt.Errorf("creating pod network: %w", err)
+		}
+		w.netns, w.ips = ns, ips
+	}
+	vols, err := w.prepareVolumes(ctx, pod)
+	if err != nil {
+		return err
+	}
+	w.volumes = vols
+	w.sandbox, w.sandboxErr = true, ""
+	return nil
+}
+
+func shortUID(u types.UID) string {
+	s := strings.ReplaceAll(string(u), "-", "")
+	if len(s) > 8 {
+		s = s[:8]
+	}
+	return s
+}
+
+func (w *podWorker) createSandbox(ctx context.Context, ns string, ips, gws []netip.Addr) error {
+	veth := "lxc" + ns[len(ns)-8:]
+	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+		return err
+	}
+	if err := run(ctx, "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+		return err
+	}
+	var node, pod []string
+	pod = append(pod, "link set lo up")
+	for i, ipa := range ips {
+		bits, nodad := 32, ""
+		if ipa.Is6() {
+			bits, nodad = 128, " nodad"
+		}
+		node = append(node, fmt.Sprintf("addr add %s/%d dev %s%s", gws[i], bits, veth, nodad))
+		pod = append(pod, fmt.Sprintf("addr add %s/%d dev eth0%s", ipa, bits, nodad))
+	}
+	node = append(node, "link set "+veth+" up")
+	pod = append(pod, "link set eth0 up")
+	for i, ipa := range ips {
+		bits := 32
+		if ipa.Is6() {
+			bits = 128
+		}
+		node = append(node, fmt.Sprintf("route replace %s/%d dev %s", ipa, bits, veth))
+		pod = append(pod, fmt.Sprintf("route add %s dev eth0 scope link", gws[i]), fmt.Sprintf("route add default via %s dev eth0", gws[i]))
+	}
+	if err := batch(ctx, "", node); err != nil {
+		return err
+	}
+	return batch(ctx, ns, pod)
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func batch(ctx context.Context, ns string, lines []string) error {
+	args := []string{"-batch", "-"}
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	cmd := exec.CommandContext(ctx, "ip", args...)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// teardown stops every container (SIGTERM, then SIGKILL after grace) and removes the sandbox.
+func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
+	running := 0
+	for _, c := range w.ctrs {
+		if c.cmd != nil && c.st.Running {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			running++
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+	}
+	if running > 0 {
+		w.a.event(ctx, pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping %d container(s) (grace period %s)", running, grace))
+	}
+	deadline := time.After(grace)
+wait:
+	for running > 0 {
+		select {
+		case ev := <-w.events:
+			if ev.exit != nil {
+				running--
+			}
+		case <-deadline:
+			break wait
+		}
+	}
+	if cg, err := w.a.lab.Cgroup(w.a.host.Name, "pods", string(w.uid)); err == nil {
+		_ = cg.Remove()
+	}
+	if w.netns != "" && w.netns != w.a.host.Name {
+		if err := lab.DeleteNetNS(context.WithoutCancel(ctx), w.netns); err != nil {
+			w.a.log.Warn("removing pod network", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+		w.a.releaseIPs(w.ips)
+	}
+	_ = os.RemoveAll(w.a.lab.State.PodDir(string(w.uid)))
+	w.a.log.Info("pod removed", "pod", pod.Namespace+"/"+pod.Name)
+}
+
+// handle applies a container event.
+func (w *podWorker) handle(ctx context.Context, ev ctrEvent) {
+	c := w.ctrs[ev.name]
+	if c == nil || ev.gen != c.gen {
+		return
+	}
+	pod, _ := w.snapshot()
+	if ev.exit != nil {
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.st.Running, c.st.Ready, c.st.Terminated = false, false, true
+		c.st.ExitCode, c.st.FinishedAt, c.st.LastStartedAt = *ev.exit, time.Now(), c.st.StartedAt
+		c.st.TermReason = "Completed"
+		if *ev.exit != 0 {
+			c.st.TermReason = "Error"
+		}
+		c.cmd = nil
+		if pod != nil && pod.DeletionTimestamp == nil {
+			w.a.log.Info("container exited", "pod", pod.Namespace+"/"+pod.Name, "container", ev.name, "exitCode", *ev.exit)
+		}
+		return
+	}
+	if !c.st.Running || pod == nil {
+		return
+	}
+	probe := probeFor(c.spec, ev.probe)
+	if probe == nil {
+		return
+	}
+	if ev.ok {
+		if c.probeOK[ev.probe] < 0 {
+			c.probeOK[ev.probe] = 0
+		}
+		c.probeOK[ev.probe]++
+		if c.probeOK[ev.probe] >= max(1, int(probe.SuccessThreshold)) {
+			switch ev.probe {
+			case "readiness":
+				c.st.Ready = c.st.Started
+			case "startup":
+				c.st.Started = true
+				c.st.Ready = c.st.Ready || c.spec.ReadinessProbe == nil
+			}
+		}
+		return
+	}
+	if c.probeOK[ev.probe] > 0 {
+		c.probeOK[ev.probe] = 0
+	}
+	c.probeOK[ev.probe]--
+	w.a.event(ctx, pod, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", strings.ToUpper(ev.probe[:1])+ev.probe[1:], ev.msg))
+	failures := max(3, int(probe.FailureThreshold))
+	if probe.FailureThreshold > 0 {
+		failures = int(probe.FailureThreshold)
+	}
+	if -c.probeOK[ev.probe] >= failures {
+		switch ev.probe {
+		case "readiness":
+			c.st.Ready = false
+		case "liveness", "startup":
+			w.a.event(ctx, pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.spec.Name, ev.probe))
+			if c.cmd != nil {
+				_ = c.cmd.Process.Kill()
+			}
+		}
+	}
+}
+
+func probeFor(c corev1.Container, kind string) *corev1.Probe {
+	switch kind {
+	case "readiness":
+		return c.ReadinessProbe
+	case "liveness":
+		return c.LivenessProbe
+	case "startup":
+		return c.StartupProbe
+	}
+	return nil
+}
+
+// reconcileContainers starts what should run: init containers one by one, then all containers, and
+// restarts exited ones per restartPolicy with kubelet's back-off.
+func (w *podWorker) reconcileContainers(ctx context.Context, pod *corev1.Pod) {
+	policy := pod.Spec.RestartPolicy
+	for _, name := range w.order {
+		c := w.ctrs[name]
+		if c.init && w.initDone {
+			continue
+		}
+		if !c.init && !w.initDone {
+			return
+		}
+		if c.st.Running {
+			if c.init {
+				return // wait for this init container
+			}
+			continue
+		}
+		if c.st.Terminated {
+			restart := policy == corev1.RestartPolicyAlways && !c.init ||
+				policy != corev1.RestartPolicyNever && c.st.ExitCode != 0
+			if c.init && c.st.ExitCode == 0 {
+				continue // done
+			}
+			if !restart {
+				if c.init { // failed init container with restartPolicy Never: the pod fails
+					return
+				}
+				continue
+			}
+			if c.nextStart.IsZero() {
+				delay := 10 * time.Second << min(c.st.Restarts, 5)
+				delay = min(delay, 5*time.Minute)
+				c.nextStart = time.Now().Add(delay)
+				c.st.Waiting, c.st.WaitReason = true, "CrashLoopBackOff"
+				c.st.WaitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", delay, name, pod.Name, pod.Namespace)
+			}
+			if time.Now().Before(c.nextStart) {
+				if c.init {
+					return
+				}
+				continue
+			}
+			c.st.Restarts++
+		}
+		w.start(ctx, pod, c)
+		if c.init {
+			return
+		}
+	}
+	if !w.initDone {
+		done := true
+		for _, name := range w.order {
+			c := w.ctrs[name]
+			if c.init && !(c.st.Terminated && c.st.ExitCode == 0) {
+				done = false
+			}
+		}
+		if done {
+			w.initDone = true
+			w.reconcileContainers(ctx, pod)
+		}
+	}
+}
+
+// start launches one container.
+func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
+	a := w.a
+	c.nextStart = time.Time{}
+	fail := func(reason string, err error) {
+		if c.st.WaitReason != reason || c.st.WaitMessage != err.Error() {
+			a.event(ctx, pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %s: %v", reason, err))
+			a.log.Warn("container not started", "pod", pod.Namespace+"/"+pod.Name, "container", c.spec.Name, "reason", reason, "err", err)
+		}
+		c.st.Waiting, c.st.WaitReason, c.st.WaitMessage = true, reason, err.Error()
+		c.nextStart = time.Now().Add(10 * time.Second) // try again later (the image or config may appear)
+		c.st.Terminated = false
+	}
+	env, err := w.containerEnv(ctx, pod, c.spec)
+	if err != nil {
+		fail("CreateContainerConfigError", err)
+		return
+	}
+	expand := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = Expand(s, env.Lookup)
+		}
+		return out
+	}
+	argv, err := Argv(a.progs, c.spec.Image, expand(c.spec.Command), expand(c.spec.Args))
+	if errors.Is(err, ErrImageUnknown) {
+		fail("ErrImagePull", err)
+		return
+	}
+	if err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	mounts, err := w.mounts(pod, c.spec)
+	if err != nil {
+		fail("CreateContainerConfigError", err)
+		return
+	}
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	if pod.Spec.HostNetwork {
+		hostname = a.host.Name
+	}
+	spec := lab.ExecSpec{NetNS: w.netns, Hostname: hostname, MountNS: true, Mounts: mounts, Argv: argv, Env: env.List(), Dir: c.spec.WorkingDir}
+	if sc := c.spec.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+		var add, drop []string
+		if sc != nil && sc.Capabilities != nil {
+			for _, x := range sc.Capabilities.Add {
+				add = append(add, string(x))
+			}
+			for _, x := range sc.Capabilities.Drop {
+				drop = append(drop, string(x))
+			}
+		}
+		spec.Caps, spec.DropCaps = lab.EffectiveCaps(add, drop), true
+	}
+	if uid := runAsUser(pod, c.spec); uid != nil {
+		v := int(*uid)
+		spec.UID = &v
+		if gid := runAsGroup(pod, c.spec); gid != nil {
+			g := int(*gid)
+			spec.GID = &g
+		}
+	}
+	// Each run gets a fresh cgroup: the previous run's is killed and removed (a cgroup that has seen
+	// cgroup.kill can SIGKILL a process cloned into it later on some kernels, so none is reused).
+	if prev, err := a.lab.Cgroup(a.host.Name, "pods", string(w.uid), fmt.Sprintf("%s-%d", c.spec.Name, c.gen)); err == nil {
+		_ = prev.Remove()
+	}
+	cg, err := a.lab.Cgroup(a.host.Name, "pods", string(w.uid), fmt.Sprintf("%s-%d", c.spec.Name, c.gen+1))
+	if err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	fd, err := cg.Open()
+	if err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	defer fd.Close()
+	cmd, err := lab.Command(a.lab.Plan.Config.Self, spec, fd)
+	if err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	logPath := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
+	_ = os.MkdirAll(filepath.Dir(logPath), 0o755)
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	defer lf.Close()
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		fail("RunContainerError", err)
+		return
+	}
+	c.gen++
+	gen, name := c.gen, c.spec.Name
+	c.cmd = cmd
+	c.st.Running, c.st.Waiting, c.st.WaitReason, c.st.WaitMessage = true, false, "", ""
+	c.st.StartedAt = time.Now()
+	c.st.ContainerID = fmt.Sprintf("ironlb://%s-%s-%d", shortUID(w.uid), name, c.st.Restarts)
+	c.st.Started = c.spec.StartupProbe == nil
+	c.st.Ready = c.spec.ReadinessProbe == nil && c.st.Started && !c.init
+	c.probeOK = map[string]int{}
+	go func() {
+		err := cmd.Wait()
+		code := int32(0)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = int32(ee.ExitCode())
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int32(ws.Signal())
+			}
+		} else if err != nil {
+			code = 128
+		}
+		w.events <- ctrEvent{name: name, gen: gen, exit: &code}
+	}()
+	pctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	for _, kind := range []string{"startup", "readiness", "liveness"} {
+		if p := probeFor(c.spec, kind); p != nil {
+			go w.probeLoop(pctx, pod, c.spec, cmd.Process.Pid, kind, p, gen)
+		}
+	}
+	a.event(ctx, pod, corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", name))
+	a.log.Info("container started", "pod", pod.Namespace+"/"+pod.Name, "container", name, "pid", cmd.Process.Pid, "argv", strings.Join(argv, " "))
+}
+
+func runAsUser(pod *corev1.Pod, c corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.RunAsUser
+	}
+	return nil
+}
+
+func runAsGroup(pod *corev1.Pod, c corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
+		return c.SecurityContext.RunAsGroup
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.RunAsGroup
+	}
+	return nil
+}
+
+// probeLoop runs one probe of a container on its schedule and reports each result.
+func (w *podWorker) probeLoop(ctx context.Context, pod *corev1.Pod, c corev1.Container, pid int, kind string, p *corev1.Probe, gen int) {
+	period := time.Duration(max(1, p.PeriodSeconds)) * time.Second
+	if p.PeriodSeconds == 0 {
+		period = 10 * time.Second
+	}
+	timeout := time.Duration(max(1, p.TimeoutSeconds)) * time.Second
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Duration(p.InitialDelaySeconds) * time.Second):
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		ok, msg := w.probeOnce(ctx, pod, c, pid, p, timeout)
+		select {
+		case w.events <- ctrEvent{name: c.Name, gen: gen, probe: kind, ok: ok, msg: msg}:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *podWorker) probeOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, pid int, p *corev1.Probe, timeout time.Duration) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	host := ""
+	if len(w.ips) > 0 {
+		host = w.ips[0].String()
+	}
+	switch {
+	case p.HTTPGet != nil:
+		g := p.HTTPGet
+		port, err := resolvePort(g.Port, c)
+		if err != nil {
+			return false, err.Error()
+		}
+		if g.Host != "" {
+			host = g.Host
+		}
+		scheme := strings.ToLower(string(g.Scheme))
+		if scheme == "" {
+			scheme = "http"
+		}
+		url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		req.Header.Set("User-Agent", "kube-probe/"+strings.TrimPrefix(lab.KubeVersion, "v"))
+		for _, h := range g.HTTPHeaders {
+			req.Header.Set(h.Name, h.Value)
+		}
+		resp, err := probeClient.Do(req)
+		if err != nil {
+			return false, fmt.Sprintf("Get %q: %v", url, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	case p.TCPSocket != nil:
+		port, err := resolvePort(p.TCPSocket.Port, c)
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.TCPSocket.Host != "" {
+			host = p.TCPSocket.Host
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	case p.Exec != nil:
+		args := append([]string{"-t", strconv.Itoa(pid), "-n", "-m", "-u", "--"}, p.Exec.Command...)
+		out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return true, ""
+	case p.GRPC != nil:
+		return false, "gRPC probes are not supported by the lab agent"
+	}
+	return false, "probe has no handler"
+}
+
+var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}
+
+func resolvePort(p intstr.IntOrString, c corev1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		return p.IntValue(), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil {
+		return n, nil
+	}
+	return 0, fmt.Errorf("port %q not found in container %s", p.StrVal, c.Name)
+}
+
+// writeStatus sends the Pod's status when it changed.
+func (w *podWorker) writeStatus(ctx context.Context, pod *corev1.Pod) {
+	s := podState{Sandbox: w.sandbox, SandboxReason: w.sandboxErr, InitDone: w.initDone, StartTime: w.startTime, RestartPolicy: pod.Spec.RestartPolicy}
+	if s.SandboxReason == "" && !s.Sandbox {
+		s.SandboxReason = "ContainerCreating"
+	}
+	s.HostIPs = []string{w.a.host.Addr.String()}
+	if w.a.host.Addr6.IsValid() {
+		s.HostIPs = append(s.HostIPs, w.a.host.Addr6.String())
+	}
+	if w.sandbox {
+		for _, ip := range w.ips {
+			s.PodIPs = append(s.PodIPs, ip.String())
+		}
+	}
+	for _, n := range w.order {
+		s.Containers = append(s.Containers, w.ctrs[n].st)
+	}
+	for i := 0; i < 5; i++ {
+		st := BuildStatus(pod.Status, pod.Spec.ReadinessGates, s, time.Now())
+		if w.lastStatus != nil && statusEqual(*w.lastStatus, st) && statusEqual(pod.Status, st) {
+			return
+		}
+		cp := pod.DeepCopy()
+		cp.Status = st
+		_, err := w.a.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		if err == nil {
+			w.lastStatus = &st
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+				w.a.log.Warn("updating pod status", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			}
+			return
+		}
+		fresh, gerr := w.a.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if gerr != nil || fresh.UID != pod.UID {
+			return
+		}
+		pod = fresh
+	}
+}
+
+// statusEqual compares statuses ignoring condition timestamps' sub-second noise.
+func statusEqual(a, b corev1.PodStatus) bool {
+	norm := func(s corev1.PodStatus) corev1.PodStatus {
+		s = *s.DeepCopy()
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = metav1.Time{}
+			s.Conditions[i].LastProbeTime = metav1.Time{}
+			s.Conditions[i].ObservedGeneration = 0
+		}
+		if s.StartTime != nil {
+			s.StartTime = &metav1.Time{Time: s.StartTime.Truncate(time.Second)}
+		}
+		tr := func(cs []corev1.ContainerStatus) {
+			for i := range cs {
+				if r := cs[i].State.Running; r != nil {
+					r.StartedAt = metav1.Time{Time: r.StartedAt.Truncate(time.Second)}
+				}
+				for _, t := range []*corev1.ContainerStateTerminated{cs[i].State.Terminated, cs[i].LastTerminationState.Terminated} {
+					if t != nil {
+						t.StartedAt = metav1.Time{Time: t.StartedAt.Truncate(time.Second)}
+						t.FinishedAt = metav1.Time{Time: t.FinishedAt.Truncate(time.Second)}
+					}
+				}
+				cs[i].AllocatedResources, cs[i].Resources, cs[i].VolumeMounts, cs[i].User = nil, nil, nil, nil
+			}
+		}
+		tr(s.ContainerStatuses)
+		tr(s.InitContainerStatuses)
+		s.ObservedGeneration = 0
+		return s
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// event records a Kubernetes Event about the Pod, as the kubelet does.
+func (a *Agent) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	now := metav1.Now()
+	_, err := a.client.CoreV1().Events(pod.Namespace).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: pod.Name + "." + hex.EncodeToString(b), Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
+		Reason:         reason, Message: msg, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: "kubelet", Host: a.host.Name},
+	}, metav1.CreateOptions{})
+	if err != nil && ctx.Err() == nil {
+		a.log.Debug("recording event", "err", err)
+	}
+}
+
+// tokenRequest asks the apiserver for a service-account token bound to the Pod.
+func (a *Agent) tokenRequest(ctx context.Context, pod *corev1.Pod, audience string, seconds int64) (string, time.Time, error) {
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		ExpirationSeconds: &seconds,
+		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if audience != "" {
+		tr.Spec.Audiences = []string{audience}
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	out, err := a.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, tr, metav1.CreateOptions{})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("requesting a token for service account %s/%s: %w", pod.Namespace, sa, err)
+	}
+	return out.Status.Token, out.Status.ExpirationTimestamp.Time, nil
+}
