@@ -61,6 +61,7 @@ var house = []struct {
 	{"internal/bfdprofile", layer{kind: core}},
 
 	{"internal/kube", layer{kind: adapter}},
+	{"internal/kube/kubenode", layer{kind: core}}, // facts of a Node object two roles read: API types only
 	{"internal/liveness", layer{kind: adapter}},
 
 	{"internal/controller", layer{kind: role, role: "controller"}},
