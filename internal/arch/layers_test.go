@@ -105,9 +105,17 @@ var strict = map[string][]string{
 	"internal/allocator":  {"cmp", "encoding/binary", "errors", "fmt", "math", "math/bits", "net/netip", "slices", "sort", "strings"},
 	"internal/election":   {"cmp", "crypto/sha256", "encoding/binary", "net/netip", "slices", "time"},
 	"internal/bfdprofile": {"errors", "fmt", "time"},
+	"internal/proxy/nftrules": {"cmp", "crypto/sha256", "encoding/base32", "encoding/binary", "errors", "fmt", "hash/fnv",
+		"maps", "net/netip", "reflect", "slices", "strconv", "strings", "time", "sigs.k8s.io/knftables"},
 	"internal/bgpconfig": {"cmp", "errors", "fmt", "net/netip", "slices", "strconv", "strings", "time",
 		"k8s.io/apimachinery/pkg/apis/meta/v1", "k8s.io/apimachinery/pkg/labels",
 		module + "api/v1beta1", module + "api/v1beta2", module + "internal/election", module + "internal/bfdprofile"},
+}
+
+// forbiddenCalls are calls a core may not make although it imports their package: nftrules uses
+// knftables' types, but the caller owns the Interface that runs nft.
+var forbiddenCalls = map[string][]string{
+	"internal/proxy/nftrules": {"knftables.New", "knftables.NewFake"},
 }
 
 // noDeps adds, for some cores, what they may not depend on even indirectly beyond noIO.
@@ -290,6 +298,32 @@ func TestStrictCores(t *testing.T) {
 			if !slices.Contains(allowed, imp) {
 				t.Errorf("%s imports %q; it may import only %v", path, imp, allowed)
 			}
+		}
+	}
+}
+
+func TestForbiddenCalls(t *testing.T) {
+	pkgs := load(t)
+	for path, calls := range forbiddenCalls {
+		p, ok := pkgs[path]
+		if !ok {
+			t.Errorf("%s: no such package (forbiddenCalls)", path)
+			continue
+		}
+		fset := token.NewFileSet()
+		for _, f := range p.GoFiles {
+			file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(calls, x.Name+"."+sel.Sel.Name) {
+						t.Errorf("%s: %s calls %s.%s", fset.Position(sel.Pos()), path, x.Name, sel.Sel.Name)
+					}
+				}
+				return true
+			})
 		}
 	}
 }
