@@ -274,8 +274,10 @@ func TestSpeakerLoopback(t *testing.T) {
 	}
 	defer stop()
 
-	a := waitFor(t, sp, "a", 10*time.Second, func(st SessionStatus) bool { return st.Established() && st.BFDStatus == "up" })
-	waitFor(t, sp, "b", 10*time.Second, established)
+	// 30 s, not the few a quiet machine needs: on a loaded one (CI runs every package at once) the
+	// 50 ms BFD session may flap before it settles, and GoBGP waits out its connect-retry timer.
+	a := waitFor(t, sp, "a", 30*time.Second, func(st SessionStatus) bool { return st.Established() && st.BFDStatus == "up" })
+	waitFor(t, sp, "b", 30*time.Second, established)
 	if a.Local != netip.MustParseAddr("127.0.0.11") || a.Reason != "" || a.Paths != 2 {
 		t.Errorf("session a: %+v", a)
 	}
