@@ -1,5 +1,6 @@
 // Package manifests embeds ironlb's install manifests so `ironlb lab up` installs ironlb with the very
-// files users apply: the metallb.io CRDs and the controller (namespace, RBAC, Deployment, webhook).
+// files users apply: the metallb.io CRDs, the controller (namespace, RBAC, Deployment, webhook), the
+// speaker DaemonSet, the proxy DaemonSet and the Prometheus PodMonitors.
 package manifests
 
 import (
@@ -12,7 +13,7 @@ import (
 //go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml
 var files embed.FS
 
-// Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker") joined in file-name order.
+// Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker", "proxy") joined in file-name order.
 func Bundle(dir string) (string, error) {
 	ents, err := fs.ReadDir(files, dir)
 	if err != nil {

@@ -25,7 +25,7 @@ controller_gen crd paths=./api/... output:crd:dir=./config/crd/bases
 go run ./hack/genchart
 
 if [[ "${1:-}" == "--check" ]]; then
-  changed=$(git status --porcelain -- api config/crd/bases config/controller config/speaker charts)
+  changed=$(git status --porcelain -- api config/crd/bases config/controller config/speaker config/proxy charts)
   if [[ -n "$changed" ]]; then
     echo "generated files are stale; run hack/generate.sh and commit:" >&2
     echo "$changed" >&2

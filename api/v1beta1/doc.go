@@ -1,6 +1,6 @@
 // Package v1beta1 holds the Go types of MetalLB's metallb.io/v1beta1 API as
 // ironlb serves it: IPAddressPool, L2Advertisement, BGPAdvertisement,
-// Community, BFDProfile, and the status-only kinds ServiceL2Status,
+// Community, BFDProfile, the older BGPPeer (v1beta2 is the stored version), and the status-only kinds ServiceL2Status,
 // ServiceBGPStatus and ConfigurationState.
 //
 // ironlb is a drop-in replacement for MetalLB, so these types keep MetalLB

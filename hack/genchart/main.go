@@ -1,6 +1,6 @@
 // Command genchart derives, from the install manifests in config/, what must not drift from them:
 //
-//   - config/{crd/bases,controller,speaker}/kustomization.yml: each folder's *.yaml files, so that
+//   - config/{crd/bases,controller,speaker,proxy}/kustomization.yml: each folder's *.yaml files, so that
 //     config/default (kubectl apply -k) installs exactly what config/manifests.go embeds for the lab.
 //     The name is .yml because manifests.go embeds every *.yaml of these folders as a manifest.
 //   - charts/ironlb/templates and values.yaml: the Helm chart, the same objects with the namespace and
@@ -8,8 +8,8 @@
 //     and the CRDs kept on uninstall (helm.sh/resource-policy: keep) so that pools are never lost.
 //
 // hack/generate.sh runs it (go run ./hack/genchart from the repository root); its --check mode fails
-// when the committed files differ. charts/ironlb's chart_test.go renders the chart with helm and
-// config/ with kubectl kustomize and compares the objects.
+// when the committed files differ. config/install_test.go's TestChartRendersKustomize renders the
+// chart with helm and config/ with kubectl kustomize and compares the objects.
 package main
 
 import (

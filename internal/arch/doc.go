@@ -4,7 +4,8 @@
 //
 // Every package is one of:
 //
-//   - api: the Go types of the metallb.io CRDs (api/...). They import apimachinery only.
+//   - api: the Go types of the metallb.io CRDs (api/...). They import no other package of ours and
+//     nothing that does I/O.
 //   - core: a pure decision or model (allocator, election, config, bgpconfig, nftrules, convert,
 //     and the pure files of some adapters). A core does no I/O: it imports no client-go, no
 //     sockets, no netlink, no GoBGP, no Prometheus, no adapter, no role and no test bed, starts no
@@ -22,4 +23,6 @@
 //   - composition: cmd/ironlb and internal/cli wire the roles (and the lab's subcommands) into
 //     one binary. Only they may import roles and the test bed together. The binary links no
 //     `testing`.
+//   - beside the product: hack/... (build-time generators, never linked) and config (the install
+//     manifests, embedded).
 package arch

@@ -27,8 +27,8 @@ import (
 )
 
 // BGP mode runs beside layer 2 in every speaker, as in MetalLB: sessions exist only on the nodes a
-// BGPPeer selects. The run loop builds the node's bgpconfig.State on every reconcile and hands it
-// to the GoBGP adapter (package bgp), whose own goroutine applies it; the adapter reports session
+// BGPPeer selects. The run loop builds the node's bgpconfig.State whenever the model was rebuilt (an object
+// changed, or the periodic resync) and hands it to the GoBGP adapter (package bgp), whose own goroutine applies it; the adapter reports session
 // changes through onState, which writes BGPSessionState objects, events and metrics.
 
 // Session events are limited per BGPPeer to a burst of sessionEventBurst, then one per

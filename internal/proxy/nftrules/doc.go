@@ -2,7 +2,7 @@
 // transaction: the Service dataplane of `ironlb proxy`, laid out as kube-proxy's nftables mode
 // lays it out (pkg/proxy/nftables), so its rules, tests and packet flow carry over.
 //
-// The package is pure. It imports no client-go and opens no sockets (deps_test.go enforces it):
+// The package is pure. It imports no client-go and opens no sockets (internal/arch's layering test enforces it):
 // the caller converts Services and EndpointSlices into a [Model] once, a [Builder] writes
 // operations into a caller-made [knftables.Transaction] (or any [Writer]), and the caller runs
 // it (nftapply) or hands it to [knftables.Fake] in tests.
