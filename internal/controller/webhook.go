@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -153,14 +154,11 @@ func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var p v1beta1.IPAddressPool
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding IPAddressPool: %w", err)
+	p, err := configObject[v1beta1.IPAddressPool](w, raw, "IPAddressPool")
+	if err != nil {
+		return err
 	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
-	}
-	if err := config.ValidatePool(&p, listAs[v1beta1.IPAddressPool](w.pools)); err != nil {
+	if err := config.ValidatePool(p, listAs[v1beta1.IPAddressPool](w.pools)); err != nil {
 		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
 	}
 	return nil
@@ -172,14 +170,11 @@ func (w *webhook) validatePeer(raw []byte, op admissionv1.Operation) error {
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var p v1beta2.BGPPeer
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding BGPPeer: %w", err)
+	p, err := configObject[v1beta2.BGPPeer](w, raw, "BGPPeer")
+	if err != nil {
+		return err
 	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("bgppeer %s: %w", p.Name, err)
-	}
-	return config.ValidatePeer(&p) // its errors name the BGPPeer and the field
+	return config.ValidatePeer(p) // its errors name the BGPPeer and the field
 }
 
 // validateL2Advertisement refuses what MetalLB's L2Advertisement webhook refuses (duplicates,
@@ -188,14 +183,11 @@ func (w *webhook) validateL2Advertisement(raw []byte, op admissionv1.Operation) 
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var a v1beta1.L2Advertisement
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("decoding L2Advertisement: %w", err)
+	a, err := configObject[v1beta1.L2Advertisement](w, raw, "L2Advertisement")
+	if err != nil {
+		return err
 	}
-	if err := w.inNamespace(a.Namespace); err != nil {
-		return fmt.Errorf("l2advertisement %s: %w", a.Name, err)
-	}
-	return config.ValidateL2Advertisement(&a)
+	return config.ValidateL2Advertisement(a)
 }
 
 // validateBGPAdvertisement refuses a BGPAdvertisement the speakers would refuse or that contradicts
@@ -205,12 +197,9 @@ func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation)
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var a v1beta1.BGPAdvertisement
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("decoding BGPAdvertisement: %w", err)
-	}
-	if err := w.inNamespace(a.Namespace); err != nil {
-		return fmt.Errorf("bgpadvertisement %s: %w", a.Name, err)
+	a, err := configObject[v1beta1.BGPAdvertisement](w, raw, "BGPAdvertisement")
+	if err != nil {
+		return err
 	}
 	nodes := map[string]map[string]string{}
 	for _, o := range w.nodes.GetStore().List() {
@@ -218,7 +207,7 @@ func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation)
 			nodes[n.Name] = n.Labels
 		}
 	}
-	return config.ValidateBGPAdvertisement(&a, config.Objects{Pools: listAs[v1beta1.IPAddressPool](w.pools),
+	return config.ValidateBGPAdvertisement(a, config.Objects{Pools: listAs[v1beta1.IPAddressPool](w.pools),
 		BGPAdvertisements: listAs[v1beta1.BGPAdvertisement](w.bgpAds), Communities: listAs[v1beta1.Community](w.communities),
 		Nodes: nodes})
 }
@@ -228,30 +217,28 @@ func (w *webhook) validateCommunity(raw []byte, op admissionv1.Operation) error 
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var c v1beta1.Community
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("decoding Community: %w", err)
+	c, err := configObject[v1beta1.Community](w, raw, "Community")
+	if err != nil {
+		return err
 	}
-	if err := w.inNamespace(c.Namespace); err != nil {
-		return fmt.Errorf("community %s: %w", c.Name, err)
-	}
-	return config.ValidateCommunity(&c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
+	return config.ValidateCommunity(c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
 }
 
 // validateBFDProfile refuses profiles out of MetalLB's ranges and, as MetalLB does, deleting a
 // profile a BGPPeer uses.
 func (w *webhook) validateBFDProfile(raw []byte, op admissionv1.Operation) error {
-	var p v1beta1.BFDProfile
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding BFDProfile: %w", err)
-	}
 	if op == admissionv1.Delete {
+		p, err := decode[v1beta1.BFDProfile](raw, "BFDProfile")
+		if err != nil {
+			return err
+		}
 		return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
 	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("bfdprofile %s: %w", p.Name, err)
+	p, err := configObject[v1beta1.BFDProfile](w, raw, "BFDProfile")
+	if err != nil {
+		return err
 	}
-	return config.ValidateBFDProfile(&p)
+	return config.ValidateBFDProfile(p)
 }
 
 // listAs converts an informer's unstructured objects into T, leaving out those that do not convert.
@@ -265,6 +252,33 @@ func listAs[T any](inf cache.SharedIndexInformer) []T {
 		}
 	}
 	return out
+}
+
+// decode decodes raw, an object of kind, into a T.
+func decode[T any](raw []byte, kind string) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
+	}
+	return v, nil
+}
+
+// configObject decodes raw, a MetalLB configuration object of kind being created or updated, and
+// refuses it outside the configuration namespace (inNamespace). Its errors name the object as
+// "ipaddresspool NAME: ...".
+func configObject[T any, P interface {
+	*T
+	metav1.Object
+}](w *webhook, raw []byte, kind string) (P, error) {
+	v, err := decode[T](raw, kind)
+	if err != nil {
+		return nil, err
+	}
+	obj := P(v)
+	if err := w.inNamespace(obj.GetNamespace()); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", strings.ToLower(kind), obj.GetName(), err)
+	}
+	return obj, nil
 }
 
 // inNamespace refuses configuration objects outside the configuration namespace, as MetalLB does:
@@ -281,14 +295,14 @@ func (w *webhook) validateService(raw []byte, op admissionv1.Operation) error {
 	if op == admissionv1.Delete {
 		return nil
 	}
-	var svc corev1.Service
-	if err := json.Unmarshal(raw, &svc); err != nil {
-		return fmt.Errorf("decoding Service: %w", err)
+	svc, err := decode[corev1.Service](raw, "Service")
+	if err != nil {
+		return err
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return nil
 	}
-	req, _, err := config.Request(&svc, nil)
+	req, _, err := config.Request(svc, nil)
 	if err != nil {
 		return err
 	}
