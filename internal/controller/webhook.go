@@ -102,7 +102,7 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/validate-metallb-io-v1beta1-l2advertisement", w.handle(w.validateL2Advertisement))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-bgpadvertisement", w.handle(w.validateBGPAdvertisement))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-community", w.handle(w.validateCommunity))
-	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handle(w.validateBFDProfile))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handleWithDelete(w.validateBFDProfile, w.validateBFDProfileDeletion))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
@@ -114,10 +114,15 @@ func (w *webhook) serve(ctx context.Context) error {
 	return nil
 }
 
-// handle decodes an AdmissionReview, runs validate on the object and answers. On CREATE and UPDATE
-// validate gets the new object; on DELETE (which only the BFDProfile webhook is registered for) the
-// object being deleted. Validators that do not check deletions return nil for it.
-func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) error) http.HandlerFunc {
+// handle decodes an AdmissionReview, runs validate on the new object of a CREATE or UPDATE and
+// answers; it allows every DELETE.
+func (w *webhook) handle(validate func(raw []byte) error) http.HandlerFunc {
+	return w.handleWithDelete(validate, func([]byte) error { return nil })
+}
+
+// handleWithDelete is handle for a webhook also registered for DELETE (only the BFDProfile one):
+// onDelete gets the object being deleted.
+func (w *webhook) handleWithDelete(validate, onDelete func(raw []byte) error) http.HandlerFunc {
 	return func(rw http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
 		if err != nil {
@@ -130,13 +135,13 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		raw := review.Request.Object.Raw
+		raw, check := review.Request.Object.Raw, validate
 		if review.Request.Operation == admissionv1.Delete {
-			raw = review.Request.OldObject.Raw
+			raw, check = review.Request.OldObject.Raw, onDelete
 		}
 		switch review.Request.Operation {
 		case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
-			if err := validate(raw, review.Request.Operation); err != nil {
+			if err := check(raw); err != nil {
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
 				w.log.Info("refused at admission", "kind", review.Request.Kind.Kind, "name", review.Request.Namespace+"/"+review.Request.Name, "err", err)
@@ -150,10 +155,7 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 	}
 }
 
-func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validatePool(raw []byte) error {
 	p, err := configObject[v1beta1.IPAddressPool](w, raw, "IPAddressPool")
 	if err != nil {
 		return err
@@ -166,10 +168,7 @@ func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
 
 // validatePeer refuses a BGPPeer that no speaker could use (MetalLB's BGPPeer webhook, failurePolicy
 // Fail, does the same). The objects it names (bfdProfile, passwordSecret) are not required to exist.
-func (w *webhook) validatePeer(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validatePeer(raw []byte) error {
 	p, err := configObject[v1beta2.BGPPeer](w, raw, "BGPPeer")
 	if err != nil {
 		return err
@@ -179,10 +178,7 @@ func (w *webhook) validatePeer(raw []byte, op admissionv1.Operation) error {
 
 // validateL2Advertisement refuses what MetalLB's L2Advertisement webhook refuses (duplicates,
 // selectors that do not parse), and interface names no host can have. Pools it names need not exist.
-func (w *webhook) validateL2Advertisement(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validateL2Advertisement(raw []byte) error {
 	a, err := configObject[v1beta1.L2Advertisement](w, raw, "L2Advertisement")
 	if err != nil {
 		return err
@@ -193,10 +189,7 @@ func (w *webhook) validateL2Advertisement(raw []byte, op admissionv1.Operation) 
 // validateBGPAdvertisement refuses a BGPAdvertisement the speakers would refuse or that contradicts
 // another one's localPref (config.ValidateBGPAdvertisement), against the stored pools, aliases,
 // advertisements and nodes.
-func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validateBGPAdvertisement(raw []byte) error {
 	a, err := configObject[v1beta1.BGPAdvertisement](w, raw, "BGPAdvertisement")
 	if err != nil {
 		return err
@@ -213,10 +206,7 @@ func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation)
 }
 
 // validateCommunity refuses aliases the speakers cannot parse and names another Community defines.
-func (w *webhook) validateCommunity(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validateCommunity(raw []byte) error {
 	c, err := configObject[v1beta1.Community](w, raw, "Community")
 	if err != nil {
 		return err
@@ -224,21 +214,22 @@ func (w *webhook) validateCommunity(raw []byte, op admissionv1.Operation) error 
 	return config.ValidateCommunity(c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
 }
 
-// validateBFDProfile refuses profiles out of MetalLB's ranges and, as MetalLB does, deleting a
-// profile a BGPPeer uses.
-func (w *webhook) validateBFDProfile(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		p, err := decode[v1beta1.BFDProfile](raw, "BFDProfile")
-		if err != nil {
-			return err
-		}
-		return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
-	}
+// validateBFDProfile refuses profiles out of MetalLB's ranges.
+func (w *webhook) validateBFDProfile(raw []byte) error {
 	p, err := configObject[v1beta1.BFDProfile](w, raw, "BFDProfile")
 	if err != nil {
 		return err
 	}
 	return config.ValidateBFDProfile(p)
+}
+
+// validateBFDProfileDeletion refuses, as MetalLB does, deleting a profile a BGPPeer uses.
+func (w *webhook) validateBFDProfileDeletion(raw []byte) error {
+	p, err := decode[v1beta1.BFDProfile](raw, "BFDProfile")
+	if err != nil {
+		return err
+	}
+	return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
 }
 
 // listAs converts an informer's unstructured objects into T, leaving out those that do not convert.
@@ -291,10 +282,7 @@ func (w *webhook) inNamespace(objNS string) error {
 }
 
 // validateService refuses address requests that can never be satisfied.
-func (w *webhook) validateService(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
+func (w *webhook) validateService(raw []byte) error {
 	svc, err := decode[corev1.Service](raw, "Service")
 	if err != nil {
 		return err
