@@ -308,7 +308,7 @@ func (w *webhook) validateService(raw []byte) error {
 		if err != nil || oreq.SharingKey != req.SharingKey {
 			continue
 		}
-		for _, a := range ingressIPs(o) {
+		for _, a := range config.IngressAddrs(o) {
 			for _, want := range req.Requested {
 				if a != want {
 					continue
