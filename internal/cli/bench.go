@@ -18,21 +18,13 @@ import (
 )
 
 func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var o failover.Options
+	o := failover.Options{Log: logf}
 	var restore bool
 	cmd := &cobra.Command{
 		Use:   "bench-failover",
 		Short: "Cut the power of an address's announcer again and again and measure the outage from the client (ironlb or MetalLB speakers)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
-			o.Log = logf
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
 			label := o.Speaker
 			if o.Speaker == "metallb" {
 				label = "MetalLB v0.16.1 speaker, memberlist " + o.Memberlist
@@ -50,11 +42,8 @@ func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 				}
 			}
 			failover.Table(os.Stdout, label, trials)
-			if err != nil {
-				return fmt.Errorf("after %d trials: %w", len(trials), err)
-			}
-			return nil
-		},
+			return afterTrials(len(trials), err)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Trials, "trials", 20, "power cuts")
@@ -69,20 +58,12 @@ func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 }
 
 func benchSoakCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var o failover.SoakOptions
+	o := failover.SoakOptions{Options: failover.Options{Log: logf}}
 	cmd := &cobra.Command{
 		Use:   "bench-soak",
 		Short: "Run the speakers with no failure but lossy links and saturated cores, and count false alarms (ironlb or MetalLB)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
-			o.Log = logf
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
 			r, err := failover.Soak(c.Context(), l, o)
 			if o.Speaker != "ironlb" {
 				if rerr := failover.Restore(c.Context(), o.Options); rerr != nil && err == nil {
@@ -94,7 +75,7 @@ func benchSoakCmd(load func() (*lab.Lab, error)) *cobra.Command {
 			}
 			failover.SoakTable(os.Stdout, []failover.SoakResult{r})
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long")
@@ -107,7 +88,7 @@ func benchSoakCmd(load func() (*lab.Lab, error)) *cobra.Command {
 }
 
 func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var o bgpfail.Options
+	o := bgpfail.Options{Log: logf}
 	var restore, loadCPU bool
 	var spread int
 	var soak time.Duration
@@ -115,15 +96,7 @@ func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
 		Use:   "bench-bgp",
 		Short: "BGP mode (lab up --bgp): cut a node's power again and again and time the router's withdrawal and the client's outage; or count flaps over a soak",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
-			o.Log = logf
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
 			if o.Speaker == "metallb" && o.BFD > 0 {
 				return fmt.Errorf("MetalLB's native BGP mode has no BFD: use --bfd 0")
 			}
@@ -174,11 +147,8 @@ func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
 			logf("bench-bgp: %s, %d trials, cut %s, %s probing every 10 ms", o.Label(), o.Trials, o.Cut, lab.Client2Name)
 			trials, err := bgpfail.Run(c.Context(), l, o)
 			bgpfail.Table(os.Stdout, o.Label(), trials)
-			if err != nil {
-				return fmt.Errorf("after %d trials: %w", len(trials), err)
-			}
-			return nil
-		},
+			return afterTrials(len(trials), err)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Trials, "trials", 10, "power cuts")
@@ -208,14 +178,8 @@ then changes one endpoint at a time (at the count closest to 10,000) and times i
 node's ruleset, then runs wrk from the client through a NodePort on each node and directly to the pod.
 Everything it creates or changes is undone at the end, on failure and on Ctrl-C.`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
+			var err error
 			if o.ServiceCIDR, err = netip.ParsePrefix(cidr); err != nil {
 				return fmt.Errorf("--service-cidr: %w", err)
 			}
@@ -228,7 +192,7 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 			r, err := proxybench.Run(c.Context(), l, o)
 			proxybench.Table(os.Stdout, r)
 			return err
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Services, "services", []int{1000, 10000, 30000}, "Service counts (2 endpoints each) for the full syncs")
@@ -245,20 +209,12 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 }
 
 func benchNodeLossCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var o nodeloss.Options
+	o := nodeloss.Options{Log: logf}
 	cmd := &cobra.Command{
 		Use:   "bench-nodeloss",
 		Short: "Cut the power of a worker holding one of a Service's endpoints and count the requests lost until the dataplane stops using it (the lab's proxy: kube-proxy or ironlb)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
-			o.Log = logf
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
 			label := "kube-proxy " + l.Plan.Config.ProxyMode
 			if l.Plan.Config.ProxyMode == lab.ProxyIronLB {
 				label = "ironlb proxy"
@@ -266,11 +222,8 @@ func benchNodeLossCmd(load func() (*lab.Lab, error)) *cobra.Command {
 			logf("bench-nodeloss: %s, %d trials, cut %s, mypc probing every 10 ms for %s", label, o.Trials, o.Cut, o.For)
 			trials, err := nodeloss.Run(c.Context(), l, o)
 			nodeloss.Table(os.Stdout, label, trials)
-			if err != nil {
-				return fmt.Errorf("after %d trials: %w", len(trials), err)
-			}
-			return nil
-		},
+			return afterTrials(len(trials), err)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Trials, "trials", 5, "power cuts")
@@ -326,4 +279,12 @@ timed until the new endpoint's chain is in each namespace's ruleset. Run it with
 	f.StringVar(&o.K8sBin, "k8s-bin", apiserver.BinDir(), "Kubernetes binaries (etcd, kube-apiserver, kube-proxy; hack/k8s-binaries.sh)")
 	f.StringVar(&o.Dir, "dir", "", "keep the apiserver's data and the proxies' logs here (default: a temporary directory, removed)")
 	return cmd
+}
+
+// afterTrials wraps the error a benchmark ended with, if any, with the trials it completed.
+func afterTrials(n int, err error) error {
+	if err != nil {
+		return fmt.Errorf("after %d trials: %w", n, err)
+	}
+	return nil
 }

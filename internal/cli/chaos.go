@@ -13,7 +13,7 @@ import (
 )
 
 func chaosCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var o chaos.Options
+	o := chaos.Options{Log: logf}
 	var faults, jsonOut string
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -28,18 +28,10 @@ longest failover window and the requests, and exits non-zero when an invariant b
 
 Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints for 40-50 s.`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			if o.Self, err = os.Executable(); err != nil {
-				return err
-			}
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
 			if faults != "" {
 				o.Faults = strings.Split(faults, ",")
 			}
-			o.Log = logf
 			res, err := chaos.Run(c.Context(), l, o)
 			if err != nil {
 				return err
@@ -58,7 +50,7 @@ Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints f
 				return fmt.Errorf("%d invariant violations", n)
 			}
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long to churn and inject faults")

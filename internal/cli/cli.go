@@ -74,3 +74,20 @@ func whoamiCmd() *cobra.Command {
 		},
 	}
 }
+
+// The flags the roles (controller, speaker, proxy, status) share.
+
+// kubeconfigFlag adds --kubeconfig to cmd: $KUBECONFIG by default, else the in-cluster config.
+func kubeconfigFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+}
+
+// nodeFlag adds --node, this node's name, to cmd: $NODE_NAME by default (the downward API's
+// spec.nodeName).
+func nodeFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "node", os.Getenv("NODE_NAME"), "this node's name")
+}
+
+// defaultNamespace is the default of --namespace, where MetalLB's configuration objects live:
+// $METALLB_NAMESPACE, else metallb-system.
+func defaultNamespace() string { return envOr("METALLB_NAMESPACE", "metallb-system") }

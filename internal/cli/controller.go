@@ -22,9 +22,9 @@ func controllerCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Namespace, "namespace", envOr("METALLB_NAMESPACE", "metallb-system"), "namespace of the configuration objects (IPAddressPools, ...)")
+	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, ...)")
 	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass (those without a class are always served)")
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
 	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")

@@ -67,3 +67,26 @@ func exitCode(err error) int {
 	}
 	return 1
 }
+
+// withLab returns a RunE that loads the lab recorded on disk and runs run on it.
+func withLab(load func() (*lab.Lab, error), run func(c *cobra.Command, args []string, l *lab.Lab) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		l, err := load()
+		if err != nil {
+			return err
+		}
+		return run(c, args, l)
+	}
+}
+
+// benchRunE is withLab for the benchmarks, which take no arguments and run this binary inside the
+// lab: it also sets *self to the binary's path before calling run.
+func benchRunE(load func() (*lab.Lab, error), self *string, run func(c *cobra.Command, l *lab.Lab) error) func(*cobra.Command, []string) error {
+	return withLab(load, func(c *cobra.Command, _ []string, l *lab.Lab) error {
+		var err error
+		if *self, err = os.Executable(); err != nil {
+			return err
+		}
+		return run(c, l)
+	})
+}

@@ -22,13 +22,9 @@ func labAgentCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	var node string
 	agentCmd := &cobra.Command{
 		Use: "agent", Short: "The node agent (the lab's kubelet); started by lab up inside each node", Hidden: true,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, _ []string, l *lab.Lab) error {
 			return agent.Run(c.Context(), l, node)
-		},
+		}),
 	}
 	agentCmd.Flags().StringVar(&node, "node", "", "node name")
 	return agentCmd
@@ -38,13 +34,9 @@ func labAgentCmd(load func() (*lab.Lab, error)) *cobra.Command {
 func labAPIProxyCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	apiproxy := &cobra.Command{
 		Use: "apiproxy", Short: "Loopback bridge from the root namespace to the lab's apiserver", Hidden: true,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, _ []string, l *lab.Lab) error {
 			return l.ServeAPIProxy(c.Context())
-		},
+		}),
 	}
 	return apiproxy
 }

@@ -15,14 +15,10 @@ import (
 func labStatusCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	status := &cobra.Command{
 		Use: "status", Short: "Show the lab's hosts, links, processes and apiserver", Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, _ []string, l *lab.Lab) error {
 			fmt.Print(l.Status(c.Context()))
 			return nil
-		},
+		}),
 	}
 	return status
 }
@@ -32,11 +28,7 @@ func labExecCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	execCmd := &cobra.Command{
 		Use: "exec HOST -- CMD [ARGS...]", Short: "Run a command inside a lab host (a node, the client, or NAME-net)",
 		Args: cobra.MinimumNArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
 			code, err := l.Exec(c.Context(), args[0], args[1:])
 			if err != nil {
 				return err
@@ -45,7 +37,7 @@ func labExecCmd(load func() (*lab.Lab, error)) *cobra.Command {
 				return exitError{code}
 			}
 			return nil
-		},
+		}),
 	}
 	return execCmd
 }
@@ -55,18 +47,14 @@ func labPromQLCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	promql := &cobra.Command{
 		Use: "promql EXPR", Short: "Evaluate a PromQL query on the lab's Prometheus (lab up --prometheus); prints the result as JSON",
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
 			data, err := l.PromQuery(c.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Println(string(data))
 			return nil
-		},
+		}),
 	}
 	return promql
 }
@@ -75,17 +63,13 @@ func labPromQLCmd(load func() (*lab.Lab, error)) *cobra.Command {
 func labStopNodeCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	stopNode := &cobra.Command{
 		Use: "stop-node NODE", Short: "Cut a node's power: its processes and Pods stop and its link goes down", Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
 			if err := l.StopNode(c.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Printf("node %s stopped\n", args[0])
 			return nil
-		},
+		}),
 	}
 	return stopNode
 }
@@ -94,17 +78,13 @@ func labStopNodeCmd(load func() (*lab.Lab, error)) *cobra.Command {
 func labStartNodeCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	startNode := &cobra.Command{
 		Use: "start-node NODE", Short: "Power a node back on; its agent recreates its Pods", Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
 			if err := l.StartNode(c.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Printf("node %s started\n", args[0])
 			return nil
-		},
+		}),
 	}
 	return startNode
 }
@@ -113,16 +93,12 @@ func labStartNodeCmd(load func() (*lab.Lab, error)) *cobra.Command {
 func labLinkCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	link := &cobra.Command{
 		Use: "link HOST up|down", Short: "Cut or restore a host's link to the bridge, leaving it running (a partition)", Args: cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
 			if args[1] != "up" && args[1] != "down" {
 				return fmt.Errorf("link %s %s: want up or down", args[0], args[1])
 			}
 			return l.SetLink(c.Context(), args[0], args[1] == "up")
-		},
+		}),
 	}
 	return link
 }
@@ -131,17 +107,13 @@ func labLinkCmd(load func() (*lab.Lab, error)) *cobra.Command {
 func labKubectlCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	kubectl := &cobra.Command{
 		Use: "kubectl [ARGS...]", Short: "Run kubectl against the lab", DisableFlagParsing: true,
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := load()
-			if err != nil {
-				return err
-			}
-			err = l.Kubectl(c.Context(), os.Stdin, os.Stdout, os.Stderr, args...)
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
+			err := l.Kubectl(c.Context(), os.Stdin, os.Stdout, os.Stderr, args...)
 			if code := exitCode(err); code != 0 {
 				return exitError{code}
 			}
 			return nil
-		},
+		}),
 	}
 	return kubectl
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,8 +17,8 @@ func proxyCmd() *cobra.Command {
 		RunE:  func(c *cobra.Command, _ []string) error { return proxy.Run(c.Context(), cfg) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Node, "node", os.Getenv("NODE_NAME"), "this node's name")
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	nodeFlag(cmd, &cfg.Node)
+	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.APIServer, "master", "", "apiserver address, overriding the kubeconfig's (the in-cluster address is a ClusterIP this proxy programs)")
 	f.StringSliceVar(&cfg.ClusterCIDRs, "cluster-cidr", nil, "pod networks: ClusterIP traffic from outside them is masqueraded (default: this node's spec.podCIDRs)")
 	f.StringSliceVar(&cfg.ServiceCIDRs, "service-cidr", nil, "Service networks: traffic to unallocated addresses in them is dropped (default: none)")

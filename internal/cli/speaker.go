@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,10 +17,10 @@ func speakerCmd() *cobra.Command {
 		RunE:  func(c *cobra.Command, _ []string) error { return speaker.Run(c.Context(), cfg) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Node, "node", os.Getenv("NODE_NAME"), "this node's name")
-	f.StringVar(&cfg.Namespace, "namespace", envOr("METALLB_NAMESPACE", "metallb-system"), "namespace of the configuration objects")
+	nodeFlag(cmd, &cfg.Node)
+	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects")
 	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass")
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.IntVar(&cfg.HeartbeatPort, "heartbeat-port", 7947, "UDP port for the heartbeats between speakers")
 	f.DurationVar(&cfg.Interval, "heartbeat-interval", 50*time.Millisecond, "heartbeat interval (speaker liveness and readiness)")
 	f.IntVar(&cfg.Multiplier, "detect-multiplier", 6, "missed heartbeats before a peer's speaker is declared dead")

@@ -145,3 +145,15 @@ func Ours(svc *corev1.Service, class string) bool {
 	}
 	return class != "" && *svc.Spec.LoadBalancerClass == class
 }
+
+// IngressAddrs returns the addresses in a Service's status.loadBalancer.ingress, unmapped, in
+// order; entries without an IP (hostname only) or whose IP does not parse are skipped.
+func IngressAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}

@@ -368,16 +368,6 @@ func (r *reconciler) reprocessAll(ctx context.Context) int {
 	return n
 }
 
-func ingressIPs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
-}
-
 // syncService converges one Service: the decision is taken under mu (the allocator's owner lock), the
 // API writes after it, so several workers overlap their round trips while decisions stay serial. The
 // work queue never hands the same key to two workers. Errors are only for failed API writes (retried);
@@ -423,7 +413,7 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	for _, d := range deprecated {
 		r.rec.Eventf(svc, corev1.EventTypeWarning, "deprecatedAnnotation", "annotation %s is deprecated; use %s", d, "metallb.io/"+strings.TrimPrefix(d, "metallb.universe.tf/"))
 	}
-	existing := ingressIPs(svc)
+	existing := config.IngressAddrs(svc)
 	if err != nil {
 		r.fail(svc, "InvalidService", err)
 		r.release(k)
@@ -533,7 +523,7 @@ func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips [
 	for _, a := range ips {
 		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
 	}
-	cur := ingressIPs(svc)
+	cur := config.IngressAddrs(svc)
 	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
 		same := true
 		for i := range cur {

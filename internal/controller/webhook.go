@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -101,7 +102,7 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/validate-metallb-io-v1beta1-l2advertisement", w.handle(w.validateL2Advertisement))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-bgpadvertisement", w.handle(w.validateBGPAdvertisement))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-community", w.handle(w.validateCommunity))
-	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handle(w.validateBFDProfile))
+	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handleWithDelete(w.validateBFDProfile, w.validateBFDProfileDeletion))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
@@ -113,10 +114,15 @@ func (w *webhook) serve(ctx context.Context) error {
 	return nil
 }
 
-// handle decodes an AdmissionReview, runs validate on the object and answers. On CREATE and UPDATE
-// validate gets the new object; on DELETE (which only the BFDProfile webhook is registered for) the
-// object being deleted. Validators that do not check deletions return nil for it.
-func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) error) http.HandlerFunc {
+// handle decodes an AdmissionReview, runs validate on the new object of a CREATE or UPDATE and
+// answers; it allows every DELETE.
+func (w *webhook) handle(validate func(raw []byte) error) http.HandlerFunc {
+	return w.handleWithDelete(validate, func([]byte) error { return nil })
+}
+
+// handleWithDelete is handle for a webhook also registered for DELETE (only the BFDProfile one):
+// onDelete gets the object being deleted.
+func (w *webhook) handleWithDelete(validate, onDelete func(raw []byte) error) http.HandlerFunc {
 	return func(rw http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
 		if err != nil {
@@ -129,13 +135,13 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		raw := review.Request.Object.Raw
+		raw, check := review.Request.Object.Raw, validate
 		if review.Request.Operation == admissionv1.Delete {
-			raw = review.Request.OldObject.Raw
+			raw, check = review.Request.OldObject.Raw, onDelete
 		}
 		switch review.Request.Operation {
 		case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
-			if err := validate(raw, review.Request.Operation); err != nil {
+			if err := check(raw); err != nil {
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
 				w.log.Info("refused at admission", "kind", review.Request.Kind.Kind, "name", review.Request.Namespace+"/"+review.Request.Name, "err", err)
@@ -149,18 +155,12 @@ func (w *webhook) handle(validate func(raw []byte, op admissionv1.Operation) err
 	}
 }
 
-func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
+func (w *webhook) validatePool(raw []byte) error {
+	p, err := configObject[v1beta1.IPAddressPool](w, raw, "IPAddressPool")
+	if err != nil {
+		return err
 	}
-	var p v1beta1.IPAddressPool
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding IPAddressPool: %w", err)
-	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
-	}
-	if err := config.ValidatePool(&p, listAs[v1beta1.IPAddressPool](w.pools)); err != nil {
+	if err := config.ValidatePool(p, listAs[v1beta1.IPAddressPool](w.pools)); err != nil {
 		return fmt.Errorf("ipaddresspool %s: %w", p.Name, err)
 	}
 	return nil
@@ -168,49 +168,31 @@ func (w *webhook) validatePool(raw []byte, op admissionv1.Operation) error {
 
 // validatePeer refuses a BGPPeer that no speaker could use (MetalLB's BGPPeer webhook, failurePolicy
 // Fail, does the same). The objects it names (bfdProfile, passwordSecret) are not required to exist.
-func (w *webhook) validatePeer(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
+func (w *webhook) validatePeer(raw []byte) error {
+	p, err := configObject[v1beta2.BGPPeer](w, raw, "BGPPeer")
+	if err != nil {
+		return err
 	}
-	var p v1beta2.BGPPeer
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding BGPPeer: %w", err)
-	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("bgppeer %s: %w", p.Name, err)
-	}
-	return config.ValidatePeer(&p) // its errors name the BGPPeer and the field
+	return config.ValidatePeer(p) // its errors name the BGPPeer and the field
 }
 
 // validateL2Advertisement refuses what MetalLB's L2Advertisement webhook refuses (duplicates,
 // selectors that do not parse), and interface names no host can have. Pools it names need not exist.
-func (w *webhook) validateL2Advertisement(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
+func (w *webhook) validateL2Advertisement(raw []byte) error {
+	a, err := configObject[v1beta1.L2Advertisement](w, raw, "L2Advertisement")
+	if err != nil {
+		return err
 	}
-	var a v1beta1.L2Advertisement
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("decoding L2Advertisement: %w", err)
-	}
-	if err := w.inNamespace(a.Namespace); err != nil {
-		return fmt.Errorf("l2advertisement %s: %w", a.Name, err)
-	}
-	return config.ValidateL2Advertisement(&a)
+	return config.ValidateL2Advertisement(a)
 }
 
 // validateBGPAdvertisement refuses a BGPAdvertisement the speakers would refuse or that contradicts
 // another one's localPref (config.ValidateBGPAdvertisement), against the stored pools, aliases,
 // advertisements and nodes.
-func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
-	var a v1beta1.BGPAdvertisement
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("decoding BGPAdvertisement: %w", err)
-	}
-	if err := w.inNamespace(a.Namespace); err != nil {
-		return fmt.Errorf("bgpadvertisement %s: %w", a.Name, err)
+func (w *webhook) validateBGPAdvertisement(raw []byte) error {
+	a, err := configObject[v1beta1.BGPAdvertisement](w, raw, "BGPAdvertisement")
+	if err != nil {
+		return err
 	}
 	nodes := map[string]map[string]string{}
 	for _, o := range w.nodes.GetStore().List() {
@@ -218,40 +200,36 @@ func (w *webhook) validateBGPAdvertisement(raw []byte, op admissionv1.Operation)
 			nodes[n.Name] = n.Labels
 		}
 	}
-	return config.ValidateBGPAdvertisement(&a, config.Objects{Pools: listAs[v1beta1.IPAddressPool](w.pools),
+	return config.ValidateBGPAdvertisement(a, config.Objects{Pools: listAs[v1beta1.IPAddressPool](w.pools),
 		BGPAdvertisements: listAs[v1beta1.BGPAdvertisement](w.bgpAds), Communities: listAs[v1beta1.Community](w.communities),
 		Nodes: nodes})
 }
 
 // validateCommunity refuses aliases the speakers cannot parse and names another Community defines.
-func (w *webhook) validateCommunity(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
+func (w *webhook) validateCommunity(raw []byte) error {
+	c, err := configObject[v1beta1.Community](w, raw, "Community")
+	if err != nil {
+		return err
 	}
-	var c v1beta1.Community
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("decoding Community: %w", err)
-	}
-	if err := w.inNamespace(c.Namespace); err != nil {
-		return fmt.Errorf("community %s: %w", c.Name, err)
-	}
-	return config.ValidateCommunity(&c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
+	return config.ValidateCommunity(c, config.Objects{Communities: listAs[v1beta1.Community](w.communities)})
 }
 
-// validateBFDProfile refuses profiles out of MetalLB's ranges and, as MetalLB does, deleting a
-// profile a BGPPeer uses.
-func (w *webhook) validateBFDProfile(raw []byte, op admissionv1.Operation) error {
-	var p v1beta1.BFDProfile
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decoding BFDProfile: %w", err)
+// validateBFDProfile refuses profiles out of MetalLB's ranges.
+func (w *webhook) validateBFDProfile(raw []byte) error {
+	p, err := configObject[v1beta1.BFDProfile](w, raw, "BFDProfile")
+	if err != nil {
+		return err
 	}
-	if op == admissionv1.Delete {
-		return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
+	return config.ValidateBFDProfile(p)
+}
+
+// validateBFDProfileDeletion refuses, as MetalLB does, deleting a profile a BGPPeer uses.
+func (w *webhook) validateBFDProfileDeletion(raw []byte) error {
+	p, err := decode[v1beta1.BFDProfile](raw, "BFDProfile")
+	if err != nil {
+		return err
 	}
-	if err := w.inNamespace(p.Namespace); err != nil {
-		return fmt.Errorf("bfdprofile %s: %w", p.Name, err)
-	}
-	return config.ValidateBFDProfile(&p)
+	return config.BFDProfileInUse(p.Name, listAs[v1beta2.BGPPeer](w.peers))
 }
 
 // listAs converts an informer's unstructured objects into T, leaving out those that do not convert.
@@ -267,6 +245,33 @@ func listAs[T any](inf cache.SharedIndexInformer) []T {
 	return out
 }
 
+// decode decodes raw, an object of kind, into a T.
+func decode[T any](raw []byte, kind string) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
+	}
+	return v, nil
+}
+
+// configObject decodes raw, a MetalLB configuration object of kind being created or updated, and
+// refuses it outside the configuration namespace (inNamespace). Its errors name the object as
+// "ipaddresspool NAME: ...".
+func configObject[T any, P interface {
+	*T
+	metav1.Object
+}](w *webhook, raw []byte, kind string) (P, error) {
+	v, err := decode[T](raw, kind)
+	if err != nil {
+		return nil, err
+	}
+	obj := P(v)
+	if err := w.inNamespace(obj.GetNamespace()); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", strings.ToLower(kind), obj.GetName(), err)
+	}
+	return obj, nil
+}
+
 // inNamespace refuses configuration objects outside the configuration namespace, as MetalLB does:
 // neither the controller nor the speakers would ever read them, and the user would see nothing happen.
 func (w *webhook) inNamespace(objNS string) error {
@@ -277,18 +282,15 @@ func (w *webhook) inNamespace(objNS string) error {
 }
 
 // validateService refuses address requests that can never be satisfied.
-func (w *webhook) validateService(raw []byte, op admissionv1.Operation) error {
-	if op == admissionv1.Delete {
-		return nil
-	}
-	var svc corev1.Service
-	if err := json.Unmarshal(raw, &svc); err != nil {
-		return fmt.Errorf("decoding Service: %w", err)
+func (w *webhook) validateService(raw []byte) error {
+	svc, err := decode[corev1.Service](raw, "Service")
+	if err != nil {
+		return err
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return nil
 	}
-	req, _, err := config.Request(&svc, nil)
+	req, _, err := config.Request(svc, nil)
 	if err != nil {
 		return err
 	}
@@ -306,7 +308,7 @@ func (w *webhook) validateService(raw []byte, op admissionv1.Operation) error {
 		if err != nil || oreq.SharingKey != req.SharingKey {
 			continue
 		}
-		for _, a := range ingressIPs(o) {
+		for _, a := range config.IngressAddrs(o) {
 			for _, want := range req.Requested {
 				if a != want {
 					continue

@@ -191,7 +191,7 @@ func Build(in Input) Report {
 		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
-		ips := ingressIPs(s)
+		ips := config.IngressAddrs(s)
 		if len(ips) == 0 {
 			pending = append(pending, s)
 		}
@@ -209,7 +209,7 @@ func Build(in Input) Report {
 	ads := newAdvertisements(in)
 	var r Report
 	for _, s := range ours {
-		for _, ip := range ingressIPs(s) {
+		for _, ip := range config.IngressAddrs(s) {
 			a := Address{IP: ip, Service: key(s), Mode: ModeNone}
 			if p := poolOf(pools, ip); p != "" {
 				a.Pool = p
@@ -238,17 +238,6 @@ func byCreation(x, y *corev1.Service) int {
 		return 1
 	}
 	return strings.Compare(key(x), key(y))
-}
-
-// ingressIPs returns the Service's ingress addresses (hostname-only entries are skipped).
-func ingressIPs(s *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
 }
 
 // poolOf returns the valid pool whose ranges hold ip ("" for none). Valid pools never overlap.
@@ -460,7 +449,7 @@ func pendingReasons(in Input, pools *config.Pools, ours, pending []*corev1.Servi
 	alloc := allocator.New()
 	alloc.SetPools(pools.Allocator())
 	for _, s := range ours {
-		if ips := ingressIPs(s); len(ips) > 0 {
+		if ips := config.IngressAddrs(s); len(ips) > 0 {
 			if req, _, err := config.Request(s, pools); err == nil {
 				_, _ = alloc.Assign(req, ips) // a Service that cannot keep its address is the controller's to report
 			}

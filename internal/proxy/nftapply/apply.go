@@ -194,11 +194,7 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 	s.applied = m
 	if s.stats.NetlinkState == NetlinkUnverified && len(plan.AddedChains) > 0 {
 		// This transaction ran through nft: check that netlink sees what it wrote.
-		if err := s.nl.verify(plan.AddedChains); err != nil {
-			s.stats.NetlinkState, s.stats.NetlinkOff = NetlinkOff, err
-		} else {
-			s.stats.NetlinkState = NetlinkOn
-		}
+		s.verifyNetlink(plan.AddedChains)
 	}
 	now := s.now()
 	for _, c := range plan.AddedChains {
@@ -232,54 +228,31 @@ func (s *Syncer) fullNew(ctx context.Context, m *nftrules.Model, existing nftrul
 				chains = append(chains, c.Name)
 			}
 		}
-		if err := s.nl.verify(chains); err != nil {
-			s.stats.NetlinkState, s.stats.NetlinkOff = NetlinkOff, err
-		} else {
-			s.stats.NetlinkState = NetlinkOn
-		}
+		s.verifyNetlink(chains)
 	}
-	return plan, s.writeBulk(ctx, svcs)
+	// Netlink is now on or off: the Services go over it if it is on and can translate them.
+	return plan, s.write(ctx, svcs, true)
 }
 
-// writeBulk applies a large recorded transaction: over netlink in one batch if netlink is on and
-// can translate it, else through nft.
-func (s *Syncer) writeBulk(ctx context.Context, rec *recorder) error {
+// verifyNetlink turns netlink on if it sees chains, which a transaction run through nft added, and
+// off (saying why) if it does not.
+func (s *Syncer) verifyNetlink(chains []string) {
+	if err := s.nl.verify(chains); err != nil {
+		s.stats.NetlinkState, s.stats.NetlinkOff = NetlinkOff, err
+	} else {
+		s.stats.NetlinkState = NetlinkOn
+	}
+}
+
+// write applies recorded operations: over netlink in one batch if viaNetlink (incremental syncs,
+// deletions of stale chains, the Services of a new table), a netlink writer is configured, netlink
+// is on and it can translate them all; else through nft, counting the fallback when a writer is
+// configured.
+func (s *Syncer) write(ctx context.Context, rec *recorder, viaNetlink bool) error {
 	if len(rec.ops) == 0 {
 		return nil
 	}
-	reason := FallbackOff
-	if s.stats.NetlinkState == NetlinkOn {
-		cmds, err := s.nl.translate(rec.ops)
-		if err == nil {
-			if err := s.nl.applyBulk(cmds); err != nil {
-				s.stats.NetlinkErrors++
-				return err
-			}
-			s.stats.Netlink++
-			return nil
-		}
-		var u *UnsupportedError
-		if !errors.As(err, &u) {
-			return err
-		}
-		reason = u.Reason
-	}
-	if s.stats.Fallbacks == nil {
-		s.stats.Fallbacks = map[FallbackReason]int{}
-	}
-	s.stats.Fallbacks[reason]++
-	tx := s.nft.NewTransaction()
-	rec.replay(tx)
-	return s.exec(ctx, tx)
-}
-
-// write applies recorded operations: over netlink if they are incremental, a netlink writer is
-// configured and it can translate them all, else through nft.
-func (s *Syncer) write(ctx context.Context, rec *recorder, incremental bool) error {
-	if len(rec.ops) == 0 {
-		return nil
-	}
-	if incremental && s.nl != nil {
+	if viaNetlink && s.nl != nil {
 		reason := FallbackOff
 		switch s.stats.NetlinkState {
 		case NetlinkUnverified:

@@ -270,11 +270,8 @@ func (t *translator) setOp(o op, s *knftables.Set) (command, error) {
 		return command{}, t.unsupported(FallbackObject, o, "set of another table")
 	}
 	set := &nftables.Set{Table: t.table, Name: s.Name}
-	switch o.verb {
-	case verbFlush:
-		return command{kind: cmdFlushSet, set: set}, nil
-	case verbDelete:
-		return command{kind: cmdDelSet, set: set}, nil
+	if c, ok := flushOrDelete(o, set); ok {
+		return c, nil
 	}
 	if s.Type != t.addrType.Name || s.TypeOf != "" || s.GCInterval != nil || s.Size != nil || s.Policy != nil ||
 		s.AutoMerge != nil || s.Comment != nil {
@@ -309,13 +306,22 @@ func (t *translator) mapOp(o op, m *knftables.Map) (command, error) {
 		return command{}, t.unsupported(FallbackObject, o, "map of another table")
 	}
 	set := &nftables.Set{Table: t.table, Name: m.Name, IsMap: true}
-	switch o.verb {
-	case verbFlush:
-		return command{kind: cmdFlushSet, set: set}, nil
-	case verbDelete:
-		return command{kind: cmdDelSet, set: set}, nil
+	if c, ok := flushOrDelete(o, set); ok {
+		return c, nil
 	}
 	return command{}, t.unsupported(FallbackMap, o, "creating a map (typeof userdata)")
+}
+
+// flushOrDelete returns the command for o on set (or map) if o flushes or deletes it; ok is false
+// for an add.
+func flushOrDelete(o op, set *nftables.Set) (c command, ok bool) {
+	switch o.verb {
+	case verbFlush:
+		return command{kind: cmdFlushSet, set: set}, true
+	case verbDelete:
+		return command{kind: cmdDelSet, set: set}, true
+	}
+	return command{}, false
 }
 
 // elementOp encodes the elements nftrules writes in incremental syncs: addresses in cluster-ips,

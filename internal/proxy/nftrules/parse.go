@@ -453,13 +453,43 @@ func symbol(t string) bool {
 func chainName(t string) bool { return t != "" && t != "{" && t != "}" && t != "," }
 
 // setLiteral parses "{ a , b }".
-func (p *ruleParser) setLiteral() ([]Value, error) {
+func (p *ruleParser) setLiteral() ([]Value, error) { return braced(p, "set literal", p.value) }
+
+// vmapLiteral parses "{ key : verdict , ... }".
+func (p *ruleParser) vmapLiteral() ([]VmapElem, error) {
+	return braced(p, "verdict map literal", func() (VmapElem, error) {
+		k, err := p.value()
+		if err != nil {
+			return VmapElem{}, err
+		}
+		if err := p.expect(":"); err != nil {
+			return VmapElem{}, err
+		}
+		var verdict []string
+		for p.peek() != "," && p.peek() != "}" {
+			t, err := p.next()
+			if err != nil {
+				return VmapElem{}, err
+			}
+			verdict = append(verdict, t)
+		}
+		v, err := ParseVerdict(strings.Join(verdict, " "))
+		if err != nil {
+			return VmapElem{}, err
+		}
+		return VmapElem{Key: k, Verdict: v}, nil
+	})
+}
+
+// braced parses "{ item , item ... }" (at least one item), each item with item; what names the
+// literal in errors.
+func braced[T any](p *ruleParser, what string, item func() (T, error)) ([]T, error) {
 	if err := p.expect("{"); err != nil {
 		return nil, err
 	}
-	out := []Value{}
+	out := []T{}
 	for {
-		v, err := p.value()
+		v, err := item()
 		if err != nil {
 			return nil, err
 		}
@@ -472,44 +502,7 @@ func (p *ruleParser) setLiteral() ([]Value, error) {
 			return out, nil
 		}
 		if t != "," {
-			return nil, fmt.Errorf("in set literal: want , or }, got %q", t)
-		}
-	}
-}
-
-// vmapLiteral parses "{ key : verdict , ... }".
-func (p *ruleParser) vmapLiteral() ([]VmapElem, error) {
-	if err := p.expect("{"); err != nil {
-		return nil, err
-	}
-	out := []VmapElem{}
-	for {
-		k, err := p.value()
-		if err != nil {
-			return nil, err
-		}
-		if err := p.expect(":"); err != nil {
-			return nil, err
-		}
-		var verdict []string
-		for p.peek() != "," && p.peek() != "}" {
-			t, err := p.next()
-			if err != nil {
-				return nil, err
-			}
-			verdict = append(verdict, t)
-		}
-		v, err := ParseVerdict(strings.Join(verdict, " "))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, VmapElem{Key: k, Verdict: v})
-		t, err := p.next()
-		if err != nil {
-			return nil, err
-		}
-		if t == "}" {
-			return out, nil
+			return nil, fmt.Errorf("in %s: want , or }, got %q", what, t)
 		}
 	}
 }

@@ -509,7 +509,9 @@ func (b *Builder) addSet(e *emitter, s *affinitySet) {
 	e.ops++
 }
 
-func (e *emitter) addElem(el *elem) {
+// object returns el as a knftables element of its set or map, without its comment. A map
+// element's value is also needed to delete it when knftables emulates destroy.
+func (el *elem) object() *knftables.Element {
 	k := &knftables.Element{Key: el.key}
 	if el.set {
 		k.Set = el.container
@@ -517,6 +519,11 @@ func (e *emitter) addElem(el *elem) {
 		k.Map = el.container
 		k.Value = []string{el.value}
 	}
+	return k
+}
+
+func (e *emitter) addElem(el *elem) {
+	k := el.object()
 	if el.comment != "" {
 		k.Comment = knftables.PtrTo(el.comment)
 	}
@@ -525,13 +532,6 @@ func (e *emitter) addElem(el *elem) {
 }
 
 func (e *emitter) deleteElem(el *elem) {
-	k := &knftables.Element{Key: el.key}
-	if el.set {
-		k.Set = el.container
-	} else {
-		k.Map = el.container
-		k.Value = []string{el.value} // needed when knftables emulates destroy; harmless otherwise
-	}
-	e.tx.Delete(k)
+	e.tx.Delete(el.object())
 	e.ops++
 }

@@ -231,15 +231,11 @@ func (g *gobgpServer) addPaths(ps []netip.Prefix) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	req := apiutil.AddPathRequest{}
-	for _, p := range ps {
-		path, err := globalPath(p)
-		if err != nil {
-			return err
-		}
-		req.Paths = append(req.Paths, path)
+	paths, err := globalPaths(ps)
+	if err != nil {
+		return err
 	}
-	if _, err := g.s.AddPath(req); err != nil {
+	if _, err := g.s.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
 		return fmt.Errorf("adding %d paths: %w", len(ps), err)
 	}
 	return nil
@@ -249,18 +245,27 @@ func (g *gobgpServer) deletePaths(ps []netip.Prefix) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	req := apiutil.DeletePathRequest{}
-	for _, p := range ps {
-		path, err := globalPath(p)
-		if err != nil {
-			return err
-		}
-		req.Paths = append(req.Paths, path)
+	paths, err := globalPaths(ps)
+	if err != nil {
+		return err
 	}
-	if err := g.s.DeletePath(req); err != nil {
+	if err := g.s.DeletePath(apiutil.DeletePathRequest{Paths: paths}); err != nil {
 		return fmt.Errorf("withdrawing %d paths: %w", len(ps), err)
 	}
 	return nil
+}
+
+// globalPaths is globalPath of each prefix.
+func globalPaths(ps []netip.Prefix) ([]*apiutil.Path, error) {
+	paths := make([]*apiutil.Path, 0, len(ps))
+	for _, p := range ps {
+		path, err := globalPath(p)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
 }
 
 // isDynamicExternal reports whether a session accepts any AS number but its own.
