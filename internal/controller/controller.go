@@ -1,6 +1,7 @@
 // Package controller is `ironlb controller`: it gives each Service of type LoadBalancer its external
-// address(es) from MetalLB's IPAddressPools. Informer handlers only enqueue keys; one worker goroutine owns
-// the allocator and turns each key into Service status, events, pool status and metrics. Pools are
+// address(es) from MetalLB's IPAddressPools. Informer handlers only enqueue keys; workers (8, to overlap
+// API round trips) turn each key into Service status, events, pool status and metrics, and every
+// decision on the allocator is made under one mutex (reconciler.mu), one at a time. Pools are
 // converted to the model once per change (internal/config); the allocator (internal/allocator) never sees
 // a Kubernetes object.
 package controller
@@ -59,7 +60,8 @@ type Config struct {
 	FlushInterval  time.Duration // how often pool status is written (default 1 s)
 	// Leader election timings (defaults 15 s, 10 s, 2 s as client-go's examples); tests shorten them.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// ReleaseOnCancel gives the Lease up when ctx ends (a graceful stop); false behaves like a crash.
+	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
+	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
 }
 
