@@ -267,10 +267,8 @@ func TestTheAPIImportsOnlyTheAPI(t *testing.T) {
 				t.Errorf("%s (API types) imports %s (%s)", path, imp, to.kind)
 			}
 		}
-		for _, banned := range noIO {
-			if i := slices.IndexFunc(p.Deps, func(dep string) bool { return matches(dep, banned) }); i >= 0 {
-				t.Errorf("%s (API types) depends on %s (%s)", path, p.Deps[i], banned)
-			}
+		for _, b := range bannedDeps(p, noIO) {
+			t.Errorf("%s (API types) depends on %s", path, b)
 		}
 	}
 }
@@ -285,10 +283,8 @@ func TestCoresImportOnlyCoresAndTheAPI(t *testing.T) {
 				t.Errorf("%s (core) imports %s (%s): a core imports cores and API types only", path, imp, to.kind)
 			}
 		}
-		for _, banned := range append(noIO, noDeps[path]...) {
-			if i := slices.IndexFunc(p.Deps, func(dep string) bool { return matches(dep, banned) }); i >= 0 {
-				t.Errorf("%s (core) depends on %s (%s), which does I/O", path, p.Deps[i], banned)
-			}
+		for _, b := range bannedDeps(p, append(noIO, noDeps[path]...)) {
+			t.Errorf("%s (core) depends on %s, which does I/O", path, b)
 		}
 	}
 }
@@ -298,19 +294,11 @@ func TestCoresStartNoGoroutines(t *testing.T) {
 		if l, _ := where(path); l.kind != core {
 			continue
 		}
-		fset := token.NewFileSet()
-		for _, f := range p.GoFiles {
-			file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
-			if err != nil {
-				t.Fatal(err)
+		inspect(t, p, func(fset *token.FileSet, n ast.Node) {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: go statement in a core (%s): the caller owns the goroutines", fset.Position(g.Pos()), path)
 			}
-			ast.Inspect(file, func(n ast.Node) bool {
-				if g, ok := n.(*ast.GoStmt); ok {
-					t.Errorf("%s: go statement in a core (%s): the caller owns the goroutines", fset.Position(g.Pos()), path)
-				}
-				return true
-			})
-		}
+		})
 	}
 }
 
@@ -338,22 +326,42 @@ func TestForbiddenCalls(t *testing.T) {
 			t.Errorf("%s: no such package (forbiddenCalls)", path)
 			continue
 		}
-		fset := token.NewFileSet()
-		for _, f := range p.GoFiles {
-			file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ast.Inspect(file, func(n ast.Node) bool {
-				if sel, ok := n.(*ast.SelectorExpr); ok {
-					if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(calls, x.Name+"."+sel.Sel.Name) {
-						t.Errorf("%s: %s calls %s.%s", fset.Position(sel.Pos()), path, x.Name, sel.Sel.Name)
-					}
+		inspect(t, p, func(fset *token.FileSet, n ast.Node) {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(calls, x.Name+"."+sel.Sel.Name) {
+					t.Errorf("%s: %s calls %s.%s", fset.Position(sel.Pos()), path, x.Name, sel.Sel.Name)
 				}
-				return true
-			})
+			}
+		})
+	}
+}
+
+// inspect calls visit on every node of the package's Go files.
+func inspect(t *testing.T, p *pkg, visit func(*token.FileSet, ast.Node)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, f := range p.GoFiles {
+		file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			visit(fset, n)
+			return true
+		})
+	}
+}
+
+// bannedDeps returns, for each entry (see noIO) that names one of the package's dependencies, the
+// first such dependency and the entry.
+func bannedDeps(p *pkg, entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		if i := slices.IndexFunc(p.Deps, func(dep string) bool { return matches(dep, e) }); i >= 0 {
+			out = append(out, fmt.Sprintf("%s (%s)", p.Deps[i], e))
 		}
 	}
+	return out
 }
 
 func TestPureFiles(t *testing.T) {
