@@ -3,18 +3,23 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/ironlb
 
-.PHONY: all build k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb clean
+.PHONY: all deps build k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ironlb
 
+# The Debian packages the lab and the tests use (iproute2, nftables, FRR, arping, gcc for -race, ...),
+# installed when missing: a fresh Debian machine with Go needs nothing else (hack/deps.sh, also run by CI).
+deps:
+	@hack/deps.sh
+
 # Kubernetes binaries at the pinned versions (hack/versions.env), cached outside the repo.
 k8s:
 	@hack/k8s-binaries.sh >/dev/null
 
-lab: build k8s
+lab: deps build k8s
 	$(BIN) lab up
 	IRONLB=$(BIN) hack/seed-000.sh
 
@@ -23,7 +28,7 @@ lab-down: build
 
 # Every unit test, every fuzz target briefly, then the e2e tests in the lab (root; they bring their own
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
-test: build k8s metallb unit fuzz-short e2e
+test: deps build k8s metallb unit fuzz-short e2e
 
 unit:
 	$(GO) vet ./...
