@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/ironlb
 
-.PHONY: all deps build k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb clean
+.PHONY: all deps build k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
 
 all: build
 
@@ -28,7 +28,7 @@ lab-down: build
 
 # Every unit test, every fuzz target briefly, then the e2e tests in the lab (root; they bring their own
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
-test: deps build k8s metallb unit fuzz-short e2e
+test: deps build k8s metallb helm unit fuzz-short e2e
 
 unit:
 	$(GO) vet ./...
@@ -68,6 +68,10 @@ bench: build k8s
 # cached outside the repo: the migration test starts from its controller, the benchmarks compare against both.
 metallb:
 	@hack/metallb.sh >/dev/null
+
+# helm at its pinned version, for the chart test (config/install_test.go).
+helm:
+	@hack/helm.sh >/dev/null
 
 # 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
 bench-controller: k8s metallb
