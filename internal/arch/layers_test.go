@@ -59,6 +59,7 @@ var house = []struct {
 	{"internal/config", layer{kind: core}},
 	{"internal/bgpconfig", layer{kind: core}},
 	{"internal/bfdprofile", layer{kind: core}},
+	{"internal/version", layer{kind: core}}, // the build's version and commit (linker-stamped), read by the CLI
 
 	{"internal/kube", layer{kind: adapter}},
 	{"internal/kube/kubenode", layer{kind: core}}, // facts of a Node object two roles read: API types only

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironlb/ironlb/internal/testbed/whoami"
+	"github.com/ironlb/ironlb/internal/version"
 )
 
 // exitError carries a process exit code through cobra.
@@ -46,17 +47,32 @@ func newRoot(argv0 string) *cobra.Command {
 		Short:         "LoadBalancer Services for bare-metal Kubernetes (MetalLB's API, kube-proxy's job, one binary)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(), // --version
 	}
+	// --version prints the same line as `ironlb version`, not cobra's "ironlb version <Version>".
+	root.SetVersionTemplate("{{.Version}}\n")
 	if isPlugin(argv0) {
 		root.Use = pluginName
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ironlb"}
 		root.Short = "ironlb's view of the cluster's LoadBalancer Services (kubectl plugin)"
-		root.AddCommand(statusCmd())
+		root.AddCommand(statusCmd(), versionCmd())
 		return root
 	}
-	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd())
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd(), versionCmd())
 	root.AddCommand(proxyCmd(), traceCmd(), statusCmd(), benchCmd())
 	return root
+}
+
+// versionCmd prints the version, the commit and the Go toolchain (internal/version).
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print ironlb's version, the commit it was built from and the Go version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), version.Get())
+		},
+	}
 }
 
 // whoamiCmd is the traefik/whoami-compatible echo server the lab runs for that image.

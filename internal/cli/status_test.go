@@ -64,3 +64,27 @@ func TestPluginName(t *testing.T) {
 		t.Errorf("status -o xml: %v", err)
 	}
 }
+
+// TestVersion checks that `ironlb version` and `ironlb --version` print the same line, for ironlb and
+// for the kubectl plugin.
+func TestVersion(t *testing.T) {
+	for _, argv0 := range []string{"bin/ironlb", "/usr/local/bin/kubectl-ironlb"} {
+		var outs []string
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			var out bytes.Buffer
+			root := newRoot(argv0)
+			root.SetArgs(args)
+			root.SetOut(&out)
+			if err := root.Execute(); err != nil {
+				t.Fatalf("%s %v: %v", argv0, args, err)
+			}
+			outs = append(outs, out.String())
+		}
+		if !strings.HasPrefix(outs[0], "ironlb ") || !strings.Contains(outs[0], "(commit ") {
+			t.Errorf("%s version: %q", argv0, outs[0])
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("%s: version printed %q, --version %q", argv0, outs[0], outs[1])
+		}
+	}
+}
