@@ -1,0 +1,210 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// What every image carries, whatever the platform.
+const (
+	// Entrypoint is where the binary sits; /usr/local/bin/ironlb links to it so that
+	// `kubectl exec ... -- ironlb status` finds it on PATH.
+	Entrypoint = "/ironlb"
+	// User is nonroot (65532, as in the distroless images): the roles that need root say so in their
+	// Pod's securityContext (runAsUser: 0), the others run unprivileged without asking.
+	User   = "65532:65532"
+	source = "https://github.com/ironlb/ironlb"
+)
+
+// env is the image's environment: a PATH for `kubectl exec`, nothing else.
+var env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// Spec is one build of ironlb's image: a binary per platform and the facts the image records.
+type Spec struct {
+	Version string // the release version: labels and annotations (the tag is the caller's)
+	Commit  string // the git commit the binaries were built from
+	// Created is the only time the image records (config, history, tar entries): the commit's
+	// time or $SOURCE_DATE_EPOCH, so that the same inputs give the same digest.
+	Created time.Time
+	// Binaries maps each platform ("linux/amd64") to its static ironlb binary (CGO_ENABLED=0).
+	Binaries map[string][]byte
+}
+
+// Index builds the multi-platform image: an OCI index with one manifest per platform of
+// s.Binaries, in platform order. Each image has two layers: the base files (filesystem) and the
+// binary. It fails if a platform is not os/arch or no binary is given.
+func Index(s Spec) (v1.ImageIndex, error) {
+	if len(s.Binaries) == 0 {
+		return nil, errors.New("no binary")
+	}
+	base, err := layer(baseFiles(), s.Created)
+	if err != nil {
+		return nil, fmt.Errorf("base layer: %w", err)
+	}
+	var idx v1.ImageIndex = empty.Index
+	for _, plat := range slices.Sorted(maps.Keys(s.Binaries)) {
+		p, err := parsePlatform(plat)
+		if err != nil {
+			return nil, err
+		}
+		img, err := image(s, p, base, s.Binaries[plat])
+		if err != nil {
+			return nil, fmt.Errorf("image for %s: %w", plat, err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: p}})
+	}
+	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
+	annotated, ok := mutate.Annotations(idx, labels(s)).(v1.ImageIndex)
+	if !ok {
+		return nil, errors.New("annotating the index")
+	}
+	return annotated, nil
+}
+
+func parsePlatform(s string) (*v1.Platform, error) {
+	goos, arch, ok := strings.Cut(s, "/")
+	if !ok || goos == "" || arch == "" || strings.Contains(arch, "/") {
+		return nil, fmt.Errorf("platform %q: want os/arch", s)
+	}
+	return &v1.Platform{OS: goos, Architecture: arch}, nil
+}
+
+// labels are the OCI annotations, set as the images' labels and on the index.
+func labels(s Spec) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":       "ironlb",
+		"org.opencontainers.image.description": "LoadBalancer Services for bare-metal Kubernetes (controller, speaker, proxy, status)",
+		"org.opencontainers.image.source":      source,
+		"org.opencontainers.image.version":     s.Version,
+		"org.opencontainers.image.revision":    s.Commit,
+		"org.opencontainers.image.created":     s.Created.UTC().Format(time.RFC3339),
+	}
+}
+
+// image is one platform's image: the base layer, the binary's layer and the config.
+func image(s Spec, p *v1.Platform, base v1.Layer, bin []byte) (v1.Image, error) {
+	binLayer, err := layer([]file{{name: strings.TrimPrefix(Entrypoint, "/"), mode: 0o755, data: bin}}, s.Created)
+	if err != nil {
+		return nil, fmt.Errorf("binary layer: %w", err)
+	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
+		Architecture: p.Architecture,
+		OS:           p.OS,
+		Config: v1.Config{
+			Entrypoint: []string{Entrypoint},
+			User:       User,
+			Env:        env,
+			WorkingDir: "/",
+			Labels:     labels(s),
+		},
+		RootFS: v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	created := v1.Time{Time: s.Created.UTC()}
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: base, MediaType: types.OCILayer,
+			History: v1.History{Created: created, CreatedBy: "hack/image: /etc/passwd, /etc/group, /etc/nsswitch.conf, /tmp, /home/nonroot"}},
+		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer,
+			History: v1.History{Created: created, CreatedBy: fmt.Sprintf("hack/image: %s %s (%s)", Entrypoint, s.Version, s.Commit)}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.CreatedAt(img, created)
+}
+
+// file is one tar entry: a regular file (data), a directory (dir) or a symlink (link).
+type file struct {
+	name     string // relative, without a leading or trailing slash
+	mode     int64
+	uid, gid int
+	dir      bool
+	link     string
+	data     []byte
+}
+
+// baseFiles are what the roles need from a filesystem beside the binary: users and groups for
+// the numeric IDs the manifests use (root for the speaker and the proxy, nobody 65534 for the
+// controller, nonroot 65532 the image's default), name resolution through /etc/hosts then DNS, and
+// a /tmp. No CA certificates: in a cluster the service account's CA is mounted, and ironlb
+// calls nothing else over TLS. No shell, no nft, no conntrack (see docs/image.md).
+func baseFiles() []file {
+	return []file{
+		{name: "etc", mode: 0o755, dir: true},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{name: "etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
+		{name: "etc/passwd", mode: 0o644, data: []byte(
+			"root:x:0:0:root:/root:/sbin/nologin\n" +
+				"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{name: "home", mode: 0o755, dir: true},
+		{name: "home/nonroot", mode: 0o700, uid: 65532, gid: 65532, dir: true},
+		{name: "root", mode: 0o700, dir: true},
+		{name: "tmp", mode: 0o1777, dir: true},
+		{name: "usr", mode: 0o755, dir: true},
+		{name: "usr/local", mode: 0o755, dir: true},
+		{name: "usr/local/bin", mode: 0o755, dir: true},
+		{name: "usr/local/bin/ironlb", mode: 0o777, link: Entrypoint},
+	}
+}
+
+// layer is a gzip-compressed OCI layer of files, reproducible: entries in name order, every time
+// mtime, owners numeric without names, no gzip header time or name.
+func layer(files []file, mtime time.Time) (v1.Layer, error) {
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) })
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, f := range files {
+		h := &tar.Header{Name: f.name, Mode: f.mode, Uid: f.uid, Gid: f.gid, ModTime: mtime.UTC().Truncate(time.Second)}
+		switch {
+		case f.dir:
+			h.Typeflag, h.Name = tar.TypeDir, f.name+"/"
+		case f.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression) // zero Header: no name, no time
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	compressed := gz.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(compressed)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
