@@ -277,21 +277,30 @@ func TestChartRendersKustomize(t *testing.T) {
 	})
 }
 
-// TestChartIsGenerated checks that the chart is what hack/genchart makes of config/ now (the same
-// check hack/generate.sh --check makes, without git).
+// TestChartIsGenerated checks that the chart, and the image tags in config/, are what hack/genchart
+// makes of config/ and VERSION now (the same check hack/generate.sh --check makes, without git).
 func TestChartIsGenerated(t *testing.T) {
 	tmp := t.TempDir()
-	for _, src := range []string{"crd/bases", "controller", "speaker", "proxy", "prometheus"} {
+	dirs := []string{"crd/bases", "controller", "speaker", "proxy", "prometheus"}
+	for _, src := range dirs {
 		copyDir(t, src, filepath.Join(tmp, "config", src))
 	}
+	copyFile(t, "../VERSION", filepath.Join(tmp, "VERSION"))
+	copyFile(t, "../charts/ironlb/Chart.yaml", filepath.Join(tmp, "charts/ironlb/Chart.yaml"))
 	out, err := exec.Command("go", "run", "../hack/genchart", "-root", tmp).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run ./hack/genchart: %v\n%s", err, out)
 	}
 	gen, _ := filepath.Glob(filepath.Join(tmp, "charts/ironlb/templates/*.yaml"))
 	have, _ := filepath.Glob("../charts/ironlb/templates/*.yaml")
-	gen = append(gen, filepath.Join(tmp, "charts/ironlb/values.yaml"))
-	have = append(have, "../charts/ironlb/values.yaml")
+	gen = append(gen, filepath.Join(tmp, "charts/ironlb/values.yaml"), filepath.Join(tmp, "charts/ironlb/Chart.yaml"))
+	have = append(have, "../charts/ironlb/values.yaml", "../charts/ironlb/Chart.yaml")
+	// genchart also sets the manifests' image tags to VERSION.
+	for _, d := range dirs {
+		g, _ := filepath.Glob(filepath.Join(tmp, "config", d, "*.yaml"))
+		h, _ := filepath.Glob(filepath.Join(d, "*.yaml"))
+		gen, have = append(gen, g...), append(have, h...)
+	}
 	if diff := cmp.Diff(names(gen), names(have)); diff != "" {
 		t.Fatalf("chart files (-generated +committed); run hack/generate.sh:\n%s", diff)
 	}
@@ -310,6 +319,20 @@ func names(paths []string) []string {
 		out[i] = filepath.Base(p)
 	}
 	return out
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func copyDir(t *testing.T, src, dst string) {

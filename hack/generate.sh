@@ -3,6 +3,7 @@
 #   api/*/zz_generated.deepcopy.go   DeepCopy methods
 #   config/crd/bases/*.yaml          the CRDs (schemas, defaults, CEL rules, printer columns)
 #   config/*/kustomization.yml       the base folders' file lists, and charts/ironlb (hack/genchart)
+#   image: tags in config/           VERSION (hack/genchart), as is charts/ironlb/Chart.yaml's appVersion
 # Commit the result. api/v1beta1/crd_test.go checks the CRDs against MetalLB's API and
 # MetalLB's examples.
 #

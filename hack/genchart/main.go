@@ -6,6 +6,9 @@
 //   - charts/ironlb/templates and values.yaml: the Helm chart, the same objects with the namespace and
 //     image as values, the proxy (config/proxy) and the PodMonitors (config/prometheus) behind toggles,
 //     and the CRDs kept on uninstall (helm.sh/resource-policy: keep) so that pools are never lost.
+//   - the version (the VERSION file, which `make build` stamps into the binary and `make image` tags
+//     the image with): the tag of every image config/ names, and charts/ironlb/Chart.yaml's appVersion.
+//     Bumping the version is editing VERSION and running hack/generate.sh.
 //
 // hack/generate.sh runs it (go run ./hack/genchart from the repository root); its --check mode fails
 // when the committed files differ. config/install_test.go's TestChartRendersKustomize renders the
@@ -46,7 +49,7 @@ var groups = []group{
 }
 
 func main() {
-	root := flag.String("root", ".", "repository root: reads config/, writes config/*/kustomization.yml and charts/ironlb")
+	root := flag.String("root", ".", "repository root: reads config/ and VERSION, writes config/*/kustomization.yml, the image tags in config/ and charts/ironlb")
 	flag.Parse()
 	if err := run(*root); err != nil {
 		fmt.Fprintln(os.Stderr, "genchart:", err)
@@ -55,6 +58,10 @@ func main() {
 }
 
 func run(root string) error {
+	version, err := readVersion(root)
+	if err != nil {
+		return err
+	}
 	for _, d := range baseDirs {
 		if err := writeKustomization(filepath.Join(root, "config", d)); err != nil {
 			return err
@@ -77,9 +84,16 @@ func run(root string) error {
 			return err
 		}
 		for _, f := range files {
-			src, err := os.ReadFile(filepath.Join(root, "config", g.dir, f))
+			path := filepath.Join(root, "config", g.dir, f)
+			src, err := os.ReadFile(path)
 			if err != nil {
 				return err
+			}
+			if tagged := retag(src, version); !bytes.Equal(tagged, src) {
+				if err := os.WriteFile(path, tagged, 0o644); err != nil {
+					return err
+				}
+				src = tagged
 			}
 			out, err := template(g, f, src, img)
 			if err != nil {
@@ -94,7 +108,49 @@ func run(root string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, chartDir, "values.yaml"), vals, 0o644)
+	if err := os.WriteFile(filepath.Join(root, chartDir, "values.yaml"), vals, 0o644); err != nil {
+		return err
+	}
+	return setAppVersion(filepath.Join(root, chartDir, "Chart.yaml"), version)
+}
+
+var (
+	versionRe    = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+	appVersionRe = regexp.MustCompile(`(?m)^appVersion: .*$`)
+)
+
+// readVersion reads root/VERSION: one semantic version with a leading v (v0.1.0, v0.2.0-rc.1).
+func readVersion(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if !versionRe.MatchString(v) {
+		return "", fmt.Errorf("VERSION: %q is not a version like v0.1.0", v)
+	}
+	return v, nil
+}
+
+// retag sets the tag of every image a manifest names to version.
+func retag(src []byte, version string) []byte {
+	return imageLine.ReplaceAllFunc(src, func(line []byte) []byte {
+		m := imageLine.FindSubmatch(line) // the match may span blank lines around it: keep them
+		ref := fmt.Appendf(nil, "%s:%s", m[2], m[3])
+		return bytes.Replace(line, ref, fmt.Appendf(nil, "%s:%s", m[2], version), 1)
+	})
+}
+
+// setAppVersion sets Chart.yaml's appVersion, the one line of it genchart writes.
+func setAppVersion(path, version string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !appVersionRe.Match(b) {
+		return fmt.Errorf("%s has no appVersion line", path)
+	}
+	return os.WriteFile(path, appVersionRe.ReplaceAll(b, []byte("appVersion: "+version)), 0o644)
 }
 
 // manifests returns a folder's *.yaml files in name order (kustomization files excluded).
