@@ -3,12 +3,38 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/ironlb
 
-.PHONY: all deps build k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
+# The release version (VERSION: also the image tag, the manifests' tag and the chart's appVersion, set
+# by hack/generate.sh) and the commit, "-dirty" when the tree has changes, stamped into the binary
+# (`ironlb version`). SOURCE_DATE_EPOCH, the commit's time, is the image's only time stamp.
+VERSION           := $(shell cat VERSION)
+COMMIT            := $(shell git rev-parse HEAD 2>/dev/null)$(shell [ -z "$$(git status --porcelain 2>/dev/null)" ] || echo -dirty)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+LDFLAGS           := -X github.com/ironlb/ironlb/internal/version.version=$(VERSION) -X github.com/ironlb/ironlb/internal/version.commit=$(COMMIT)
+
+# make image: ironlb's OCI image for PLATFORMS, written as an OCI layout to bin/image; PUSH=REF also
+# pushes it (REF without a tag gets VERSION), INSECURE=1 over plain HTTP. docs/image.md.
+PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE     ?= ghcr.io/ironlb/ironlb
+PUSH      ?=
+INSECURE  ?=
+
+.PHONY: all deps build image k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/ironlb
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb
+
+# Static binaries (CGO_ENABLED=0), without paths of this machine (-trimpath) or symbols (-s -w): the
+# same commit gives the same bytes, so the same image digest.
+image:
+	@set -e; for p in $(PLATFORMS); do \
+	  echo "== go build $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/$${p%/*}_$${p#*/}/ironlb ./cmd/ironlb; \
+	done
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/image --version $(VERSION) --commit $(COMMIT) --repo $(IMAGE) --out bin/image \
+	  $(foreach p,$(PLATFORMS),--binary $(p)=bin/$(subst /,_,$(p))/ironlb) \
+	  $(if $(PUSH),--push $(PUSH)) $(if $(INSECURE),--insecure)
 
 # The Debian packages the lab and the tests use (iproute2, nftables, FRR, arping, gcc for -race, ...),
 # installed when missing: a fresh Debian machine with Go needs nothing else (hack/deps.sh, also run by CI).
