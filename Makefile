@@ -18,7 +18,7 @@ IMAGE     ?= ghcr.io/ironlb/ironlb
 PUSH      ?=
 INSECURE  ?=
 
-.PHONY: all deps build image k8s lab lab-down test unit e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
+.PHONY: all deps build image k8s lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
 
 all: build
 
@@ -56,10 +56,16 @@ lab-down: build
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
 test: deps build k8s metallb helm unit fuzz-short e2e
 
-unit:
+# The unit tests run under the race detector, which needs cgo: a C compiler (gcc) and libc's headers
+# (Debian: gcc, libc6-dev; .ci/run installs them).
+unit: race-toolchain
 	$(GO) vet ./...
 	hack/generate.sh --check
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./...
+
+race-toolchain:
+	@command -v "$$($(GO) env CC)" >/dev/null 2>&1 || { echo "make: the unit tests run with -race, which needs cgo and a C compiler: '$$($(GO) env CC)' is not installed (Debian: apt-get install gcc libc6-dev)" >&2; exit 1; }
+	@[ "$$($(GO) env CGO_ENABLED)" = 1 ] || { echo "make: the unit tests run with -race, which needs cgo: CGO_ENABLED is not 1" >&2; exit 1; }
 
 e2e:
 	IRONLB_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e

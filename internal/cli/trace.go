@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +16,48 @@ import (
 	"github.com/ironlb/ironlb/internal/proxy/explain"
 )
 
+// traceFlags are `ironlb trace`'s flags, as typed.
+type traceFlags struct {
+	from, to, proto, node                   string
+	fromHost, masqAll                       bool
+	nodePorts, clusterCIDRs, svcCIDRs, dead []string
+}
+
+// parse turns the flags into the packet to trace and the proxy's options. Errors name the flag.
+func (f *traceFlags) parse() (explain.Query, explain.Options, error) {
+	var q explain.Query
+	var err error
+	if q.From, err = netip.ParseAddr(f.from); err != nil {
+		return q, explain.Options{}, fmt.Errorf("--from: %w", err)
+	}
+	if q.To, err = netip.ParseAddrPort(f.to); err != nil {
+		return q, explain.Options{}, fmt.Errorf("--to: %w (want IP:PORT, [IPv6]:PORT)", err)
+	}
+	switch q.Protocol = strings.ToLower(strings.TrimSpace(f.proto)); q.Protocol {
+	case "":
+		q.Protocol = "tcp"
+	case "tcp", "udp", "sctp":
+	default:
+		return q, explain.Options{}, fmt.Errorf("--proto: %q is not tcp, udp or sctp", f.proto)
+	}
+	q.FromHost = f.fromHost
+	opts := explain.Options{Node: f.node, MasqueradeAll: f.masqAll, DeadNodes: f.dead}
+	if opts.NodePorts, err = convert.ParseNodePorts(f.nodePorts); err != nil {
+		return q, opts, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
+	if opts.ClusterCIDRs, err = convert.ParsePrefixes(f.clusterCIDRs); err != nil {
+		return q, opts, fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	if opts.ServiceCIDRs, err = convert.ParsePrefixes(f.svcCIDRs); err != nil {
+		return q, opts, fmt.Errorf("--service-cidr: %w", err)
+	}
+	return q, opts, nil
+}
+
 func traceCmd() *cobra.Command {
 	var (
-		from, to, proto, kubeconfig, nodeName string
-		fromHost, masqAll                     bool
-		nodePorts, clusterCIDRs, svcCIDRs     []string
-		dead                                  []string
+		fl         traceFlags
+		kubeconfig string
 	)
 	cmd := &cobra.Command{
 		Use:   "trace --from IP --to IP:PORT [--proto tcp] [--node NODE] [--from-host]",
@@ -32,24 +69,9 @@ func traceCmd() *cobra.Command {
 			"packet is dropped or rejected. Random choices print one path per endpoint.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var q explain.Query
-			var err error
-			if q.From, err = netip.ParseAddr(from); err != nil {
-				return fmt.Errorf("--from: %w", err)
-			}
-			if q.To, err = netip.ParseAddrPort(to); err != nil {
-				return fmt.Errorf("--to: %w (want IP:PORT, [IPv6]:PORT)", err)
-			}
-			q.Protocol, q.FromHost = proto, fromHost
-			opts := explain.Options{Node: nodeName, MasqueradeAll: masqAll, DeadNodes: dead}
-			if opts.NodePorts, err = convert.ParseNodePorts(nodePorts); err != nil {
-				return fmt.Errorf("--nodeport-addresses: %w", err)
-			}
-			if opts.ClusterCIDRs, err = convert.ParsePrefixes(clusterCIDRs); err != nil {
-				return fmt.Errorf("--cluster-cidr: %w", err)
-			}
-			if opts.ServiceCIDRs, err = convert.ParsePrefixes(svcCIDRs); err != nil {
-				return fmt.Errorf("--service-cidr: %w", err)
+			q, opts, err := fl.parse()
+			if err != nil {
+				return err
 			}
 			cs, _, err := kube.Clients(kubeconfig, "ironlb-trace", 20, 40)
 			if err != nil {
@@ -68,17 +90,17 @@ func traceCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
-	f.StringVar(&to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
-	f.StringVar(&proto, "proto", "tcp", "protocol: tcp, udp or sctp")
-	f.BoolVar(&fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
-	f.StringVar(&nodeName, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
+	f.StringVar(&fl.from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
+	f.StringVar(&fl.to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
+	f.StringVar(&fl.proto, "proto", "tcp", "protocol: tcp, udp or sctp")
+	f.BoolVar(&fl.fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
+	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
-	f.StringSliceVar(&nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")
-	f.StringSliceVar(&clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
-	f.StringSliceVar(&svcCIDRs, "service-cidr", nil, "as the proxy's flag")
-	f.BoolVar(&masqAll, "masquerade-all", false, "as the proxy's flag")
-	f.StringSliceVar(&dead, "dead-node", nil, "treat these nodes as declared dead by the liveness detector")
+	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")
+	f.StringSliceVar(&fl.clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
+	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "as the proxy's flag")
+	f.BoolVar(&fl.masqAll, "masquerade-all", false, "as the proxy's flag")
+	f.StringSliceVar(&fl.dead, "dead-node", nil, "treat these nodes as declared dead by the liveness detector")
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd

@@ -142,7 +142,8 @@ const (
 	NotServed DropReason = "NotServed"
 	// NoAddress: the Service has no load-balancer address yet. Not reported.
 	NoAddress DropReason = "NoAddress"
-	// InvalidAddress: an address in the Service's status does not parse; it is left out.
+	// InvalidAddress: an address in the Service's status does not parse, or has a zone; it is left
+	// out.
 	InvalidAddress DropReason = "InvalidAddress"
 	// AddressInNoPool: the Service's first address lies in no valid pool (a forged status, or its
 	// pool was deleted or is invalid); the Service is left out, whatever its status says.
@@ -271,7 +272,9 @@ func service(svc *corev1.Service, lbClass string, pools *Pools, drop dropFunc) (
 			continue
 		}
 		a, err := netip.ParseAddr(ing.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
+			// A zoned address ("fd00::5%eth0") parses, and Pool.Contains may even hold it, but no
+			// Service address has a zone: the apiserver refuses one, so it can only be forged.
 			drop("Service", svc.Namespace, svc.Name, InvalidAddress, "status.loadBalancer.ingress ip %q is not an IP address", ing.IP)
 			continue
 		}

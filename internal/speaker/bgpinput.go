@@ -35,10 +35,10 @@ func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 		in.Node = bgpconfig.Node{Name: n.Name, Labels: n.Labels, Excluded: n.Excluded, NetworkUnavailable: n.NetworkUnavailable}
 		in.DefaultRouterID = n.InternalIP
 	}
-	in.Peers = decodeAll[v1beta2.BGPPeer](o.peers, &errs)
-	in.Advertisements = decodeAll[v1beta1.BGPAdvertisement](o.ads, &errs)
-	in.BFDProfiles = decodeAll[v1beta1.BFDProfile](o.profiles, &errs)
-	in.Communities = decodeAll[v1beta1.Community](o.communities, &errs)
+	in.Peers = decodeAll[v1beta2.BGPPeer]("BGPPeer", o.peers, &errs)
+	in.Advertisements = decodeAll[v1beta1.BGPAdvertisement]("BGPAdvertisement", o.ads, &errs)
+	in.BFDProfiles = decodeAll[v1beta1.BFDProfile]("BFDProfile", o.profiles, &errs)
+	in.Communities = decodeAll[v1beta1.Community]("Community", o.communities, &errs)
 	sort.Slice(in.Peers, func(i, j int) bool { return in.Peers[i].Name < in.Peers[j].Name })
 	sort.Slice(in.Advertisements, func(i, j int) bool { return in.Advertisements[i].Name < in.Advertisements[j].Name })
 	sort.Slice(in.BFDProfiles, func(i, j int) bool { return in.BFDProfiles[i].Name < in.BFDProfiles[j].Name })
@@ -73,9 +73,9 @@ func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 
 // decodeAll decodes unstructured objects into T (decodeTyped), appending an error per object that
 // does not decode.
-func decodeAll[T any](objs []any, errs *[]error) []T {
+func decodeAll[T any](kind string, objs []any, errs *[]error) []T {
 	var dropped []config.Dropped
-	out := decodeTyped[T](objs, &dropped)
+	out := decodeTyped[T](kind, objs, &dropped)
 	for _, d := range dropped {
 		*errs = append(*errs, fmt.Errorf("decoding %s %s: %s", d.Kind, d.Name, d.Detail))
 	}

@@ -25,8 +25,8 @@ type stores struct {
 // and decodes the custom resources, recording those that do not decode as dropped.
 func (st stores) modelInput(lbClass string) config.ModelInput {
 	in := config.ModelInput{LBClass: lbClass}
-	in.Pools = decodeTyped[v1beta1.IPAddressPool](st.pools.List(), &in.Dropped)
-	in.L2Advertisements = decodeTyped[v1beta1.L2Advertisement](st.l2ads.List(), &in.Dropped)
+	in.Pools = decodeTyped[v1beta1.IPAddressPool]("IPAddressPool", st.pools.List(), &in.Dropped)
+	in.L2Advertisements = decodeTyped[v1beta1.L2Advertisement]("L2Advertisement", st.l2ads.List(), &in.Dropped)
 	for _, o := range st.services.List() {
 		in.Services = append(in.Services, o.(*corev1.Service))
 	}
@@ -67,9 +67,10 @@ func (st stores) object(kind, ns, name string) runtime.Object {
 	return ro
 }
 
-// decodeTyped decodes unstructured objects into T. An object that does not decode is left out and
-// recorded as config.Undecodable.
-func decodeTyped[T any](objs []any, dropped *[]config.Dropped) []T {
+// decodeTyped decodes unstructured objects of kind (T's kind, the store's) into T. An object that
+// does not decode is left out and recorded as config.Undecodable under kind: the object's own kind
+// field may be what does not decode, and the drop reporter finds the object by kind.
+func decodeTyped[T any](kind string, objs []any, dropped *[]config.Dropped) []T {
 	out := make([]T, 0, len(objs))
 	for _, obj := range objs {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -78,7 +79,7 @@ func decodeTyped[T any](objs []any, dropped *[]config.Dropped) []T {
 		}
 		var v T
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-			*dropped = append(*dropped, config.Dropped{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(),
+			*dropped = append(*dropped, config.Dropped{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName(),
 				Reason: config.Undecodable, Detail: err.Error()})
 			continue
 		}

@@ -229,7 +229,9 @@ func endpoints(name string, proto corev1.Protocol, eps []*discoveryv1.EndpointSl
 			out = append(out, ep)
 		}
 	}
-	// A stable order: Incremental compares Services deeply.
+	// One order whatever the slices' order (Incremental compares Services deeply): a total one, as
+	// an endpoint listed in two slices (while the EndpointSlice controller moves it) may carry
+	// different conditions in each.
 	slices.SortFunc(out, func(a, b nftrules.Endpoint) int {
 		if c := a.Addr.Compare(b.Addr); c != 0 {
 			return c
@@ -237,7 +239,18 @@ func endpoints(name string, proto corev1.Protocol, eps []*discoveryv1.EndpointSl
 		if c := cmp.Compare(a.Port, b.Port); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Node, b.Node)
+		if c := cmp.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		for _, f := range [][2]bool{{a.Ready, b.Ready}, {a.Serving, b.Serving}, {a.Terminating, b.Terminating}} {
+			if f[0] != f[1] {
+				if f[0] {
+					return 1
+				}
+				return -1
+			}
+		}
+		return 0
 	})
 	return out
 }

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -451,5 +452,25 @@ func TestConverterReuse(t *testing.T) {
 	n2, _ := c.Services([]*corev1.Service{plain}, slicesOf)
 	if n1[key] == n2[key] {
 		t.Error("object without resourceVersion was cached")
+	}
+}
+
+// TestEndpointOrderIndependentOfSlices: an endpoint listed in two EndpointSlices with different
+// conditions (while the EndpointSlice controller moves it) converts to the same Service whatever
+// the order the informer lists the slices in; with more than 12 endpoints the sort is no longer
+// an insertion sort, and ties in address, port and node came out in the slices' order.
+func TestEndpointOrderIndependentOfSlices(t *testing.T) {
+	var eps []*discoveryv1.EndpointSlice
+	for i := range 2 {
+		var specs []epSpec
+		for j := range 10 {
+			specs = append(specs, epSpec{addr: fmt.Sprintf("10.0.0.%d", j), node: "node-b", ready: ptr.To(i == 0)})
+		}
+		eps = append(eps, slice(fmt.Sprintf("web-%d", i), map[string]int32{"http": 80}, corev1.ProtocolTCP, specs...))
+	}
+	want, _, _ := Service(service(), eps, thisNode)
+	got, _, _ := Service(service(), []*discoveryv1.EndpointSlice{eps[1], eps[0]}, thisNode)
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("the slices' order changes the Service (-given +reversed):\n%s", diff)
 	}
 }

@@ -144,10 +144,16 @@ func (r *Result) Summary() string {
 	return strings.Join(outs, " | ")
 }
 
-// ErrLoop is returned when a trace runs too many rules (a jump cycle).
+// ErrLoop is returned when a trace runs too many rules, or follows too many paths (a jump cycle,
+// or random choices in series).
 var ErrLoop = errors.New("tracing: too many steps (loop in the rules?)")
 
 const maxSteps = 10000
+
+// maxNumgenChoices bounds the modulus of a `numgen ... vmap` the tracer follows, one path per
+// value. nftrules writes one value per endpoint of a Service port (its shared DNAT maps are
+// walked by interval, whatever their modulus).
+const maxNumgenChoices = 1 << 16
 
 // Trace walks p through the rules on host h. Errors mean the ruleset or packet is outside what
 // the tracer understands (an unsupported expression, a family mismatch) or the rules loop.
@@ -478,10 +484,15 @@ func (t *tracer) vmap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) 
 	}
 	if len(s.Key) == 1 && s.Key[0].Field == nftrules.FieldNumgen {
 		pr := s.Key[0]
+		if pr.Mod > maxNumgenChoices {
+			// The walk below tries every value: mod 4294967295 took an hour (found by FuzzTrace).
+			return nil, fmt.Errorf("numgen mod %d: more choices than the tracer follows (%d)", pr.Mod, maxNumgenChoices)
+		}
 		mode := numgenMode(pr)
+		nums := numericKeys(entries)
 		var out []*state
 		for i := uint32(0); i < pr.Mod; i++ {
-			e, ok := lookup(entries, index, strconv.FormatUint(uint64(i), 10))
+			e, ok := lookupNum(entries, index, nums, uint64(i))
 			if !ok {
 				continue // the kernel would fall through on this value; nftrules fills them all
 			}
@@ -495,6 +506,10 @@ func (t *tracer) vmap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) 
 		}
 		if len(out) == 0 {
 			return []*state{st}, nil
+		}
+		// Every path costs a step, so that forks in series cannot multiply the paths without bound.
+		if t.steps += len(out) - 1; t.steps > maxSteps {
+			return nil, ErrLoop
 		}
 		return out, nil
 	}
@@ -554,6 +569,48 @@ func (t *tracer) dnatMap(st *state, s *nftrules.Stmt, step Step) ([]*state, erro
 		return []*state{st}, nil
 	}
 	return out, nil
+}
+
+// numRange is the numbers a map key matches (lookup's matchPart on a single number): [lo, hi], or
+// none (ok false).
+type numRange struct {
+	lo, hi uint64
+	ok     bool
+}
+
+// numericKeys returns the numbers each entry's key matches, in the entries' order.
+func numericKeys(entries []vmapEntry) []numRange {
+	out := make([]numRange, len(entries))
+	for i, e := range entries {
+		lo, hi, isRange := strings.Cut(e.key, "-")
+		if !isRange {
+			hi = lo
+		}
+		l, err1 := strconv.ParseUint(lo, 0, 64)
+		h, err2 := strconv.ParseUint(hi, 0, 64)
+		out[i] = numRange{l, h, err1 == nil && err2 == nil && l <= h}
+	}
+	return out
+}
+
+// lookupNum is lookup for the number n without formatting and re-parsing every key: the same
+// entry, exact text first, else the first whose numbers hold n.
+func lookupNum(entries []vmapEntry, index map[string]int, nums []numRange, n uint64) (vmapEntry, bool) {
+	key := strconv.FormatUint(n, 10)
+	if i, ok := index[key]; ok {
+		return entries[i], true
+	}
+	for _, e := range entries {
+		if e.key == key {
+			return e, true
+		}
+	}
+	for i, r := range nums {
+		if r.ok && r.lo <= n && n <= r.hi {
+			return entries[i], true
+		}
+	}
+	return vmapEntry{}, false
 }
 
 // lookup finds key among entries: exactly, else by matching each part (prefixes, ranges).

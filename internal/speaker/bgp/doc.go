@@ -28,7 +28,10 @@
 //
 // Every session presents its own AS number (GoBGP's per-neighbor local AS); the server's global AS
 // number is the first session's, and only its router ID is shared, as bgpconfig guarantees. A
-// change of router ID restarts GoBGP. Any failed GoBGP call other than adding one neighbor stops
+// change of router ID restarts GoBGP: Stop waits for the old server's goroutines before the new one
+// starts, which matters because StartBgp writes GoBGP package variables (table.SelectionOptions,
+// table.UseMultiplePaths) that every server's session goroutines read, so one process must not
+// start a BgpServer while another exchanges routes (the tests start their GoBGP routers first). Any failed GoBGP call other than adding one neighbor stops
 // GoBGP, and the State is applied again from scratch after a backoff (1 s, doubling to 30 s).
 //
 // # BFD

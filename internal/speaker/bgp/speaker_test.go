@@ -236,8 +236,14 @@ func TestSpeakerLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loopback BGP sessions take seconds")
 	}
+	// Every router starts here, before any session exists: GoBGP's StartBgp writes package
+	// variables (table.SelectionOptions, table.UseMultiplePaths) that every BgpServer's FSM
+	// goroutines read, so a router started while the others exchange routes is a data race
+	// (-race found it with rc and rd started halfway). The product runs one BgpServer at a time.
 	ra := newTestRouter(t, "127.0.0.1", 64512, routerNeighbor{addr: "127.0.0.11", asn: 64512})
 	rb := newTestRouter(t, "127.0.0.2", 64600, routerNeighbor{addr: "127.0.0.12", asn: 64512})
+	rc := newTestRouter(t, "127.0.0.3", 64700, routerNeighbor{addr: "127.0.0.13", asn: 64512})
+	rd := newTestRouter(t, "127.0.0.4", 64800, routerNeighbor{addr: "127.0.0.14", asn: 64512, password: "right"})
 
 	// BFD: the router's side runs its own Manager on the fake network.
 	bnet := bfd.NewFakeNetwork()
@@ -333,8 +339,6 @@ func TestSpeakerLoopback(t *testing.T) {
 	}
 
 	// A wrong peer AS and a wrong password: clear reasons, and the other sessions keep working.
-	rc := newTestRouter(t, "127.0.0.3", 64700, routerNeighbor{addr: "127.0.0.13", asn: 64512})
-	rd := newTestRouter(t, "127.0.0.4", 64800, routerNeighbor{addr: "127.0.0.14", asn: 64512, password: "right"})
 	in.Peers = append(in.Peers,
 		v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "c-wrong-asn"}, Spec: v1beta2.BGPPeerSpec{MyASN: 64512, ASN: 64701,
 			Address: rc.addr.String(), Port: uint16(rc.port), SrcAddress: "127.0.0.13", ConnectTime: &metav1.Duration{Duration: 2 * time.Second}}},
