@@ -78,7 +78,7 @@ func TestDataplaneRules(t *testing.T) {
 		want: want{reason: DataplaneReopenFailed, resp: responderNDP, due: []string{responderNDP}, dueAt: 2*time.Second + 4*dataplaneRetryMin,
 			failures: 3},
 	}, {
-		name: "3. a socket failing again right after its reopen backs off further",
+		name:  "3. a socket failing again right after its reopen backs off further",
 		steps: []step{{0, sockErr(responderARP)}, {time.Second, reopened(responderARP)}, {2 * time.Second, sockErr(responderARP)}},
 		want: want{reason: DataplaneSocketError, resp: responderARP, due: []string{responderARP}, dueAt: 2*time.Second + 2*dataplaneRetryMin,
 			failures: 2},

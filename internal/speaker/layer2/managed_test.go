@@ -17,7 +17,7 @@ import (
 func TestManaged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var (
-			mu    sync.Mutex
+			mu       sync.Mutex
 			fails    []error
 			conns    []*FakeConn
 			netDowns int
