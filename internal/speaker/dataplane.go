@@ -25,7 +25,8 @@ import (
 //  3. A faulted socket is reopened: at once when the link comes (back) up or changes index, otherwise
 //     after a backoff that doubles with each consecutive failure (a socket failing again, a reopen
 //     failing), from dataplaneRetryMin to dataplaneRetryMax. Retrying while the link is known down
-//     is a safety net for a lost link notification; a reopen then fails (layer2.LookupUp).
+//     is a safety net for a lost link notification; a reopen then fails while the interface is
+//     missing or administratively down (layer2.LookupUp).
 //  4. The failures count from zero again after dataplaneStable of health, or when the link comes
 //     back up.
 //  5. While the data plane is not ready this node is not alive in its own elections (plan rule 1),

@@ -13,20 +13,21 @@ var (
 	// ErrNoResponder is returned by a Managed responder's Announce, Gratuitous and GratuitousTo while
 	// it has no socket: the last one failed and Reopen has not succeeded since.
 	ErrNoResponder = errors.New("no responder: its socket failed and was not reopened")
-	// ErrLinkDown is returned by LookupUp for an interface that exists but is administratively down
-	// or has no carrier.
+	// ErrLinkDown is returned by LookupUp for an interface that exists but is administratively down.
 	ErrLinkDown = errors.New("link not up")
 )
 
-// LookupUp returns the interface named name if it is up and has a carrier (IFF_UP and IFF_RUNNING),
-// an error wrapping ErrLinkDown if it is not, or the lookup's error if no interface has the name. It
-// looks in the network namespace of the calling thread.
+// LookupUp returns the interface named name if it is administratively up, an error wrapping
+// ErrLinkDown if it is not, or the lookup's error if no interface has the name. The carrier is not
+// asked: the kernel reports it (IFF_RUNNING) up to a second after the link notification that says it
+// is back, and the link's watcher (WatchLink) judges it. It looks in the network namespace of the
+// calling thread.
 func LookupUp(name string) (*net.Interface, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, err
 	}
-	if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagRunning == 0 {
+	if ifi.Flags&net.FlagUp == 0 {
 		return nil, fmt.Errorf("%s (flags %v): %w", name, ifi.Flags, ErrLinkDown)
 	}
 	return ifi, nil
