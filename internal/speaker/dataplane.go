@@ -16,9 +16,12 @@ import (
 //
 // Rules:
 //
-//  1. The data plane is ready when the link is up (it exists under its name, is administratively up
-//     and has a carrier) and every responder's socket is open. The node is ready (heartbeat Ready,
-//     /readyz, election of itself) only when it is also past its start-up listening.
+//  1. The data plane is up when the link is up (it exists under its name, is administratively up
+//     and has a carrier) and every responder's socket is open. It is ready once it has been up for
+//     Listen (DataplaneListening meanwhile): back from a fault, the node listens to its peers'
+//     heartbeats before it speaks, as at start-up, so that it does not elect itself before it hears
+//     that another node holds its addresses. The node is ready (heartbeat Ready, /readyz, election of
+//     itself) only when the data plane is and it is past its start-up listening.
 //  2. A link fault (deleted, renamed, down, no carrier) faults every responder's socket too: a
 //     packet socket outlives its interface but never receives again once the interface is gone, and
 //     the interface created again has another index.
@@ -31,8 +34,8 @@ import (
 //     back up.
 //  5. While the data plane is not ready this node is not alive in its own elections (plan rule 1),
 //     so it withdraws everything (WithdrawDataplaneDown); its heartbeats say Ready=false, so its
-//     peers elect without it. Ready again, its ready time starts over: its hold-down runs as a
-//     returning node's does.
+//     peers elect without it. Ready again, its ready time starts over (at the end of the listening):
+//     its hold-down runs as a returning node's does.
 
 const (
 	dataplaneRetryMin = 100 * time.Millisecond
@@ -54,6 +57,8 @@ const (
 	DataplaneSocketError dataplaneReason = "SocketError"
 	// DataplaneReopenFailed: reopening a responder's socket failed.
 	DataplaneReopenFailed dataplaneReason = "ReopenFailed"
+	// DataplaneListening: up again, listening to the peers before speaking (rule 1).
+	DataplaneListening dataplaneReason = "Listening"
 )
 
 // dataplaneEvent is one report about the data plane.
@@ -80,13 +85,17 @@ type dataplaneFault struct {
 type dataplane struct {
 	// Responders are the responders the node runs, in order ("ARP", and "NDP" with IPv6).
 	Responders []string
+	// Listen is how long the data plane must be up again before it is ready (rule 1);
+	// ListenUntil is when the current listening ends.
+	Listen      time.Duration
+	ListenUntil time.Time
 	// Link is the link's fault, nil when it is up; LinkIndex its last known index (0: unknown).
 	Link      *dataplaneFault
 	LinkIndex int
 	// Sockets are the responders whose socket is faulted, with why.
 	Sockets map[string]dataplaneFault
-	// Since is when the data plane stopped being ready (zero while ready); HealthySince when it
-	// became ready (zero: from the start).
+	// Since is when the data plane went down (zero while up); HealthySince when it came up (zero:
+	// from the start).
 	Since, HealthySince time.Time
 	// Failures counts consecutive failures (rule 3); RetryAt is when to reopen the faulted sockets
 	// (zero: nothing to reopen).
@@ -98,12 +107,16 @@ func newDataplane(responders ...string) dataplane {
 	return dataplane{Responders: responders, Sockets: map[string]dataplaneFault{}}
 }
 
-// Ready says whether the data plane can answer (rule 1).
-func (d dataplane) Ready() bool { return d.Link == nil && len(d.Sockets) == 0 }
+// Up says whether the data plane can answer: the link up, every socket open (rule 1).
+func (d dataplane) Up() bool { return d.Link == nil && len(d.Sockets) == 0 }
 
-// Why returns the first fault: the link's, else the first faulted responder's (in Responders'
-// order), with the responder's name; zero when ready.
-func (d dataplane) Why() (dataplaneFault, string) {
+// Ready says whether the data plane is up and done listening at now (rule 1).
+func (d dataplane) Ready(now time.Time) bool { return d.Up() && !now.Before(d.ListenUntil) }
+
+// Why returns why the data plane is not ready at now: the link's fault, else the first faulted
+// responder's (in Responders' order) with the responder's name, else DataplaneListening; zero when
+// ready.
+func (d dataplane) Why(now time.Time) (dataplaneFault, string) {
 	if d.Link != nil {
 		return *d.Link, ""
 	}
@@ -112,7 +125,22 @@ func (d dataplane) Why() (dataplaneFault, string) {
 			return f, r
 		}
 	}
+	if now.Before(d.ListenUntil) {
+		return dataplaneFault{Reason: DataplaneListening, Detail: "up again, listening to the peers for " + d.Listen.String()}, ""
+	}
 	return dataplaneFault{}, ""
+}
+
+// Next returns when the verdict may change without an event: the next reopen, or the listening's
+// end; zero when nothing is pending.
+func (d dataplane) Next(now time.Time) time.Time {
+	if !d.Up() {
+		return d.RetryAt
+	}
+	if now.Before(d.ListenUntil) {
+		return d.ListenUntil
+	}
+	return time.Time{}
 }
 
 // Due returns the responders to reopen at now (rule 3), in Responders' order.
@@ -131,7 +159,7 @@ func (d dataplane) Due(now time.Time) []string {
 
 // apply returns the health after ev at now.
 func (d dataplane) apply(ev dataplaneEvent, now time.Time) dataplane {
-	was := d.Ready()
+	was := d.Up()
 	d.Sockets = maps.Clone(d.Sockets)
 	if d.Sockets == nil {
 		d.Sockets = map[string]dataplaneFault{}
@@ -172,11 +200,11 @@ func (d dataplane) apply(ev dataplaneEvent, now time.Time) dataplane {
 		d.Sockets[ev.Responder] = dataplaneFault{Reason: ev.Reason, Detail: ev.Detail}
 		d.failed(now)
 	}
-	switch ready := d.Ready(); {
-	case was && !ready:
-		d.Since = now
-	case !was && ready:
-		d.Since, d.HealthySince = time.Time{}, now
+	switch up := d.Up(); {
+	case was && !up:
+		d.Since, d.ListenUntil = now, time.Time{}
+	case !was && up:
+		d.Since, d.HealthySince, d.ListenUntil = time.Time{}, now, now.Add(d.Listen)
 	}
 	return d
 }

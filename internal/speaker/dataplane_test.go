@@ -97,15 +97,17 @@ func TestDataplaneRules(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			d := newDataplane(responderARP, responderNDP)
 			d.LinkIndex = 7
+			last := t0
 			for _, s := range r.steps {
+				last = at(s.at)
 				before, n := d, len(d.Sockets)
 				d = d.apply(s.ev, at(s.at))
 				if len(before.Sockets) != n {
 					t.Fatalf("apply changed its receiver's sockets")
 				}
 			}
-			f, resp := d.Why()
-			got := want{ready: d.Ready(), reason: f.Reason, resp: resp, failures: d.Failures}
+			f, resp := d.Why(last)
+			got := want{ready: d.Ready(last), reason: f.Reason, resp: resp, failures: d.Failures}
 			if !d.RetryAt.IsZero() {
 				got.due, got.dueAt = d.Due(d.RetryAt), d.RetryAt.Sub(t0)
 				if due := d.Due(d.RetryAt.Add(-time.Nanosecond)); due != nil {
@@ -130,8 +132,35 @@ func TestDataplaneSince(t *testing.T) {
 	}
 	d = d.apply(dataplaneEvent{Up: true, Index: 3}, t0.Add(2*time.Second))
 	d = d.apply(dataplaneEvent{Responder: responderARP, Up: true}, t0.Add(3*time.Second))
-	if !d.Ready() || !d.Since.IsZero() || !d.HealthySince.Equal(t0.Add(3*time.Second)) {
-		t.Errorf("ready %v since %v healthy since %v, want ready since the reopen", d.Ready(), d.Since, d.HealthySince)
+	if !d.Up() || !d.Since.IsZero() || !d.HealthySince.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("up %v since %v healthy since %v, want up since the reopen", d.Up(), d.Since, d.HealthySince)
+	}
+}
+
+// TestDataplaneListening: rule 1's listening: up again, the data plane is ready only after Listen,
+// says why meanwhile, and asks to be woken at its end; a fault meanwhile cancels it.
+func TestDataplaneListening(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	d := newDataplane(responderARP)
+	d.Listen = time.Second
+	if !d.Ready(t0) {
+		t.Fatal("not ready at start: the start-up listening is the owner's, not the data plane's")
+	}
+	d = d.apply(dataplaneEvent{Responder: responderARP, Reason: DataplaneSocketError}, t0)
+	d = d.apply(dataplaneEvent{Responder: responderARP, Up: true}, t0.Add(time.Second))
+	up := t0.Add(time.Second)
+	if f, _ := d.Why(up); !d.Up() || d.Ready(up) || f.Reason != DataplaneListening {
+		t.Errorf("just reopened: up %v ready %v why %v, want up, listening", d.Up(), d.Ready(up), f.Reason)
+	}
+	if next := d.Next(up); !next.Equal(up.Add(time.Second)) {
+		t.Errorf("Next %v, want the listening's end %v", next, up.Add(time.Second))
+	}
+	if !d.Ready(up.Add(time.Second)) || !d.Next(up.Add(time.Second)).IsZero() {
+		t.Error("not ready, or something pending, after the listening")
+	}
+	d = d.apply(dataplaneEvent{Reason: DataplaneLinkDown}, up.Add(500*time.Millisecond))
+	if f, _ := d.Why(up.Add(time.Hour)); f.Reason != DataplaneLinkDown {
+		t.Errorf("a fault while listening: why %v, want LinkDown", f.Reason)
 	}
 }
 

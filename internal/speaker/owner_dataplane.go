@@ -46,12 +46,13 @@ func (s *speaker) initDataplane(d deps) {
 	}
 	s.dp = newDataplane(names...)
 	s.dp.LinkIndex = d.Interface.Index
+	s.dp.Listen = s.listenTime()
 	s.reopen = d.Reopen
 }
 
 // readyLocked says whether this node is ready: past its start-up listening and with a data plane
 // that can answer. s.mu is held.
-func (s *speaker) readyLocked() bool { return s.ready && s.dp.Ready() }
+func (s *speaker) readyLocked() bool { return s.ready && s.dp.Ready(s.clock.Now()) }
 
 // readiness says whether this node is ready, and why not, for /readyz.
 func (s *speaker) readiness() (bool, string) {
@@ -62,9 +63,9 @@ func (s *speaker) readiness() (bool, string) {
 		return false, "leaving: handing addresses over"
 	case !s.ready:
 		return false, "listening to peers before the first election"
-	case !s.dp.Ready():
-		f, r := s.dp.Why()
-		return false, fmt.Sprintf("data plane down: %s", describeFault(f, r))
+	case !s.dp.Ready(s.clock.Now()):
+		f, r := s.dp.Why(s.clock.Now())
+		return false, fmt.Sprintf("data plane not ready: %s", describeFault(f, r))
 	}
 	return true, "ok"
 }
@@ -119,23 +120,23 @@ func (s *speaker) onSocketError(responder string) func(error) {
 }
 
 // applyDataplaneLocked applies ev and reports whether the data plane went down. Coming back, this
-// node's ready time starts over (dataplane rule 5). s.mu is held.
+// node's ready time starts over when its listening ends (dataplane rules 1 and 5). s.mu is held.
 func (s *speaker) applyDataplaneLocked(ev dataplaneEvent) (wentDown bool) {
-	now := s.clock.Now()
-	was := s.dp.Ready()
-	s.dp = s.dp.apply(ev, now)
+	was := s.dp.Up()
+	s.dp = s.dp.apply(ev, s.clock.Now())
 	switch {
-	case was && !s.dp.Ready():
+	case was && !s.dp.Up():
 		return true
-	case !was && s.dp.Ready():
-		s.readyAt = now
+	case !was && s.dp.Up():
+		s.readyAt = s.dp.ListenUntil
 	}
 	return false
 }
 
 // dataplaneStep runs on the run goroutine before each plan: it reopens the responders due, applies
-// the results and reports a change of the data plane's state. It returns why the data plane cannot
-// answer (empty when it can) and when to try reopening next (zero: nothing to reopen).
+// the results and reports a change of the data plane's state. It returns why the data plane is not
+// ready (empty when it is) and when that may change by itself (a reopen, the listening's end; zero:
+// never).
 func (s *speaker) dataplaneStep() (dataplaneReason, time.Time) {
 	s.mu.Lock()
 	due := s.dp.Due(s.clock.Now())
@@ -160,12 +161,10 @@ func (s *speaker) dataplaneStep() (dataplaneReason, time.Time) {
 	s.mu.Lock()
 	dp := s.dp
 	s.mu.Unlock()
-	s.showDataplane(dp)
-	if dp.Ready() {
-		return "", time.Time{}
-	}
-	f, _ := dp.Why()
-	return f.Reason, dp.RetryAt
+	now := s.clock.Now()
+	s.showDataplane(dp, now)
+	f, _ := dp.Why(now)
+	return f.Reason, dp.Next(now)
 }
 
 // reopened takes a responder opened again on ifi: it answers for nothing, so the addresses of its
@@ -194,9 +193,9 @@ func (s *speaker) reopened(name string, ifi *net.Interface) {
 
 // showDataplane reports a change of the data plane's state: a log line, an event on this node, the
 // ironlb_speaker_dataplane_ready gauge.
-func (s *speaker) showDataplane(dp dataplane) {
-	f, r := dp.Why()
-	down := !dp.Ready()
+func (s *speaker) showDataplane(dp dataplane, now time.Time) {
+	f, r := dp.Why(now)
+	down := !dp.Ready(now)
 	if down == s.dpShown.down && f.Reason == s.dpShown.reason {
 		return
 	}
@@ -209,11 +208,13 @@ func (s *speaker) showDataplane(dp dataplane) {
 		s.log.Warn("data plane down: not ready, withdrawing; peers take the addresses over", "reason", f.Reason, "proto", r, "detail", f.Detail)
 		s.rec.Eventf(node, corev1.EventTypeWarning, "DataplaneDown",
 			"node %q cannot answer ARP/NDP on %s: %s; it reports not ready and its addresses move to other nodes", s.cfg.Node, s.ifi.Name, describeFault(f, r))
+	case down && f.Reason == DataplaneListening:
+		s.log.Info("data plane up again: listening to the peers before electing", "listen", dp.Listen)
 	case down:
 		s.log.Info("data plane still down", "reason", f.Reason, "proto", r, "detail", f.Detail)
 	default:
 		s.m.dataplaneReady.Set(1)
-		s.log.Info("data plane ready again: responders reopened", "down", dp.HealthySince.Sub(was.since))
+		s.log.Info("data plane ready again: responders reopened", "down", dp.HealthySince.Sub(was.since), "listened", dp.Listen)
 		s.rec.Eventf(node, corev1.EventTypeNormal, "DataplaneReady", "node %q answers ARP/NDP on %s again", s.cfg.Node, s.ifi.Name)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -207,6 +208,37 @@ func TestOwnerDataplaneReplacedUnseen(t *testing.T) {
 	}
 	if mac, _ := e.s.sp.answer(vip, netip.MustParseAddr("172.18.1.1"), net.HardwareAddr{2, 1, 0, 0, 0, 1}); mac.String() != ro.ifi.HardwareAddr.String() {
 		t.Errorf("answers with %v, want the new MAC", mac)
+	}
+}
+
+// TestOwnerDataplaneListens: back from a fault, the node listens to its peers (Config's detection
+// time, twice) before it is ready and elects itself, as at start-up: meanwhile the heartbeat says not
+// ready, nothing is announced, and the run loop is woken at the listening's end; its hold-down then
+// runs from there.
+func TestOwnerDataplaneListens(t *testing.T) {
+	e := newOwnerEnv(t, true, Config{Interval: 50 * time.Millisecond, Multiplier: 6})
+	ro := e.withReopener()
+	e.s.reconcile(context.Background())
+	e.s.onSocketError(responderARP)(errors.New("boom"))
+	e.clock.Advance(dataplaneRetryMin)
+	e.s.reconcile(context.Background())
+	if n := ro.attempts(); n != 1 {
+		t.Fatalf("%d reopens, want 1", n)
+	}
+	listen := 600 * time.Millisecond
+	if hb := e.s.heartbeat(); hb.Ready || e.arp.announced[vip] {
+		t.Errorf("ready %v, announced %v while listening; want neither", hb.Ready, e.arp.announced[vip])
+	}
+	if code, body := e.readyz(t); code != http.StatusServiceUnavailable || !strings.Contains(body, "Listening") {
+		t.Errorf("/readyz %d %q, want 503 Listening", code, body)
+	}
+	if want := e.clock.Now().Add(listen); !e.s.wake.Equal(want) {
+		t.Errorf("wake %v, want the listening's end %v", e.s.wake, want)
+	}
+	e.clock.Advance(listen)
+	e.s.reconcile(context.Background())
+	if hb := e.s.heartbeat(); !hb.Ready || hb.ReadyFor != 0 || !e.arp.announced[vip] {
+		t.Errorf("after listening: ready %v for %v, announced %v; want ready from now and announcing (no peer)", hb.Ready, hb.ReadyFor, e.arp.announced[vip])
 	}
 }
 

@@ -213,14 +213,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
 	}
-	listen := 2 * cfg.Interval * time.Duration(cfg.Multiplier)
-	if s.echo != nil {
-		listen = max(listen, 2*s.echoDetection())
-	}
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-time.After(listen):
+	case <-time.After(s.listenTime()):
 	}
 	s.setReady()
 	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier),
@@ -240,6 +236,17 @@ func waitFor(wg *sync.WaitGroup, timeout time.Duration, log *slog.Logger) {
 	case <-time.After(timeout):
 		log.Warn("speaker parts did not stop in time", "timeout", timeout)
 	}
+}
+
+// listenTime is how long the speaker listens to its peers before it speaks: at start-up, and when
+// its data plane comes back (dataplane.go). Twice the slower detector's detection time is enough to
+// hear every live peer.
+func (s *speaker) listenTime() time.Duration {
+	listen := 2 * s.cfg.Interval * time.Duration(s.cfg.Multiplier)
+	if s.echo != nil {
+		listen = max(listen, 2*s.echoDetection())
+	}
+	return listen
 }
 
 func (s *speaker) echoDetection() time.Duration {
