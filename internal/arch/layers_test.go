@@ -140,6 +140,9 @@ var pureFiles = []struct {
 }{
 	{pkg: "internal/speaker/layer2", files: []string{"arp.go", "ndp.go", "ether.go", "filter.go"},
 		forbidden: []string{"github.com/mdlayher/packet", "github.com/mdlayher/socket", "golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog"}},
+	// The link tracker reads the kernel's link notifications as plain numbers; link_linux.go subscribes.
+	{pkg: "internal/speaker/layer2", files: []string{"link.go"},
+		forbidden: []string{"github.com/vishvananda/netlink", "golang.org/x/sys/unix", "syscall", "os", "os/exec", "net", "log/slog"}, noClock: true},
 	{pkg: "internal/speaker/bfd", files: []string{"packet.go", "session.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "net", "log/slog", "runtime"}, noClock: true},
 	{pkg: "internal/testbed/lab", files: []string{"config.go", "plan.go"}, stdlib: true},

@@ -52,15 +52,24 @@ func Clients(path, userAgent string, qps float32, burst int) (kubernetes.Interfa
 	return cs, dyn, nil
 }
 
-// ServeMetrics serves reg (plus Go and process collectors) on addr at /metrics until ctx ends. An empty
-// addr serves nothing.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) {
+// Route is one more handler a metrics server serves, at Path (for example a role's /readyz).
+type Route struct {
+	Path    string
+	Handler http.HandlerFunc
+}
+
+// ServeMetrics serves reg (plus Go and process collectors) on addr at /metrics, and the routes given,
+// until ctx ends. An empty addr serves nothing.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, routes ...Route) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr == "" {
 		return
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); srv.Close() }()
 	go func() {

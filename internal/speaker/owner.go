@@ -81,6 +81,9 @@ type deps struct {
 	Metrics    *metrics
 	Clock      clock
 	Kube       kubernetes.Interface // for the strict-ARP watch
+	// Reopen reopens the responders' sockets by name (responderARP, responderNDP) when the data
+	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
+	Reopen map[string]reopener
 }
 
 // newSpeaker builds the owner over its dependencies. It starts nothing: run does.
@@ -94,6 +97,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
 		retries: &retries{pending: map[timer]struct{}{}}}
 	s.remember(newMemory(handoverLinger))
+	s.initDataplane(d)
 	s.drops = newDropReporter(cfg.Node, d.Log, d.Recorder, d.Objects.object)
 	return s
 }
@@ -127,8 +131,9 @@ type speaker struct {
 	retries  *retries // the gratuitous announcements' follow-ups
 
 	mu       sync.Mutex // guards the following fields
-	ready    bool
+	ready    bool       // past the start-up listening; readyLocked also asks the data plane
 	readyAt  time.Time
+	dp       dataplane // the data plane's health (dataplane.go)
 	lastLoss time.Time // when the echo detector last declared a peer node lost
 	leaving  bool
 
@@ -143,6 +148,8 @@ type speaker struct {
 	conflicts chan conflict             // from the responders' goroutines
 	wake      time.Time                 // when the plan may change by itself (Plan.Wake)
 	m         *metrics
+	reopen    map[string]reopener // the responders to reopen, by name
+	dpShown   dataplaneShown      // owned by run
 }
 
 type metrics struct {
@@ -152,6 +159,8 @@ type metrics struct {
 	peersDead *prometheus.CounterVec
 	detection prometheus.Histogram
 	strictARP prometheus.Gauge
+	// dataplaneReady is 1 while the responders can answer (dataplane.go), 0 while not.
+	dataplaneReady prometheus.Gauge
 }
 
 // newMetrics builds the speaker's layer-2 metrics and registers them with reg.
@@ -164,12 +173,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		detection: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlb_speaker_detection_seconds", Help: "Silence of a peer node when the echo detector declared it dead.",
 			Buckets: []float64{.01, .02, .03, .04, .05, .06, .08, .1, .15, .2, .5, 1}}),
 		strictARP: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_kube_proxy_strict_arp_missing", Help: "1 when kube-proxy runs in IPVS mode without strictARP, so every node answers ARP for the Services' addresses."}),
+		dataplaneReady: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_dataplane_ready",
+			Help: "1 while this node's ARP/NDP responders can answer on their interface; 0 while a socket failed or the interface is gone or down (the node then reports not ready)."}),
 	}
 	// Known label values start at 0, so that dashboards show "none yet" rather than "no data".
 	m.takeovers.WithLabelValues("elected")
 	m.peersDead.WithLabelValues("echo")
 	m.peersDead.WithLabelValues("heartbeat")
-	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP)
+	m.dataplaneReady.Set(1)
+	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, m.dataplaneReady)
 	return m
 }
 
@@ -177,8 +189,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (s *speaker) heartbeat() liveness.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.ready, Leaving: s.leaving, Interfaces: []string{s.ifi.Name}, MAC: s.ifi.HardwareAddr}
-	if s.ready {
+	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: []string{s.ifi.Name}, MAC: s.ifi.HardwareAddr}
+	if hb.Ready {
 		hb.ReadyFor = s.clock.Now().Sub(s.readyAt)
 	}
 	return hb
@@ -337,13 +349,17 @@ func (s *speaker) reconcile(ctx context.Context) {
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
 	}
+	dpDown, dpRetry := s.dataplaneStep()
 	s.mu.Lock()
 	readyAt := s.readyAt
 	s.mu.Unlock()
 	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: []string{s.ifi.Name}, HoldDown: s.cfg.HoldDown},
-		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced}, s.memory(), now)
+		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced, Dataplane: dpDown}, s.memory(), now)
 	s.remember(p.Memory)
 	s.wake = p.Wake
+	if !dpRetry.IsZero() && (s.wake.IsZero() || dpRetry.Before(s.wake)) {
+		s.wake = dpRetry
+	}
 
 	repoint := s.sp.set(p.Rings)
 	for _, an := range p.Announce {

@@ -16,7 +16,8 @@ import (
 //
 // Rules, in the order the plan applies them:
 //
-//  1. Nodes. This node is alive, ready since it became ready, on its announcing interface. A peer is
+//  1. Nodes. This node is alive, ready since it became ready, on its announcing interface, unless its
+//     data plane is down (planInput.Dataplane, dataplane.go): then it is not alive. A peer is
 //     eligible when both detectors say it is alive and its last heartbeat says ready and not
 //     leaving; its hold-down runs from when it became ready by its own clock (now - ReadyFor), or
 //     from when this node first saw it eligible if it does not say (eligible-since memory). A peer
@@ -35,8 +36,8 @@ import (
 //     node may keep answering (election.Decision.Lingers: outranked but eligible, not in spread
 //     mode), for the handover linger at most from when it started; the owner withdraws it earlier
 //     when the winner claims it on the wire. Otherwise it is withdrawn: WithdrawGone (no Service
-//     holds it), WithdrawIneligible (this node may not keep it), WithdrawLingerEnded (the winner did
-//     not claim it in time).
+//     holds it), WithdrawDataplaneDown (this node cannot answer), WithdrawIneligible (this node may
+//     not keep it), WithdrawLingerEnded (the winner did not claim it in time).
 //  6. When a peer returned, every address this node keeps announcing, except spread and lingering
 //     ones, is announced again (Plan.Regratuitous): after a partition, each side sees the other's
 //     claim and the owner's conflict resolution settles it.
@@ -70,6 +71,8 @@ type planInput struct {
 	Peers map[string]peerView
 	// ReadySince is when this node became ready.
 	ReadySince time.Time
+	// Dataplane says why this node's data plane cannot answer (dataplane.Why); empty when it can.
+	Dataplane dataplaneReason
 	// Announced are the addresses this node answers for now, with their Service's key.
 	Announced map[netip.Addr]string
 }
@@ -122,6 +125,9 @@ const (
 	// WithdrawIneligible: the address's election does not let this node keep answering (it is not
 	// eligible, nobody is elected, or it is in spread mode without this node).
 	WithdrawIneligible withdrawReason = "Ineligible"
+	// WithdrawDataplaneDown: this node's data plane cannot answer (its responder's socket failed, or
+	// its interface is gone or down): it is not alive in its own elections.
+	WithdrawDataplaneDown withdrawReason = "DataplaneDown"
 	// WithdrawLingerEnded: this node lingered after a handover and the winner did not claim the
 	// address in time.
 	WithdrawLingerEnded withdrawReason = "LingerEnded"
@@ -189,7 +195,7 @@ func plan(in planInput, mem memory, now time.Time) Plan {
 	for _, n := range in.Model.Nodes {
 		en := election.Node{Name: n.Name, Labels: n.Labels, Excluded: n.Excluded, NetworkUnavailable: n.NetworkUnavailable}
 		if n.Name == cfg.Self {
-			en.Alive, en.ReadySince, en.Interfaces = true, in.ReadySince, cfg.Interfaces
+			en.Alive, en.ReadySince, en.Interfaces = in.Dataplane == "", in.ReadySince, cfg.Interfaces
 		} else if pv := in.Peers[n.Name]; pv.Heard && pv.Alive && pv.Ready && !pv.Leaving {
 			first, seen := mem.Eligible[n.Name]
 			if !seen {
@@ -291,6 +297,8 @@ func plan(in planInput, mem memory, now time.Time) Plan {
 		switch _, elected := elKeys[a]; {
 		case !elected:
 			r = WithdrawGone
+		case in.Dataplane != "":
+			r = WithdrawDataplaneDown
 		case was && lingers[a]:
 			r = WithdrawLingerEnded
 		}

@@ -50,6 +50,7 @@ func TestPlanRules(t *testing.T) {
 		svcs      []config.Service
 		peer      peerView // the other node's view
 		announced map[netip.Addr]string
+		dataplane dataplaneReason // why this node's data plane is down, if it is
 		mem       func(m *memory)
 		want      Plan // Nodes and Memory are not compared; Rings by address only
 		// wantMem checks the returned memory, if set.
@@ -95,6 +96,19 @@ func TestPlanRules(t *testing.T) {
 		self: first, svcs: []config.Service{web}, peer: settled, announced: map[netip.Addr]string{vip: "default/web"},
 		mem:  func(m *memory) { delete(m.Eligible, second) },
 		want: Plan{Returned: []string{second}, Regratuitous: []netip.Addr{vip}},
+	}, {
+		name: "1. this node's data plane is down: it is not alive, withdraws at once (DataplaneDown), no linger",
+		self: first, svcs: []config.Service{web}, peer: settled, announced: map[netip.Addr]string{vip: "default/web"},
+		dataplane: DataplaneLinkMissing,
+		want:      Plan{Withdraw: []withdrawal{{vip, "default/web", WithdrawDataplaneDown}}},
+		wantMem: func(t *testing.T, m memory) {
+			if m.Current[vip] != second {
+				t.Errorf("memory current %v, want the peer %s elected", m.Current, second)
+			}
+		},
+	}, {
+		name: "1. this node's data plane is down and its peer too: nobody is elected, nothing announced",
+		self: first, svcs: []config.Service{web}, peer: dead, dataplane: DataplaneSocketError,
 	}, {
 		name: "2. the memory of winners is rebuilt: elections gone are forgotten",
 		self: first, svcs: []config.Service{web}, peer: settled, announced: map[netip.Addr]string{vip: "default/web"},
@@ -179,7 +193,7 @@ func TestPlanRules(t *testing.T) {
 			}
 			in := planInput{Config: planConfig{Self: r.self, Interfaces: []string{"eth0"}, HoldDown: holdDown},
 				Model: &config.Model{Services: r.svcs, Nodes: []config.Node{{Name: first}, {Name: second}}},
-				Peers: map[string]peerView{peer: r.peer}, ReadySince: t0.Add(-time.Hour), Announced: announced}
+				Peers: map[string]peerView{peer: r.peer}, ReadySince: t0.Add(-time.Hour), Announced: announced, Dataplane: r.dataplane}
 			if in.Model.Nodes[0].Name > in.Model.Nodes[1].Name {
 				in.Model.Nodes[0], in.Model.Nodes[1] = in.Model.Nodes[1], in.Model.Nodes[0]
 			}
@@ -217,13 +231,14 @@ func copyMemory(m memory) flatMemory {
 	return flatMemory{maps.Clone(m.Current), maps.Clone(m.ElKeys), maps.Clone(m.Handover.until), maps.Clone(m.Yielded), maps.Clone(m.Eligible)}
 }
 
-// TestPlanIsPure keeps plan.go and the memory's types (handover.go) free of I/O: standard library
+// TestPlanIsPure keeps plan.go, the memory's types (handover.go) and the data plane's health
+// (dataplane.go) free of I/O: standard library
 // (no os, net, sync), the model and the election only, and no go statements.
 func TestPlanIsPure(t *testing.T) {
 	allowed := map[string]bool{"maps": true, "net/netip": true, "slices": true, "time": true,
 		"github.com/ironlb/ironlb/internal/config": true, "github.com/ironlb/ironlb/internal/election": true}
 	fset := token.NewFileSet()
-	for _, f := range []string{"plan.go", "handover.go"} {
+	for _, f := range []string{"plan.go", "handover.go", "dataplane.go"} {
 		file, err := parser.ParseFile(fset, f, nil, 0)
 		if err != nil {
 			t.Fatal(err)

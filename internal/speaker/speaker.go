@@ -106,14 +106,17 @@ func Run(ctx context.Context, cfg Config) error {
 	// The parts below call back into s, which is built once they exist; none of them runs (and so
 	// calls back) before it is.
 	var s *speaker
-	l2cfg := layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.onConflict(ip, mac) }, Logger: log, Refresh: cfg.Refresh}
-	arp, err := layer2.DialARP(ifi, l2cfg)
+	l2cfg := func(name string) layer2.Config {
+		return layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.onConflict(ip, mac) }, Logger: log, Refresh: cfg.Refresh,
+			OnNetDown: func(err error) { s.onSocketError(name)(err) }}
+	}
+	arp, err := dialManaged(ifi, layer2.DialARP, l2cfg(responderARP), func(err error) { s.onSocketError(responderARP)(err) })
 	if err != nil {
 		return err
 	}
-	var ndp *layer2.Responder
+	var ndp *layer2.Managed
 	if hasIPv6(ifi) {
-		if ndp, err = layer2.DialNDP(ifi, l2cfg); err != nil {
+		if ndp, err = dialManaged(ifi, layer2.DialNDP, l2cfg(responderNDP), func(err error) { s.onSocketError(responderNDP)(err) }); err != nil {
 			log.Warn("NDP responder unavailable: IPv6 addresses are not announced", "err", err)
 		}
 	}
@@ -139,11 +142,12 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs,
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
-	if ndp != nil { // never a nil *Responder in the interface
+	if ndp != nil { // never a nil *Managed in the interface
 		d.NDP = ndp
+		d.Reopen[responderNDP] = ndp
 	}
 	if echo != nil {
 		d.Echo = echo
@@ -157,17 +161,19 @@ func Run(ctx context.Context, cfg Config) error {
 	defer waitFor(&io, ioStopTimeout, log)
 	ioctx, stopIO := context.WithCancel(context.Background())
 	defer stopIO()
-	for _, r := range []*layer2.Responder{arp, ndp} {
+	for _, r := range []*layer2.Managed{arp, ndp} {
 		if r == nil {
 			continue
 		}
 		r.SetAnswerFunc(s.sp.answer)
-		io.Go(func() {
-			if err := r.Run(ioctx); err != nil && ioctx.Err() == nil {
-				log.Error("responder stopped", "err", err)
-			}
-		})
+		io.Go(func() { _ = r.Run(ioctx) }) // a failing responder is reported to s.onSocketError
 	}
+	// The link the responders serve: deleted, renamed, down or back (dataplane.go).
+	io.Go(func() {
+		if err := layer2.WatchLink(ioctx, ifi.Name, s.onLink, log); err != nil {
+			log.Error("cannot watch the announcing interface: a deleted or downed link is seen only by its sockets", "err", err)
+		}
+	})
 	io.Go(func() { _ = mon.Run(ioctx) })
 	if echo != nil {
 		io.Go(func() { _ = echo.Run(ioctx) })
@@ -184,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 			s.log.Warn("bgp did not stop in time", "timeout", bgpStopTimeout)
 		}
 	}()
-	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log)
+	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log, kube.Route{Path: "/readyz", Handler: s.readyz})
 	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.objectsChanged() }, UpdateFunc: func(_, _ any) { s.objectsChanged() },
 		DeleteFunc: func(any) { s.objectsChanged() }}
 	all := []cache.SharedIndexInformer{svcs, slcs, nodes, ads, pools,
@@ -207,14 +213,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if s.echo != nil {
 		s.echo.SetPeers(peers)
 	}
-	listen := 2 * cfg.Interval * time.Duration(cfg.Multiplier)
-	if s.echo != nil {
-		listen = max(listen, 2*s.echoDetection())
-	}
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-time.After(listen):
+	case <-time.After(s.listenTime()):
 	}
 	s.setReady()
 	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier),
@@ -234,6 +236,17 @@ func waitFor(wg *sync.WaitGroup, timeout time.Duration, log *slog.Logger) {
 	case <-time.After(timeout):
 		log.Warn("speaker parts did not stop in time", "timeout", timeout)
 	}
+}
+
+// listenTime is how long the speaker listens to its peers before it speaks: at start-up, and when
+// its data plane comes back (dataplane.go). Twice the slower detector's detection time is enough to
+// hear every live peer.
+func (s *speaker) listenTime() time.Duration {
+	listen := 2 * s.cfg.Interval * time.Duration(s.cfg.Multiplier)
+	if s.echo != nil {
+		listen = max(listen, 2*s.echoDetection())
+	}
+	return listen
 }
 
 func (s *speaker) echoDetection() time.Duration {
@@ -260,6 +273,23 @@ func getNode(ctx context.Context, cs kubernetes.Interface, name string, log *slo
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// dialManaged opens a responder on ifi with dial and wraps it for reopening: a reopen looks the
+// interface up again by name (it may have been created again, with another index) and needs it up.
+func dialManaged(ifi *net.Interface, dial func(*net.Interface, layer2.Config) (*layer2.Responder, error), cfg layer2.Config,
+	onFail func(error)) (*layer2.Managed, error) {
+	r, err := dial(ifi, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return layer2.NewManaged(r, func() (*layer2.Responder, error) {
+		now, err := layer2.LookupUp(ifi.Name)
+		if err != nil {
+			return nil, err
+		}
+		return dial(now, cfg)
+	}, onFail)
 }
 
 // interfaceWith finds the interface holding ip.

@@ -29,15 +29,23 @@ type client struct {
 // now owns can be re-pointed at once by unicast gratuitous ARP / neighbor advertisement.
 type spreadState struct {
 	self string
-	mac  net.HardwareAddr
 
 	mu      sync.Mutex // guards the following fields
+	mac     net.HardwareAddr
 	rings   map[netip.Addr]election.Ring
 	clients map[netip.Addr]map[netip.Addr]net.HardwareAddr
 }
 
 func newSpreadState(self string, mac net.HardwareAddr) *spreadState {
 	return &spreadState{self: self, mac: mac, rings: map[netip.Addr]election.Ring{}, clients: map[netip.Addr]map[netip.Addr]net.HardwareAddr{}}
+}
+
+// setMAC changes this node's MAC, the answer to the clients it owns (the interface came back with
+// another MAC).
+func (sp *spreadState) setMAC(mac net.HardwareAddr) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.mac = slices.Clone(mac)
 }
 
 // answer is the responders' AnswerFunc: addresses not in spread mode are answered with this node's

@@ -79,6 +79,12 @@ type Config struct {
 	// Logger receives debug lines per answer and warnings for conflicts and
 	// send errors. Nil discards.
 	Logger *slog.Logger
+	// OnNetDown, if set, is called from Run's goroutine each time the socket
+	// reports that the interface went down (ENETDOWN, once per event; Run
+	// keeps reading). The kernel reports the interface's removal the same
+	// way, after which the socket never receives again: the caller decides
+	// whether to reopen (Managed.Reopen). It must not block.
+	OnNetDown func(err error)
 }
 
 // Stats are a Responder's counters since it was built.
@@ -462,6 +468,9 @@ func (r *Responder) Run(ctx context.Context) error {
 			}
 			if errors.Is(err, syscall.ENETDOWN) {
 				r.log.Info("interface went down; still listening", "err", err)
+				if r.cfg.OnNetDown != nil {
+					r.cfg.OnNetDown(fmt.Errorf("reading %s on %s: %w", r.fam, r.ifi.Name, err))
+				}
 				select {
 				case <-ctx.Done():
 					return nil
