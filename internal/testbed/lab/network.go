@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -242,4 +244,51 @@ func (l *Lab) writeHosts() error {
 		}
 	}
 	return os.WriteFile(l.State.HostsFile(), []byte(b.String()), 0o644)
+}
+
+// SetIface takes a node's own eth0 down or up inside its namespace: its NIC flaps (where SetLink
+// pulls the cable at the bridge, the node sees its interface go). Down drops the interface's routes
+// (and its IPv6 addresses); up puts back what createNetwork made: the addresses, the default routes
+// and, in the BGP lab, the route to Client2's subnet via the router.
+func (l *Lab) SetIface(ctx context.Context, name string, up bool) error {
+	h, ok := l.Plan.Host(name)
+	if !ok || h.Role == RoleClient || h.Role == RoleRouter {
+		return fmt.Errorf("no node %q in lab %s", name, l.Plan.Config.Name)
+	}
+	if !up {
+		return ipBatch(ctx, h.Name, []string{"link set eth0 down"})
+	}
+	p, c := l.Plan, l.Plan.Config
+	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits()),
+		"route replace default via " + p.Gateway.String()}
+	if c.Dual() {
+		cmds = append(cmds, fmt.Sprintf("addr replace %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()),
+			"route replace default via "+p.Gateway6.String())
+	}
+	if p.Router.Name != "" {
+		cmds = append(cmds, fmt.Sprintf("route replace %s via %s", c.RouterCIDR, p.Router.Addr))
+	}
+	return ipBatch(ctx, h.Name, cmds)
+}
+
+// ExtraAddr adds (add) or removes an address of the nodes' IPv4 subnet on a lab host's eth0: the
+// attacker in the client's namespace taking over a cut node's address. Only lab namespaces are
+// touched. Removing an address that is not there is not an error.
+func (l *Lab) ExtraAddr(ctx context.Context, host string, a netip.Addr, add bool) error {
+	h, ok := l.Plan.Host(host)
+	if !ok || h.Index < 0 {
+		return fmt.Errorf("no host %q on the bridge of lab %s", host, l.Plan.Config.Name)
+	}
+	if !l.Plan.Config.NodeCIDR.Contains(a) {
+		return fmt.Errorf("%s is outside the lab's node subnet %s", a, l.Plan.Config.NodeCIDR)
+	}
+	pfx := fmt.Sprintf("%s/%d", a, l.Plan.Config.NodeCIDR.Bits())
+	if add {
+		return ip(ctx, "-n", h.Name, "addr", "add", pfx, "dev", "eth0")
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-n", h.Name, "addr", "del", pfx, "dev", "eth0").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "Cannot assign requested address") {
+		return fmt.Errorf("ip -n %s addr del %s: %w: %s", h.Name, pfx, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
