@@ -26,11 +26,12 @@ func Capture(ctx context.Context, netns, iface string, port uint16, d time.Durat
 		if err != nil {
 			return err
 		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+		// ETH_P_ALL: a socket of one protocol sees only what arrives, not what the node sends.
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 		if err != nil {
 			return fmt.Errorf("packet socket: %w", err)
 		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 			unix.Close(fd)
 			return fmt.Errorf("binding the packet socket to %s: %w", iface, err)
 		}
@@ -45,12 +46,15 @@ func Capture(ctx context.Context, netns, iface string, port uint16, d time.Durat
 	buf := make([]byte, 65536)
 	end := time.Now().Add(d)
 	for time.Now().Before(end) && ctx.Err() == nil {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, from, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				continue
 			}
 			return out, err
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Protocol != htons(unix.ETH_P_IP) {
+			continue
 		}
 		if dg, ok := ParseUDP4(buf[:n]); ok && (dg.Dst.Port() == port || dg.Src.Port() == port) {
 			out = append(out, dg)
