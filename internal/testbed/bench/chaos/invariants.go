@@ -406,6 +406,9 @@ func around(ev []failover.Event, failed failover.Event) string {
 		}
 		return e.At.Format("15:04:05.000") + " " + cmp.Or(e.Detail, "ok")
 	}
+	if len(macs) > 8 { // a flapping address: the first and last changes
+		macs = append(append(macs[:4:4], fmt.Sprintf("(%d more)", len(macs)-8)), macs[len(macs)-4:]...)
+	}
 	return fmt.Sprintf("ARP answerers %s; last answered before %s; first after %s", cmp.Or(strings.Join(macs, " > "), "none"), req(before), req(after))
 }
 
@@ -562,6 +565,99 @@ func JudgeFailovers(fos []Failover, macNode map[string]string, spans []Span, sla
 	return out
 }
 
+// Disturbance is a stretch of probe buckets without exactly one answering MAC (silence, or a split
+// brain), after the address first answered.
+type Disturbance struct {
+	From, To time.Time
+	Addr     netip.Addr
+	MACs     []string // sorted; none for silence
+}
+
+// Disturbances lists the stretches without exactly one answering MAC (bucketed as AnalyzeProbe does).
+func Disturbances(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Disturbance {
+	n := int(end.Sub(start) / bucket)
+	if n <= 0 {
+		return nil
+	}
+	macs := make([]map[string]bool, n)
+	for _, e := range ev {
+		if e.Kind != "reply" && e.Kind != "garp" {
+			continue
+		}
+		if i := int(e.At.Sub(start) / bucket); i >= 0 && i < n {
+			if macs[i] == nil {
+				macs[i] = map[string]bool{}
+			}
+			macs[i][strings.ToLower(e.MAC)] = true
+		}
+	}
+	first := slices.IndexFunc(macs, func(m map[string]bool) bool { return len(m) > 0 })
+	if first < 0 {
+		return nil
+	}
+	var out []Disturbance
+	for i := first; i < n; {
+		if len(macs[i]) == 1 {
+			i++
+			continue
+		}
+		j := i
+		all := map[string]bool{}
+		for j < n && len(macs[j]) != 1 {
+			for m := range macs[j] {
+				all[m] = true
+			}
+			j++
+		}
+		if j == n {
+			break // the probe's end, not a disturbance
+		}
+		d := Disturbance{From: start.Add(time.Duration(i) * bucket), To: start.Add(time.Duration(j) * bucket), Addr: addr}
+		for m := range all {
+			d.MACs = append(d.MACs, m)
+		}
+		sort.Strings(d.MACs)
+		out = append(out, d)
+		i = j
+	}
+	return out
+}
+
+// JudgeDisturbances returns an InvAttack finding for each disturbance that starts inside an attack's
+// span, unless a span lets one of its MACs' nodes lose or regain addresses (for silence: any span
+// letting a node lose them). Outside attacks, AnalyzeProbe judges disturbances by their length.
+func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack time.Duration) []Finding {
+	var out []Finding
+	for _, d := range ds {
+		s, attacked := attackAt(spans, d.From, slack)
+		if !attacked {
+			continue
+		}
+		explained := false
+		if len(d.MACs) == 0 {
+			for _, sp := range spans {
+				explained = explained || sp.Kind == SpanLoses && sp.covers(d.From, slack)
+			}
+		}
+		var names []string
+		for _, m := range d.MACs {
+			node := macNode[strings.ToLower(m)]
+			explained = explained || node != "" && (allows(spans, SpanLoses, node, d.From, slack) || allows(spans, SpanRegains, node, d.From, slack))
+			names = append(names, cmp.Or(node, m))
+		}
+		if explained {
+			continue
+		}
+		what := "no answer"
+		if len(names) > 0 {
+			what = "answered by " + strings.Join(names, " and ")
+		}
+		out = append(out, Finding{InvAttack, d.Addr.String() + " " + d.From.Format("15:04:05.000"),
+			fmt.Sprintf("%s %s for %.0f ms from %s during %s", d.Addr, what, float64(d.To.Sub(d.From))/1e6, d.From.Format("15:04:05.000"), s.Fault)})
+	}
+	return out
+}
+
 // Election is one reading of a Service's announcer (its ServiceL2Status's node; "" when it has none).
 type Election struct {
 	At      time.Time
@@ -697,7 +793,8 @@ func fieldOf(fs []kv, key string, last bool) string {
 // explained. Outside attacks, peer events are not judged (the faults cause them).
 func JudgePeerEvents(evs []PeerEvent, nodes []string, spans []Span, slack time.Duration) []Finding {
 	var out []Finding
-	seen := map[Finding]bool{}
+	seen := map[Finding]int{} // finding key -> index in out
+	var unknown []int         // per finding: events about unknown names it stands for
 	for _, e := range evs {
 		s, attacked := attackAt(spans, e.At, slack)
 		if !attacked {
@@ -717,14 +814,27 @@ func JudgePeerEvents(evs []PeerEvent, nodes []string, spans []Span, slack time.D
 		if e.Kind == PeerChanged {
 			what = fmt.Sprintf("changed state (ready %v, leaving %v)", e.Ready, e.Leaving)
 		}
-		f := Finding{InvAttack, e.Reporter + " " + e.Peer + " " + s.Fault + " " + s.From.Format("15:04:05"),
-			fmt.Sprintf("%s saw %s %s at %s during %s", e.Reporter, e.Peer, what, e.At.Format("15:04:05.000"), s.Fault)}
-		k := Finding{Invariant: f.Invariant, Subject: f.Subject}
-		if seen[k] {
+		peer := e.Peer
+		if !slices.Contains(nodes, e.Peer) {
+			peer = "unknown names" // one finding for the flood, with its count
+		}
+		k := Finding{Invariant: InvAttack, Subject: e.Reporter + " " + peer + " " + s.Fault + " " + s.From.Format("15:04:05")}
+		if i, ok := seen[k]; ok {
+			unknown[i]++
 			continue // one finding per reporter, peer and attack
 		}
-		seen[k] = true
-		out = append(out, f)
+		seen[k] = len(out)
+		out = append(out, Finding{k.Invariant, k.Subject,
+			fmt.Sprintf("%s saw %s %s at %s during %s", e.Reporter, e.Peer, what, e.At.Format("15:04:05.000"), s.Fault)})
+		unknown = append(unknown, 0)
+		if peer != e.Peer {
+			unknown[len(unknown)-1] = 1
+		}
+	}
+	for i, n := range unknown {
+		if n > 1 {
+			out[i].Detail += fmt.Sprintf(" (and %d more events about unknown names)", n-1)
+		}
 	}
 	return out
 }

@@ -322,6 +322,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		// the attack, not an answer.
 		ev = WithoutMACs(ev, l.Plan.Client.MAC)
 		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
+		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
 		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
 		r.res.Probes = append(r.res.Probes, pr)
 		r.res.Requests += pr.Sent
