@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -431,5 +432,60 @@ func TestCheckCoverage(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDisturbances(t *testing.T) {
+	t0 := time.Unix(8000, 0)
+	vip := ip("172.18.212.2")
+	ev := events(t0, []span{
+		{0, 2 * time.Second, []string{macW1}},
+		{2 * time.Second, 2500 * time.Millisecond, []string{macW1, macW2}},
+		{2500 * time.Millisecond, 4 * time.Second, []string{macW1}},
+		{4300 * time.Millisecond, 9 * time.Second, []string{macW1}},
+		{9 * time.Second, 10 * time.Second, nil}, // silence up to the probe's end: not a disturbance
+	}, nil)
+	got := Disturbances(vip, ev, t0, t0.Add(10*time.Second), 100*time.Millisecond)
+	want := []Disturbance{
+		{From: t0.Add(2 * time.Second), To: t0.Add(2500 * time.Millisecond), Addr: vip, MACs: []string{macW1, macW2}},
+		{From: t0.Add(4 * time.Second), To: t0.Add(4300 * time.Millisecond), Addr: vip},
+	}
+	if !slices.EqualFunc(got, want, func(a, b Disturbance) bool {
+		return a.From.Equal(b.From) && a.To.Equal(b.To) && a.Addr == b.Addr && slices.Equal(a.MACs, b.MACs)
+	}) {
+		t.Fatalf("Disturbances = %+v, want %+v", got, want)
+	}
+	attack := Span{From: t0.Add(time.Second), To: t0.Add(5 * time.Second), Fault: "forged-heartbeat", Kind: SpanAttack}
+	for _, tc := range []struct {
+		name  string
+		spans []Span
+		want  []string
+	}{
+		{"no attack: AnalyzeProbe's business", nil, nil},
+		{"a split brain and a silence during an attack", []Span{attack}, []string{InvAttack, InvAttack}},
+		{"w2 returning explains its claim; nothing explains the silence", []Span{attack, {From: t0, To: t0.Add(3 * time.Second), Node: "w2", Kind: SpanRegains}}, []string{InvAttack}},
+		{"a node lost: the silence is the failover", []Span{attack, {From: t0.Add(3 * time.Second), To: t0.Add(5 * time.Second), Node: "w3", Kind: SpanLoses}}, []string{InvAttack}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := invariantsOf(JudgeDisturbances(got, testMACNode, tc.spans, 3*time.Second)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A flood of unknown names is one finding per reporter and attack, saying how many.
+func TestJudgePeerEventsFlood(t *testing.T) {
+	t0 := time.Unix(9000, 0)
+	attack := Span{From: t0, To: t0.Add(5 * time.Second), Fault: "forged-heartbeat", Kind: SpanAttack}
+	var evs []PeerEvent
+	for i := range 300 {
+		for _, r := range []string{"w1", "w2"} {
+			evs = append(evs, PeerEvent{At: t0.Add(time.Second), Reporter: r, Peer: fmt.Sprintf("ghost-%d", i), Kind: PeerAlive})
+		}
+	}
+	fs := JudgePeerEvents(evs, []string{"w1", "w2"}, []Span{attack}, 3*time.Second)
+	if len(fs) != 2 || !strings.Contains(fs[0].Detail, "and 299 more events about unknown names") {
+		t.Errorf("findings %+v, want 2, each counting 300 unknown names", fs)
 	}
 }
