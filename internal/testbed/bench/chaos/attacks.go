@@ -204,6 +204,7 @@ func (r *runner) replayedHeartbeat(ctx context.Context) (string, error) {
 	// From the cut worker's address, taken over.
 	r.window(FaultReplayedHeartbeat, failoverBudget)
 	r.span(FaultReplayedHeartbeat, v.Name, SpanLoses, 5*time.Second+returnBudget)
+	r.noteCut(ctx, v.Name)
 	if err := r.l.StopNode(ctx, v.Name); err != nil {
 		return "", err
 	}

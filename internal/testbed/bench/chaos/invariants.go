@@ -624,9 +624,12 @@ func Disturbances(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 }
 
 // JudgeDisturbances returns an InvAttack finding for each disturbance that starts inside an attack's
-// span, unless a span lets one of its MACs' nodes lose or regain addresses (for silence: any span
-// letting a node lose them). Outside attacks, AnalyzeProbe judges disturbances by their length.
-func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack time.Duration) []Finding {
+// span, unless a span lets one of its MACs' nodes lose or regain addresses, or, for a silence no
+// longer than maxSilence (a failover), a span lets any node lose them. A longer silence during an
+// attack is the attack's doing even when a node was cut: its peers were kept from taking over (a
+// cut node's replayed heartbeats keep it alive in their eyes). Outside attacks, AnalyzeProbe judges
+// disturbances by their length.
+func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack, maxSilence time.Duration) []Finding {
 	var out []Finding
 	for _, d := range ds {
 		s, attacked := attackAt(spans, d.From, slack)
@@ -634,7 +637,7 @@ func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span
 			continue
 		}
 		explained := false
-		if len(d.MACs) == 0 {
+		if len(d.MACs) == 0 && d.To.Sub(d.From) <= maxSilence {
 			for _, sp := range spans {
 				explained = explained || sp.Kind == SpanLoses && sp.covers(d.From, slack)
 			}

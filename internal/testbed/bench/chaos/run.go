@@ -322,7 +322,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		// the attack, not an answer.
 		ev = WithoutMACs(ev, l.Plan.Client.MAC)
 		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
-		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
+		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack, time.Second))
 		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
 		r.res.Probes = append(r.res.Probes, pr)
 		r.res.Requests += pr.Sent
@@ -644,6 +644,7 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 	case FaultStopNode:
 		r.window(kind, failoverBudget)
 		r.span(kind, node, SpanLoses, 8*time.Second+returnBudget)
+		r.noteCut(ctx, node)
 		if err := r.l.StopNode(ctx, node); err != nil {
 			return "", err
 		}
@@ -751,6 +752,20 @@ func (r *runner) killController(ctx context.Context) (string, error) {
 		what += " (the leader)"
 	}
 	return what, err
+}
+
+// noteCut ages allocation findings from the controller's return when a node about to lose power runs
+// the leading controller: the lease is not released, another replica takes it after LeaseDuration.
+func (r *runner) noteCut(ctx context.Context, node string) {
+	leader := r.leader(ctx)
+	if leader == "" {
+		return
+	}
+	if p, err := r.cs.CoreV1().Pods("metallb-system").Get(ctx, leader, metav1.GetOptions{}); err == nil && p.Spec.NodeName == node {
+		r.mu.Lock()
+		r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+		r.mu.Unlock()
+	}
 }
 
 // leader returns the controller lease's holder ("" if unknown).
