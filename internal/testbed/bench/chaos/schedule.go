@@ -56,7 +56,7 @@ var faultTime = map[string]time.Duration{
 	FaultPauseController:   19 * time.Second,
 	FaultResponderIface:    9 * time.Second,
 	FaultNFTFail:           10 * time.Second,
-	FaultWebhookSecret:     12 * time.Second,
+	FaultWebhookSecret:     15 * time.Second,
 }
 
 // FaultTime is how long a fault of kind takes, undone and settled (20 s for a kind it does not know).
