@@ -141,7 +141,7 @@ func TestHeartbeatAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	findings = append(findings, chaos.JudgeFailovers(chaos.Failovers(netip.MustParseAddr(vip), ev, from.Add(-2*time.Second), to.Add(slack), 100*time.Millisecond), macNode, spans, slack)...)
-	findings = append(findings, chaos.JudgeDisturbances(chaos.Disturbances(netip.MustParseAddr(vip), ev, from.Add(-2*time.Second), to.Add(slack), 100*time.Millisecond), macNode, spans, slack, time.Second)...)
+	findings = append(findings, chaos.JudgeDisturbances(chaos.Disturbances(netip.MustParseAddr(vip), ev, from.Add(-2*time.Second), to.Add(slack), 100*time.Millisecond), macNode, spans, slack, 500*time.Millisecond, time.Second)...)
 	if after := arpingMACs(t, vip); !slices.Equal(after, macsBefore) {
 		t.Errorf("after the attack %s is answered by %v, before by %v", vip, after, macsBefore)
 	}

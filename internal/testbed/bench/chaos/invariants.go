@@ -625,15 +625,17 @@ func Disturbances(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 
 // JudgeDisturbances returns an InvAttack finding for each disturbance that starts inside an attack's
 // span, unless a span lets one of its MACs' nodes lose or regain addresses, or, for a silence no
-// longer than maxSilence (a failover), a span lets any node lose them. A longer silence during an
+// longer than maxSilence (a failover), a span lets any node lose them. A silence of at most
+// minSilence is the probe's jitter on a loaded machine (an answer landing in the next bucket), not a
+// change. A longer silence during an
 // attack is the attack's doing even when a node was cut: its peers were kept from taking over (a
 // cut node's replayed heartbeats keep it alive in their eyes). Outside attacks, AnalyzeProbe judges
 // disturbances by their length.
-func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack, maxSilence time.Duration) []Finding {
+func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack, minSilence, maxSilence time.Duration) []Finding {
 	var out []Finding
 	for _, d := range ds {
 		s, attacked := attackAt(spans, d.From, slack)
-		if !attacked {
+		if !attacked || len(d.MACs) == 0 && d.To.Sub(d.From) <= minSilence {
 			continue
 		}
 		explained := false

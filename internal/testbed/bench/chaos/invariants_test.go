@@ -459,11 +459,11 @@ func TestDisturbances(t *testing.T) {
 	long := []Disturbance{{From: t0.Add(2 * time.Second), To: t0.Add(5 * time.Second), Addr: vip}}
 	cut := []Span{{From: t0, To: t0.Add(9 * time.Second), Fault: "replayed-heartbeat", Node: "w1", Kind: SpanAttack},
 		{From: t0.Add(2 * time.Second), To: t0.Add(40 * time.Second), Node: "w1", Kind: SpanLoses}}
-	if got := invariantsOf(JudgeDisturbances(long, testMACNode, cut, 3*time.Second, time.Second)); !slices.Equal(got, []string{InvAttack}) {
+	if got := invariantsOf(JudgeDisturbances(long, testMACNode, cut, 3*time.Second, 300*time.Millisecond, time.Second)); !slices.Equal(got, []string{InvAttack}) {
 		t.Errorf("a 3 s silence after a cut during an attack: got %v, want the attack's", got)
 	}
-	if got := invariantsOf(JudgeDisturbances(long[:0:0], testMACNode, cut, 3*time.Second, time.Second)); got != nil {
-		t.Errorf("nothing: got %v", got)
+	if got := invariantsOf(JudgeDisturbances(got[1:], testMACNode, cut, 3*time.Second, 300*time.Millisecond, time.Second)); got != nil {
+		t.Errorf("a 300 ms silence (jitter): got %v, want nothing", got)
 	}
 	attack := Span{From: t0.Add(time.Second), To: t0.Add(5 * time.Second), Fault: "forged-heartbeat", Kind: SpanAttack}
 	for _, tc := range []struct {
@@ -477,7 +477,7 @@ func TestDisturbances(t *testing.T) {
 		{"a node lost: the silence is the failover", []Span{attack, {From: t0.Add(3 * time.Second), To: t0.Add(5 * time.Second), Node: "w3", Kind: SpanLoses}}, []string{InvAttack}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := invariantsOf(JudgeDisturbances(got, testMACNode, tc.spans, 3*time.Second, time.Second)); !slices.Equal(got, tc.want) {
+			if got := invariantsOf(JudgeDisturbances(got, testMACNode, tc.spans, 3*time.Second, 0, time.Second)); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -322,7 +322,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		// the attack, not an answer.
 		ev = WithoutMACs(ev, l.Plan.Client.MAC)
 		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
-		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack, time.Second))
+		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack, probeJitter, time.Second))
 		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
 		r.res.Probes = append(r.res.Probes, pr)
 		r.res.Requests += pr.Sent
@@ -717,6 +717,10 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 // returnBudget is how long after a fault is undone its node may still take its addresses back: the
 // agent restarts its containers, the speaker syncs and turns ready, then its hold-down (5 s) runs.
 const returnBudget = 30 * time.Second
+
+// probeJitter is the longest silence that is the probe's timing on a loaded machine (an answer in
+// the next 100 ms bucket), not a change.
+const probeJitter = 500 * time.Millisecond
 
 // spanSlack is how long after a span's end a failover, an election or a peer's state change is still
 // the span's doing (detection, status writes, the last forged packets' effect).
