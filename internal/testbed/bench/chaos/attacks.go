@@ -306,17 +306,21 @@ func (r *runner) forgedARP(ctx context.Context) (string, error) {
 // SIGCONTs it: another replica takes over, and the paused one must notice it lost the lease before
 // it writes anything.
 func (r *runner) pauseController(ctx context.Context) (string, error) {
-	leader := r.leader(ctx)
-	if leader == "" {
-		return "", fmt.Errorf("no controller lease holder")
-	}
-	p, err := r.cs.CoreV1().Pods("metallb-system").Get(ctx, leader, metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("the lease holder %q: %w", leader, err)
-	}
-	procs, err := r.containerProcs(*p, "controller")
-	if err != nil {
-		return "", err
+	// The holder may be a replica just killed, its lease not expired yet: wait for a running one.
+	var leader string
+	var procs []int
+	var err error
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(time.Second) {
+		if leader = r.leader(ctx); leader == "" {
+			err = fmt.Errorf("no controller lease holder")
+		} else if p, gerr := r.cs.CoreV1().Pods("metallb-system").Get(ctx, leader, metav1.GetOptions{}); gerr != nil {
+			err = fmt.Errorf("the lease holder %q: %w", leader, gerr)
+		} else if procs, err = r.containerProcs(*p, "controller"); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			return "", err
+		}
 	}
 	r.mu.Lock()
 	r.paused = append(r.paused, procs...)

@@ -605,6 +605,9 @@ func (r *runner) faults(ctx context.Context, end time.Time) {
 		what, err := r.inject(context.WithoutCancel(ctx), kind)
 		if err != nil {
 			r.o.Log("chaos: %s failed: %v", kind, err)
+			r.mu.Lock()
+			rounds.Retry(kind)
+			r.mu.Unlock()
 			continue
 		}
 		r.mu.Lock()

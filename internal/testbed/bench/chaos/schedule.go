@@ -41,6 +41,10 @@ func (r *Rounds) NextFitting(fits func(kind string) bool) string {
 	return ""
 }
 
+// Retry puts kind back into the current round, after its other kinds: a fault that could not be
+// injected (its target not ready yet) is tried again before the round ends.
+func (r *Rounds) Retry(kind string) { r.queue = append(r.queue, kind) }
+
 // faultTime is about how long each kind takes to inject and undo, plus the settling the run waits
 // after it: a fault is started only if it ends before the run does.
 var faultTime = map[string]time.Duration{

@@ -58,6 +58,19 @@ func TestNextFitting(t *testing.T) {
 	}
 }
 
+func TestRetry(t *testing.T) {
+	r := NewRounds([]string{FaultStopNode, FaultKillSpeaker}, rand.New(rand.NewPCG(5, 5)))
+	first := r.Next()
+	r.Retry(first)
+	second := r.Next()
+	if second == first {
+		t.Fatalf("retried %s came before the round's other kind", first)
+	}
+	if again := r.Next(); again != first {
+		t.Errorf("after the round's other kind: %q, want the retried %q", again, first)
+	}
+}
+
 func TestFaultTimes(t *testing.T) {
 	for _, k := range AllFaults {
 		if _, ok := faultTime[k]; !ok {
