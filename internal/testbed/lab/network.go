@@ -246,29 +246,44 @@ func (l *Lab) writeHosts() error {
 	return os.WriteFile(l.State.HostsFile(), []byte(b.String()), 0o644)
 }
 
-// SetIface takes a node's own eth0 down or up inside its namespace: its NIC flaps (where SetLink
-// pulls the cable at the bridge, the node sees its interface go). Down drops the interface's routes
-// (and its IPv6 addresses); up puts back what createNetwork made: the addresses, the default routes
-// and, in the BGP lab, the route to Client2's subnet via the router.
-func (l *Lab) SetIface(ctx context.Context, name string, up bool) error {
+// FlapIface takes a node's own eth0 down inside its namespace for d (or until ctx ends), then up
+// again with the addresses and routes it had: a NIC flap that the node's network configuration
+// repairs (where SetLink pulls the cable at the bridge, the node sees its interface go). Down drops
+// the interface's routes (the default, the other nodes' pod subnets, the router's) and its IPv6
+// addresses; they are put back on every path, from a context that is not canceled.
+func (l *Lab) FlapIface(ctx context.Context, name string, d time.Duration) error {
 	h, ok := l.Plan.Host(name)
 	if !ok || h.Role == RoleClient || h.Role == RoleRouter {
 		return fmt.Errorf("no node %q in lab %s", name, l.Plan.Config.Name)
 	}
-	if !up {
-		return ipBatch(ctx, h.Name, []string{"link set eth0 down"})
+	var routes []string
+	for _, fam := range []string{"-4", "-6"} {
+		out, err := exec.CommandContext(ctx, "ip", "-n", h.Name, fam, "-o", "route", "show", "dev", "eth0").Output()
+		if err != nil {
+			return fmt.Errorf("ip -n %s %s route show dev eth0: %w", h.Name, fam, err)
+		}
+		for _, r := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if r = strings.TrimSpace(r); r != "" && !strings.Contains(r, "proto kernel") && !strings.HasPrefix(r, "fe80:") {
+				routes = append(routes, r)
+			}
+		}
 	}
-	p, c := l.Plan, l.Plan.Config
-	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits()),
-		"route replace default via " + p.Gateway.String()}
+	if err := ipBatch(ctx, h.Name, []string{"link set eth0 down"}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	c := l.Plan.Config
+	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits())}
 	if c.Dual() {
-		cmds = append(cmds, fmt.Sprintf("addr replace %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()),
-			"route replace default via "+p.Gateway6.String())
+		cmds = append(cmds, fmt.Sprintf("addr replace %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()))
 	}
-	if p.Router.Name != "" {
-		cmds = append(cmds, fmt.Sprintf("route replace %s via %s", c.RouterCIDR, p.Router.Addr))
+	for _, r := range routes {
+		cmds = append(cmds, "route replace "+r+" dev eth0")
 	}
-	return ipBatch(ctx, h.Name, cmds)
+	return ipBatch(context.WithoutCancel(ctx), h.Name, cmds)
 }
 
 // ExtraAddr adds (add) or removes an address of the nodes' IPv4 subnet on a lab host's eth0: the

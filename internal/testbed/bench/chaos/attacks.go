@@ -342,25 +342,17 @@ func (r *runner) pauseController(ctx context.Context) (string, error) {
 	return fmt.Sprintf("pause-controller: %s (pid %v) stopped for 17 s; lease holder after: %s", leader, procs, now), nil
 }
 
-// responderIface takes a worker's eth0 down in its namespace for 5 s, then up with its routes.
+// responderIface takes a worker's eth0 down in its namespace for 5 s, then up with its addresses
+// and routes.
 func (r *runner) responderIface(ctx context.Context, node string) (string, error) {
-	r.mu.Lock()
-	r.ifaces = append(r.ifaces, node)
-	r.mu.Unlock()
 	r.window(FaultResponderIface, failoverBudget)
 	r.span(FaultResponderIface, node, SpanLoses, 5*time.Second+returnBudget)
 	r.span(FaultResponderIface, node, SpanRegains, 5*time.Second+returnBudget)
-	if err := r.l.SetIface(ctx, node, false); err != nil {
+	up := time.AfterFunc(5*time.Second, func() { r.window(FaultResponderIface+" (up)", failoverBudget) })
+	defer up.Stop()
+	if err := r.l.FlapIface(ctx, node, 5*time.Second); err != nil {
 		return "", err
 	}
-	time.Sleep(5 * time.Second)
-	r.window(FaultResponderIface+" (up)", failoverBudget)
-	if err := r.l.SetIface(ctx, node, true); err != nil {
-		return "", err
-	}
-	r.mu.Lock()
-	r.ifaces = slices.DeleteFunc(r.ifaces, func(n string) bool { return n == node })
-	r.mu.Unlock()
 	time.Sleep(3 * time.Second)
 	return "responder-iface: eth0 of " + node + " down for 5 s", nil
 }
@@ -605,8 +597,8 @@ func (r *runner) webhookSecret(ctx context.Context) (string, error) {
 // fault the controllers restart so that they serve one certificate again.
 func (r *runner) undoAttacks(ctx context.Context) {
 	r.mu.Lock()
-	paused, taken, rogue, ifaces, webhook := r.paused, r.taken, r.rogue, r.ifaces, r.webhookHit
-	r.paused, r.taken, r.rogue, r.ifaces = nil, nil, nil, nil
+	paused, taken, rogue, webhook := r.paused, r.taken, r.rogue, r.webhookHit
+	r.paused, r.taken, r.rogue = nil, nil, nil
 	r.mu.Unlock()
 	for _, pid := range paused {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
@@ -616,9 +608,6 @@ func (r *runner) undoAttacks(ctx context.Context) {
 	}
 	for _, n := range rogue {
 		_ = releaseNFT(ctx, n)
-	}
-	for _, n := range ifaces {
-		_ = r.l.SetIface(ctx, n, true)
 	}
 	if webhook {
 		_, _ = r.kubectl(ctx, "", "-n", "metallb-system", "rollout", "restart", "deploy/ironlb-controller")

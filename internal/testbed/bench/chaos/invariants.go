@@ -800,6 +800,7 @@ func JudgePeerEvents(evs []PeerEvent, nodes []string, spans []Span, slack time.D
 	var out []Finding
 	seen := map[Finding]int{} // finding key -> index in out
 	var unknown []int         // per finding: events about unknown names it stands for
+	var repeats []int         // per finding about a node: its further events
 	for _, e := range evs {
 		s, attacked := attackAt(spans, e.At, slack)
 		if !attacked {
@@ -825,20 +826,27 @@ func JudgePeerEvents(evs []PeerEvent, nodes []string, spans []Span, slack time.D
 		}
 		k := Finding{Invariant: InvAttack, Subject: e.Reporter + " " + peer + " " + s.Fault + " " + s.From.Format("15:04:05")}
 		if i, ok := seen[k]; ok {
-			unknown[i]++
+			if unknown[i] > 0 {
+				unknown[i]++
+			} else {
+				repeats[i]++
+			}
 			continue // one finding per reporter, peer and attack
 		}
 		seen[k] = len(out)
 		out = append(out, Finding{k.Invariant, k.Subject,
 			fmt.Sprintf("%s saw %s %s at %s during %s", e.Reporter, e.Peer, what, e.At.Format("15:04:05.000"), s.Fault)})
-		unknown = append(unknown, 0)
+		unknown, repeats = append(unknown, 0), append(repeats, 0)
 		if peer != e.Peer {
 			unknown[len(unknown)-1] = 1
 		}
 	}
 	for i, n := range unknown {
-		if n > 1 {
+		switch {
+		case n > 1:
 			out[i].Detail += fmt.Sprintf(" (and %d more events about unknown names)", n-1)
+		case repeats[i] > 0:
+			out[i].Detail += fmt.Sprintf(" (and %d more changes of that peer)", repeats[i])
 		}
 	}
 	return out

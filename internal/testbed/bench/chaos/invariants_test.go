@@ -287,7 +287,9 @@ func TestJudgeFailovers(t *testing.T) {
 func TestJudgeElections(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	attack := Span{From: t0.Add(10 * time.Second), To: t0.Add(15 * time.Second), Fault: "forged-heartbeat", Kind: SpanAttack}
-	el := func(s int, node string) Election { return Election{At: t0.Add(time.Duration(s) * time.Second), Service: "chaos-p1", Node: node} }
+	el := func(s int, node string) Election {
+		return Election{At: t0.Add(time.Duration(s) * time.Second), Service: "chaos-p1", Node: node}
+	}
 	for _, tc := range []struct {
 		name    string
 		samples []Election

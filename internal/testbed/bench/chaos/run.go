@@ -181,7 +181,6 @@ type runner struct {
 	paused     []int
 	taken      []netip.Addr
 	rogue      []string // nodes holding nft-fail's objects
-	ifaces     []string // nodes whose eth0 responder-iface set down
 	webhookHit bool     // webhook-secret ran: the replicas may serve different certificates
 }
 
