@@ -302,7 +302,8 @@ func (r *runner) forgedARP(ctx context.Context) (string, error) {
 	return fmt.Sprintf("forged-arp: %d ARP packets claiming %s for %s's MAC %s", sent, vip, c.Name, c.MAC), nil
 }
 
-// pauseController SIGSTOPs the lease holder's controller for longer than its lease (15 s), then
+// pauseController SIGSTOPs the lease holder's controller for 20 s, longer than its lease (15 s, and a
+// retry period of 2 s for another replica to see it expired), then
 // SIGCONTs it: another replica takes over, and the paused one must notice it lost the lease before
 // it writes anything.
 func (r *runner) pauseController(ctx context.Context) (string, error) {
@@ -325,12 +326,12 @@ func (r *runner) pauseController(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	r.paused = append(r.paused, procs...)
 	// Nothing reconciles until another replica takes the lease.
-	r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+	r.track.ControlPlaneBack = time.Now().Add(20 * time.Second)
 	r.mu.Unlock()
 	for _, pid := range procs {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	time.Sleep(17 * time.Second)
+	time.Sleep(20 * time.Second)
 	for _, pid := range procs {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
@@ -339,7 +340,7 @@ func (r *runner) pauseController(ctx context.Context) (string, error) {
 	r.mu.Unlock()
 	now := r.leader(ctx)
 	time.Sleep(time.Second)
-	return fmt.Sprintf("pause-controller: %s (pid %v) stopped for 17 s; lease holder after: %s", leader, procs, now), nil
+	return fmt.Sprintf("pause-controller: %s (pid %v) stopped for 20 s; lease holder after: %s", leader, procs, now), nil
 }
 
 // responderIface takes a worker's eth0 down in its namespace for 5 s, then up with its addresses

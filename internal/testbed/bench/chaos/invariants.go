@@ -496,8 +496,8 @@ type Failover struct {
 
 // Failovers lists the changes of answering MAC in one address's probe events, bucketed as
 // AnalyzeProbe does: a change is seen between two buckets with exactly one MAC each (a handover's
-// buckets with two MACs, or a failover's with none, lie between them), at the start of the first
-// bucket with the new MAC.
+// buckets with two MACs, or a failover's with none, lie between them), when the new MAC's first
+// packet of the first bucket with it alone arrived.
 func Failovers(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Failover {
 	n := int(end.Sub(start) / bucket)
 	if n <= 0 {
@@ -528,11 +528,28 @@ func Failovers(addr netip.Addr, ev []failover.Event, start, end time.Time, bucke
 			mac = k
 		}
 		if prev != "" && mac != prev {
-			out = append(out, Failover{At: start.Add(time.Duration(i) * bucket), Addr: addr, From: prev, To: mac})
+			out = append(out, Failover{At: firstSeen(ev, mac, start.Add(time.Duration(i)*bucket), bucket), Addr: addr, From: prev, To: mac})
 		}
 		prev = mac
 	}
 	return out
+}
+
+// firstSeen is when mac first answered within the bucket starting at from (the bucket's start if it
+// did not): a change is dated by the packet, not by the bucket, so that a fault starting in the same
+// bucket explains it.
+func firstSeen(ev []failover.Event, mac string, from time.Time, bucket time.Duration) time.Time {
+	at := time.Time{}
+	for _, e := range ev {
+		if (e.Kind == "reply" || e.Kind == "garp") && strings.ToLower(e.MAC) == mac && !e.At.Before(from) && e.At.Before(from.Add(bucket)) &&
+			(at.IsZero() || e.At.Before(at)) {
+			at = e.At
+		}
+	}
+	if at.IsZero() {
+		return from
+	}
+	return at
 }
 
 // JudgeFailovers returns a finding for each failover no span explains: one from a node that a span

@@ -236,9 +236,9 @@ func TestFailovers(t *testing.T) {
 		{5500 * time.Millisecond, 10 * time.Second, []string{macW3, attacker}},
 	}, nil)
 	got := Failovers(vip, WithoutMACs(ev, strings.ToUpper(attacker)), t0, t0.Add(10*time.Second), 100*time.Millisecond)
-	want := []Failover{
-		{At: t0.Add(2200 * time.Millisecond), Addr: vip, From: macW1, To: macW2},
-		{At: t0.Add(5500 * time.Millisecond), Addr: vip, From: macW2, To: macW3},
+	want := []Failover{ // dated by the first packet (events puts it 5 ms into its bucket)
+		{At: t0.Add(2205 * time.Millisecond), Addr: vip, From: macW1, To: macW2},
+		{At: t0.Add(5505 * time.Millisecond), Addr: vip, From: macW2, To: macW3},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Failovers = %+v, want %+v (the attacker's claims dropped)", got, want)
