@@ -1,8 +1,11 @@
 // Package chaos is the reliability soak of issue 9 (`ironlb lab chaos`): while a churn loop creates,
-// updates and deletes LoadBalancer Services, it injects faults at random (a controller replica or a
-// speaker SIGKILLed, a node's power cut, a partition, packet loss on a node link, a kube-apiserver
-// restart) and checks ironlb's promises all the time. This file is the pure part: the invariants over
-// what was observed, with no I/O.
+// updates and deletes LoadBalancer Services, it injects faults one at a time (a controller replica or
+// a speaker SIGKILLed, a node's power cut, a partition, packet loss on a node link, a kube-apiserver
+// restart; since issue 18 also attacks from the client, forged and replayed heartbeats and forged
+// ARP, through package attack, a paused leading controller, a node's interface down, failing
+// nftables commits, the webhook's Secret deleted) and checks ironlb's promises all the time. The pure
+// parts, with no I/O: the invariants over what was observed (this file) and the schedule of faults
+// (schedule.go); run.go and attacks.go are the adapters.
 package chaos
 
 import (
