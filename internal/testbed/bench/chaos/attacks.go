@@ -332,15 +332,15 @@ func (r *runner) pauseController(ctx context.Context) (string, error) {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
 	time.Sleep(20 * time.Second)
+	during := r.leader(ctx) // another replica's, if the lease moved as it should
 	for _, pid := range procs {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 	r.mu.Lock()
 	r.paused = slices.DeleteFunc(r.paused, func(pid int) bool { return slices.Contains(procs, pid) })
 	r.mu.Unlock()
-	now := r.leader(ctx)
 	time.Sleep(time.Second)
-	return fmt.Sprintf("pause-controller: %s (pid %v) stopped for 20 s; lease holder after: %s", leader, procs, now), nil
+	return fmt.Sprintf("pause-controller: %s (pid %v) stopped for 20 s; lease holder at its end: %s, 1 s later: %s", leader, procs, during, r.leader(ctx)), nil
 }
 
 // responderIface takes a worker's eth0 down in its namespace for 5 s, then up with its addresses
