@@ -163,11 +163,12 @@ func (r *runner) forgedHeartbeat(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	r.span(FaultForgedHeartbeat, v.Name, SpanAttack, 5*time.Second)
+	from := time.Now()
 	mac := parseMAC(v.MAC)
 	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, mac, "eth0"), attack.NotReady(v.Name, mac, "eth0")}, 10*time.Millisecond, 3*time.Second)
 	ghosts := attack.Ghosts("chaos-ghost", 300, parseMAC(c.MAC))
 	sent += sendAll(s, r.l.Plan.Nodes, ghosts, 500*time.Millisecond, 2*time.Second)
+	r.spanSince(FaultForgedHeartbeat, v.Name, SpanAttack, from)
 	time.Sleep(2 * time.Second) // the views settle before the next fault
 	return fmt.Sprintf("forged-heartbeat: %d packets from %s: %s leaving and not ready for 3 s, then 300 unknown names for 2 s", sent, c.Name, v.Name), nil
 }
@@ -186,7 +187,13 @@ func (r *runner) replayedHeartbeat(ctx context.Context) (string, error) {
 	if len(own) == 0 {
 		return "", fmt.Errorf("no heartbeat of %s captured on its eth0 (%d datagrams)", v.Name, len(caps))
 	}
-	r.span(FaultReplayedHeartbeat, v.Name, SpanAttack, 9*time.Second)
+	from := time.Now() // the attack's span, recorded when it ends, or when the fault fails
+	spanned := false
+	defer func() {
+		if !spanned {
+			r.spanSince(FaultReplayedHeartbeat, v.Name, SpanAttack, from)
+		}
+	}()
 	// From the client's own address: every captured datagram to its first destination.
 	s, err := attack.DialUDP(c.Name, netip.AddrPortFrom(c.Addr, 0))
 	if err != nil {
@@ -240,6 +247,8 @@ func (r *runner) replayedHeartbeat(ctx context.Context) (string, error) {
 		}
 	}
 	s2.Close()
+	r.spanSince(FaultReplayedHeartbeat, v.Name, SpanAttack, from)
+	spanned = true
 	if err := r.l.ExtraAddr(ctx, c.Name, v.Addr, false); err != nil {
 		return "", err
 	}
@@ -289,7 +298,7 @@ func (r *runner) forgedARP(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer a.Close()
-	r.span(FaultForgedARP, "", SpanAttack, 4*time.Second)
+	from := time.Now()
 	sent := 0
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, f := range fs {
@@ -298,6 +307,7 @@ func (r *runner) forgedARP(ctx context.Context) (string, error) {
 			}
 		}
 	}
+	r.spanSince(FaultForgedARP, "", SpanAttack, from)
 	time.Sleep(time.Second)
 	return fmt.Sprintf("forged-arp: %d ARP packets claiming %s for %s's MAC %s", sent, vip, c.Name, c.MAC), nil
 }

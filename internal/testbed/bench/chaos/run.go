@@ -736,6 +736,13 @@ func (r *runner) span(fault, node string, kind SpanKind, d time.Duration) {
 	r.spans = append(r.spans, Span{From: now, To: now.Add(d), Fault: fault, Node: node, Kind: kind})
 }
 
+// spanSince records a span from from to now (an attack's, once its last packet went).
+func (r *runner) spanSince(fault, node string, kind SpanKind, from time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spans = append(r.spans, Span{From: from, To: time.Now(), Fault: fault, Node: node, Kind: kind})
+}
+
 // record adds findings that are violations as they are (no grace).
 func (r *runner) record(fs []Finding) {
 	r.mu.Lock()
