@@ -53,6 +53,7 @@ var house = []struct {
 	{"internal/arch", layer{kind: testbed}},
 	{"internal/cli", layer{kind: composition}},
 	{"internal/testbed/", layer{kind: testbed}},
+	{"internal/testbed/attack", layer{kind: testbed}}, // the lab's attacker: forged, captured and replayed packets
 
 	{"internal/allocator", layer{kind: core}},
 	{"internal/election", layer{kind: core}},
@@ -146,6 +147,8 @@ var pureFiles = []struct {
 	{pkg: "internal/speaker/bfd", files: []string{"packet.go", "session.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "net", "log/slog", "runtime"}, noClock: true},
 	{pkg: "internal/testbed/lab", files: []string{"config.go", "plan.go"}, stdlib: true},
+	{pkg: "internal/testbed/attack", files: []string{"forge.go", "wire.go"},
+		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "github.com/mdlayher/packet"}, noClock: true},
 	{pkg: "internal/bfdprofile", noClock: true},
 	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime"}, noClock: true},

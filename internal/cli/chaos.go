@@ -17,14 +17,22 @@ func chaosCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	var faults, jsonOut string
 	cmd := &cobra.Command{
 		Use:   "chaos",
-		Short: "Churn Services while injecting faults (kills, power cuts, partitions, loss, apiserver restarts) and count broken invariants",
+		Short: "Churn Services while injecting faults (kills, power cuts, partitions, loss, apiserver restarts, attacks) and count broken invariants",
 		Long: `chaos runs for --duration: a churn loop creates, updates and deletes LoadBalancer Services (pools,
 requested addresses, sharing keys, externalTrafficPolicy) and flips a pool's size, while one fault at a
-time is injected at random: SIGKILL of a controller replica (three run) or of a speaker, a worker's
-power cut, a partition of a worker, 5% packet loss on a worker's link, a kube-apiserver restart. Every
+time is injected, the kinds in shuffled rounds (every kind once per round): SIGKILL of a controller
+replica (three run) or of a speaker, a worker's power cut, a partition of a worker, 5% packet loss on a
+worker's link, a kube-apiserver restart; and (issue 18) heartbeats forged from the client (a probed
+Service's announcer leaving and not ready, hundreds of unknown node names), heartbeats captured on a
+worker and replayed from the client, also from the worker's own address after its power cut, forged
+ARP for a probed address, the leading controller paused (SIGSTOP) beyond its lease, a worker's eth0 set
+down, a worker's nftables commits made to fail during churn, the webhook's Secret deleted. Every
 second the Services' addresses are checked against the pools and the sharing rules; the client probes
-three Services by ARP and HTTP every 100 ms. It prints a table of faults, violations by invariant, the
-longest failover window and the requests, and exits non-zero when an invariant broke.
+three Services by ARP and HTTP every 100 ms; the announcers are sampled and the speakers' logs read.
+A failover that no fault explains, and any change of a view, an election or an answering MAC during an
+attack, are violations; so is a run that injected a kind of its list not even once or made fewer than
+--min-checks checks. It prints a table of faults, violations by invariant, the longest failover window
+and the requests, and exits non-zero when an invariant broke.
 
 Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints for 40-50 s.`,
 		Args: cobra.NoArgs,
@@ -58,6 +66,7 @@ Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints f
 	f.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "random seed (printed; rerun with it to replay the choices)")
 	f.StringVar(&faults, "faults", "", "comma-separated kinds to inject (default all: "+strings.Join(chaos.AllFaults, ",")+")")
 	f.StringVar(&o.RawDir, "raw-dir", "", "keep the probes' logs here")
+	f.IntVar(&o.MinChecks, "min-checks", 0, "fewest allocation checks the run must make (0: one per 3 s of --duration)")
 	f.StringVar(&jsonOut, "json", "", "also write the result as JSON to this file")
 	return cmd
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -242,4 +244,66 @@ func (l *Lab) writeHosts() error {
 		}
 	}
 	return os.WriteFile(l.State.HostsFile(), []byte(b.String()), 0o644)
+}
+
+// FlapIface takes a node's own eth0 down inside its namespace for d (or until ctx ends), then up
+// again with the addresses and routes it had: a NIC flap that the node's network configuration
+// repairs (where SetLink pulls the cable at the bridge, the node sees its interface go). Down drops
+// the interface's routes (the default, the other nodes' pod subnets, the router's) and its IPv6
+// addresses; they are put back on every path, from a context that is not canceled.
+func (l *Lab) FlapIface(ctx context.Context, name string, d time.Duration) error {
+	h, ok := l.Plan.Host(name)
+	if !ok || h.Role == RoleClient || h.Role == RoleRouter {
+		return fmt.Errorf("no node %q in lab %s", name, l.Plan.Config.Name)
+	}
+	var routes []string
+	for _, fam := range []string{"-4", "-6"} {
+		out, err := exec.CommandContext(ctx, "ip", "-n", h.Name, fam, "-o", "route", "show", "dev", "eth0").Output()
+		if err != nil {
+			return fmt.Errorf("ip -n %s %s route show dev eth0: %w", h.Name, fam, err)
+		}
+		for _, r := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if r = strings.TrimSpace(r); r != "" && !strings.Contains(r, "proto kernel") && !strings.HasPrefix(r, "fe80:") {
+				routes = append(routes, r)
+			}
+		}
+	}
+	if err := ipBatch(ctx, h.Name, []string{"link set eth0 down"}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	c := l.Plan.Config
+	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits())}
+	if c.Dual() {
+		cmds = append(cmds, fmt.Sprintf("addr replace %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()))
+	}
+	for _, r := range routes {
+		cmds = append(cmds, "route replace "+r+" dev eth0")
+	}
+	return ipBatch(context.WithoutCancel(ctx), h.Name, cmds)
+}
+
+// ExtraAddr adds (add) or removes an address of the nodes' IPv4 subnet on a lab host's eth0: the
+// attacker in the client's namespace taking over a cut node's address. Only lab namespaces are
+// touched. Removing an address that is not there is not an error.
+func (l *Lab) ExtraAddr(ctx context.Context, host string, a netip.Addr, add bool) error {
+	h, ok := l.Plan.Host(host)
+	if !ok || h.Index < 0 {
+		return fmt.Errorf("no host %q on the bridge of lab %s", host, l.Plan.Config.Name)
+	}
+	if !l.Plan.Config.NodeCIDR.Contains(a) {
+		return fmt.Errorf("%s is outside the lab's node subnet %s", a, l.Plan.Config.NodeCIDR)
+	}
+	pfx := fmt.Sprintf("%s/%d", a, l.Plan.Config.NodeCIDR.Bits())
+	if add {
+		return ip(ctx, "-n", h.Name, "addr", "add", pfx, "dev", "eth0")
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-n", h.Name, "addr", "del", pfx, "dev", "eth0").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "Cannot assign requested address") {
+		return fmt.Errorf("ip -n %s addr del %s: %w: %s", h.Name, pfx, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 // Package chaos is the reliability soak of issue 9 (`ironlb lab chaos`): while a churn loop creates,
-// updates and deletes LoadBalancer Services, it injects faults at random (a controller replica or a
-// speaker SIGKILLed, a node's power cut, a partition, packet loss on a node link, a kube-apiserver
-// restart) and checks ironlb's promises all the time. This file is the pure part: the invariants over
-// what was observed, with no I/O.
+// updates and deletes LoadBalancer Services, it injects faults one at a time (a controller replica or
+// a speaker SIGKILLed, a node's power cut, a partition, packet loss on a node link, a kube-apiserver
+// restart; since issue 18 also attacks from the client, forged and replayed heartbeats and forged
+// ARP, through package attack, a paused leading controller, a node's interface down, failing
+// nftables commits, the webhook's Secret deleted) and checks ironlb's promises all the time. The pure
+// parts, with no I/O: the invariants over what was observed (this file) and the schedule of faults
+// (schedule.go); run.go and attacks.go are the adapters.
 package chaos
 
 import (
@@ -30,7 +33,8 @@ const (
 )
 
 // Invariants lists them in table order.
-var Invariants = []string{InvSharedAddress, InvOutsidePool, InvSplitBrain, InvNoAnswer, InvHTTP, InvCrash, InvLeak}
+var Invariants = []string{InvSharedAddress, InvOutsidePool, InvSplitBrain, InvNoAnswer, InvHTTP, InvCrash, InvLeak,
+	InvUnexplainedFailover, InvAttack, InvWebhook, InvDataplane, InvNotInjected, InvTooFewChecks}
 
 // Port is a Service port as sharing sees it.
 type Port struct {
@@ -356,7 +360,7 @@ func (res Result) Table(w io.Writer) {
 	fmt.Fprintf(w, "| requests to the probed Services (every 100 ms each) | %d sent, %d failed (%d inside fault windows, %d outside) |\n",
 		res.Requests, res.Failed, res.FailedInWindows, res.Failed-res.FailedInWindows)
 	fmt.Fprintf(w, "| churn: Service and pool changes | %d (%d refused or failed, e.g. while the apiserver restarted) |\n", res.ChurnOps, res.ChurnErrors)
-	fmt.Fprintf(w, "| allocation checks (every second) | %d |\n", res.Checks)
+	fmt.Fprintf(w, "| allocation checks (every second) | %d (at least %d required) |\n", res.Checks, res.MinChecks)
 	for _, inv := range Invariants {
 		for i, d := range res.Violations[inv] {
 			if i == 5 {
@@ -405,5 +409,540 @@ func around(ev []failover.Event, failed failover.Event) string {
 		}
 		return e.At.Format("15:04:05.000") + " " + cmp.Or(e.Detail, "ok")
 	}
+	if len(macs) > 8 { // a flapping address: the first and last changes
+		macs = append(append(macs[:4:4], fmt.Sprintf("(%d more)", len(macs)-8)), macs[len(macs)-4:]...)
+	}
 	return fmt.Sprintf("ARP answerers %s; last answered before %s; first after %s", cmp.Or(strings.Join(macs, " > "), "none"), req(before), req(after))
+}
+
+// Issue 18's invariants: failovers must have a cause, attacks must change nothing, and a run must
+// have done what it was asked to.
+const (
+	InvUnexplainedFailover = "failover that no fault explains"
+	InvAttack              = "forged or replayed packets changed a view, an election or an answering MAC"
+	InvWebhook             = "admission webhook refusing a valid object after its Secret went"
+	InvDataplane           = "a node's rules lost a Service after a failed nftables commit"
+	InvNotInjected         = "fault kind in the run's list never injected"
+	InvTooFewChecks        = "fewer checks than --min-checks"
+)
+
+// SpanKind says what a fault's span allows.
+type SpanKind int
+
+const (
+	// SpanLoses: Node (every node when "") failed, or its link did: it may lose its addresses, and its
+	// peers may declare it dead or not ready.
+	SpanLoses SpanKind = iota + 1
+	// SpanRegains: Node came back: it may take addresses back (after its hold-down), and its peers
+	// may see it alive and ready again.
+	SpanRegains
+	// SpanAttack: forged or replayed packets are on the wire: no view, election or answering MAC may
+	// change unless another span allows it.
+	SpanAttack
+)
+
+// Span is a stretch of time in which a fault allows (SpanLoses, SpanRegains) or forbids
+// (SpanAttack) changes.
+type Span struct {
+	From, To time.Time
+	Fault    string
+	Node     string // "" = any node (Loses, Regains); the attacked or impersonated node, if any (Attack)
+	Kind     SpanKind
+}
+
+func (s Span) covers(at time.Time, slack time.Duration) bool {
+	return !at.Before(s.From) && !at.After(s.To.Add(slack))
+}
+
+// allows says whether some span of kind covering at names node (or every node).
+func allows(spans []Span, kind SpanKind, node string, at time.Time, slack time.Duration) bool {
+	for _, s := range spans {
+		if s.Kind == kind && (s.Node == "" || s.Node == node) && s.covers(at, slack) {
+			return true
+		}
+	}
+	return false
+}
+
+func attackAt(spans []Span, at time.Time, slack time.Duration) (Span, bool) {
+	for _, s := range spans {
+		if s.Kind == SpanAttack && s.covers(at, slack) {
+			return s, true
+		}
+	}
+	return Span{}, false
+}
+
+// WithoutMACs returns the probe's events but the ARP packets sent by macs (the attacker's own forged
+// claims: they are the attack, not an answer).
+func WithoutMACs(ev []failover.Event, macs ...string) []failover.Event {
+	drop := map[string]bool{}
+	for _, m := range macs {
+		drop[strings.ToLower(m)] = true
+	}
+	out := make([]failover.Event, 0, len(ev))
+	for _, e := range ev {
+		if (e.Kind == "reply" || e.Kind == "garp") && drop[strings.ToLower(e.MAC)] {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Failover is a change of the one MAC answering ARP for an address.
+type Failover struct {
+	At       time.Time
+	Addr     netip.Addr
+	From, To string // MACs
+}
+
+// Failovers lists the changes of answering MAC in one address's probe events, bucketed as
+// AnalyzeProbe does: a change is seen between two buckets with exactly one MAC each (a handover's
+// buckets with two MACs, or a failover's with none, lie between them), when the new MAC's first
+// packet of the first bucket with it alone arrived.
+func Failovers(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Failover {
+	n := int(end.Sub(start) / bucket)
+	if n <= 0 {
+		return nil
+	}
+	macs := make([]map[string]bool, n)
+	for _, e := range ev {
+		if e.Kind != "reply" && e.Kind != "garp" {
+			continue
+		}
+		i := int(e.At.Sub(start) / bucket)
+		if i < 0 || i >= n {
+			continue
+		}
+		if macs[i] == nil {
+			macs[i] = map[string]bool{}
+		}
+		macs[i][strings.ToLower(e.MAC)] = true
+	}
+	var out []Failover
+	prev := ""
+	for i, m := range macs {
+		if len(m) != 1 {
+			continue
+		}
+		var mac string
+		for k := range m {
+			mac = k
+		}
+		if prev != "" && mac != prev {
+			out = append(out, Failover{At: firstSeen(ev, mac, start.Add(time.Duration(i)*bucket), bucket), Addr: addr, From: prev, To: mac})
+		}
+		prev = mac
+	}
+	return out
+}
+
+// firstSeen is when mac first answered within the bucket starting at from (the bucket's start if it
+// did not): a change is dated by the packet, not by the bucket, so that a fault starting in the same
+// bucket explains it.
+func firstSeen(ev []failover.Event, mac string, from time.Time, bucket time.Duration) time.Time {
+	at := time.Time{}
+	for _, e := range ev {
+		if (e.Kind == "reply" || e.Kind == "garp") && strings.ToLower(e.MAC) == mac && !e.At.Before(from) && e.At.Before(from.Add(bucket)) &&
+			(at.IsZero() || e.At.Before(at)) {
+			at = e.At
+		}
+	}
+	if at.IsZero() {
+		return from
+	}
+	return at
+}
+
+// JudgeFailovers returns a finding for each failover no span explains: one from a node that a span
+// says may lose its addresses, or to a node that a span says may take them back (slack after each
+// span's end, for detection and hold-down). An unexplained failover inside an attack's span is the
+// attack's doing (InvAttack); elsewhere it is InvUnexplainedFailover. macNode names the nodes' MACs.
+func JudgeFailovers(fos []Failover, macNode map[string]string, spans []Span, slack time.Duration) []Finding {
+	var out []Finding
+	name := func(mac string) string {
+		if n, ok := macNode[strings.ToLower(mac)]; ok {
+			return n
+		}
+		return mac
+	}
+	for _, f := range fos {
+		from, to := name(f.From), name(f.To)
+		if allows(spans, SpanLoses, from, f.At, slack) || allows(spans, SpanRegains, to, f.At, slack) {
+			continue
+		}
+		detail := fmt.Sprintf("%s moved from %s to %s at %s", f.Addr, from, to, f.At.Format("15:04:05.000"))
+		inv := InvUnexplainedFailover
+		if s, ok := attackAt(spans, f.At, slack); ok {
+			inv = InvAttack
+			detail += " during " + s.Fault
+		} else {
+			detail += ", no fault running"
+		}
+		out = append(out, Finding{inv, f.Addr.String() + " " + f.At.Format("15:04:05.000"), detail})
+	}
+	return out
+}
+
+// Disturbance is a stretch of probe buckets without exactly one answering MAC (silence, or a split
+// brain), after the address first answered.
+type Disturbance struct {
+	From, To time.Time
+	Addr     netip.Addr
+	MACs     []string // sorted; none for silence
+}
+
+// Disturbances lists the stretches without exactly one answering MAC (bucketed as AnalyzeProbe does).
+func Disturbances(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Disturbance {
+	n := int(end.Sub(start) / bucket)
+	if n <= 0 {
+		return nil
+	}
+	macs := make([]map[string]bool, n)
+	for _, e := range ev {
+		if e.Kind != "reply" && e.Kind != "garp" {
+			continue
+		}
+		if i := int(e.At.Sub(start) / bucket); i >= 0 && i < n {
+			if macs[i] == nil {
+				macs[i] = map[string]bool{}
+			}
+			macs[i][strings.ToLower(e.MAC)] = true
+		}
+	}
+	first := slices.IndexFunc(macs, func(m map[string]bool) bool { return len(m) > 0 })
+	if first < 0 {
+		return nil
+	}
+	var out []Disturbance
+	for i := first; i < n; {
+		if len(macs[i]) == 1 {
+			i++
+			continue
+		}
+		j := i
+		all := map[string]bool{}
+		for j < n && len(macs[j]) != 1 {
+			for m := range macs[j] {
+				all[m] = true
+			}
+			j++
+		}
+		if j == n {
+			break // the probe's end, not a disturbance
+		}
+		d := Disturbance{From: start.Add(time.Duration(i) * bucket), To: start.Add(time.Duration(j) * bucket), Addr: addr}
+		for m := range all {
+			d.MACs = append(d.MACs, m)
+		}
+		sort.Strings(d.MACs)
+		out = append(out, d)
+		i = j
+	}
+	return out
+}
+
+// JudgeDisturbances returns an InvAttack finding for each disturbance that starts inside an attack's
+// span, unless a span lets one of its MACs' nodes lose or regain addresses, or, for a silence no
+// longer than maxSilence (a failover), a span lets any node lose them. A silence of at most
+// minSilence is the probe's jitter on a loaded machine (an answer landing in the next bucket), not a
+// change. A longer silence during an
+// attack is the attack's doing even when a node was cut: its peers were kept from taking over (a
+// cut node's replayed heartbeats keep it alive in their eyes). Outside attacks, AnalyzeProbe judges
+// disturbances by their length.
+func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span, slack, minSilence, maxSilence time.Duration) []Finding {
+	var out []Finding
+	for _, d := range ds {
+		s, attacked := attackAt(spans, d.From, slack)
+		if !attacked || len(d.MACs) == 0 && d.To.Sub(d.From) <= minSilence {
+			continue
+		}
+		explained := false
+		if len(d.MACs) == 0 && d.To.Sub(d.From) <= maxSilence {
+			for _, sp := range spans {
+				explained = explained || sp.Kind == SpanLoses && sp.covers(d.From, slack)
+			}
+		}
+		var names []string
+		for _, m := range d.MACs {
+			node := macNode[strings.ToLower(m)]
+			explained = explained || node != "" && (allows(spans, SpanLoses, node, d.From, slack) || allows(spans, SpanRegains, node, d.From, slack))
+			names = append(names, cmp.Or(node, m))
+		}
+		if explained {
+			continue
+		}
+		what := "no answer"
+		if len(names) > 0 {
+			what = "answered by " + strings.Join(names, " and ")
+		}
+		out = append(out, Finding{InvAttack, d.Addr.String() + " " + d.From.Format("15:04:05.000"),
+			fmt.Sprintf("%s %s for %.0f ms from %s during %s", d.Addr, what, float64(d.To.Sub(d.From))/1e6, d.From.Format("15:04:05.000"), s.Fault)})
+	}
+	return out
+}
+
+// Election is one reading of a Service's announcer (its ServiceL2Status's node; "" when it has none).
+type Election struct {
+	At      time.Time
+	Service string
+	Node    string
+}
+
+// JudgeElections returns a finding for each change of a Service's announcer inside an attack's span
+// that no other span explains (as JudgeFailovers). Readings without an announcer are skipped: the
+// status object of a handover goes before the new one comes.
+func JudgeElections(samples []Election, spans []Span, slack time.Duration) []Finding {
+	var out []Finding
+	last := map[string]string{}
+	for _, e := range samples {
+		if e.Node == "" {
+			continue
+		}
+		prev, ok := last[e.Service]
+		last[e.Service] = e.Node
+		if !ok || prev == e.Node {
+			continue
+		}
+		s, attacked := attackAt(spans, e.At, slack)
+		if !attacked || allows(spans, SpanLoses, prev, e.At, slack) || allows(spans, SpanRegains, e.Node, e.At, slack) {
+			continue
+		}
+		out = append(out, Finding{InvAttack, e.Service + " " + e.At.Format("15:04:05.000"),
+			fmt.Sprintf("%s's announcer changed from %s to %s at %s during %s", e.Service, prev, e.Node, e.At.Format("15:04:05.000"), s.Fault)})
+	}
+	return out
+}
+
+// Peer event kinds, from the speakers' log lines.
+const (
+	PeerAlive   = "alive"   // "speaker peer alive"
+	PeerChanged = "changed" // "speaker peer changed state"
+	PeerDead    = "dead"    // "speaker peers declared dead"
+)
+
+// PeerEvent is one speaker's log line saying its view of a peer changed.
+type PeerEvent struct {
+	At             time.Time
+	Reporter, Peer string
+	Kind           string
+	Ready, Leaving bool // PeerChanged: the peer's new state
+}
+
+// up says whether the event brings the peer into the elections (alive, or ready and staying).
+func (e PeerEvent) up() bool {
+	return e.Kind == PeerAlive || e.Kind == PeerChanged && e.Ready && !e.Leaving
+}
+
+// ParsePeerLines reads a speaker's log line (log/slog's text format) and returns the peer events it
+// holds: none for other lines, one per peer for "declared dead".
+func ParsePeerLines(line string) []PeerEvent {
+	var kind string
+	switch {
+	case strings.Contains(line, `msg="speaker peer alive"`):
+		kind = PeerAlive
+	case strings.Contains(line, `msg="speaker peer changed state"`):
+		kind = PeerChanged
+	case strings.Contains(line, `msg="speaker peers declared dead"`):
+		kind = PeerDead
+	default:
+		return nil
+	}
+	fields := logfmt(line)
+	at, err := time.Parse(time.RFC3339Nano, fieldOf(fields, "time", false))
+	if err != nil {
+		return nil
+	}
+	reporter, peers := fieldOf(fields, "node", false), fieldOf(fields, "node", true)
+	if reporter == "" || peers == "" {
+		return nil
+	}
+	var out []PeerEvent
+	for _, p := range strings.Fields(strings.Trim(peers, "[]")) {
+		out = append(out, PeerEvent{At: at, Reporter: reporter, Peer: p, Kind: kind,
+			Ready: fieldOf(fields, "ready", true) == "true", Leaving: fieldOf(fields, "leaving", true) == "true"})
+	}
+	return out
+}
+
+type kv struct{ k, v string }
+
+// logfmt splits a slog text line into its key=value pairs, in order (values may be quoted).
+func logfmt(line string) []kv {
+	var out []kv
+	for s := strings.TrimSpace(line); s != ""; s = strings.TrimSpace(s) {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			break
+		}
+		k := s[:eq]
+		s = s[eq+1:]
+		var v string
+		if strings.HasPrefix(s, `"`) {
+			end := 1
+			for end < len(s) && (s[end] != '"' || s[end-1] == '\\') {
+				end++
+			}
+			v = strings.ReplaceAll(s[1:min(end, len(s))], `\"`, `"`)
+			s = s[min(end+1, len(s)):]
+		} else {
+			sp := strings.IndexByte(s, ' ')
+			if sp < 0 {
+				sp = len(s)
+			}
+			v, s = s[:sp], s[sp:]
+		}
+		out = append(out, kv{k, v})
+	}
+	return out
+}
+
+// fieldOf returns the first (or, with last, the last) value of key.
+func fieldOf(fs []kv, key string, last bool) string {
+	v := ""
+	for _, f := range fs {
+		if f.k == key {
+			v = f.v
+			if !last {
+				return v
+			}
+		}
+	}
+	return v
+}
+
+// JudgePeerEvents returns a finding for each peer event inside an attack's span that no other span
+// explains: a peer going down while a span says it may lose (or its reporter is the faulted node), or
+// coming up while a span says it may return. A name that is no node of the cluster is never
+// explained. Outside attacks, peer events are not judged (the faults cause them).
+func JudgePeerEvents(evs []PeerEvent, nodes []string, spans []Span, slack time.Duration) []Finding {
+	var out []Finding
+	seen := map[Finding]int{} // finding key -> index in out
+	var unknown []int         // per finding: events about unknown names it stands for
+	var repeats []int         // per finding about a node: its further events
+	for _, e := range evs {
+		s, attacked := attackAt(spans, e.At, slack)
+		if !attacked {
+			continue
+		}
+		if slices.Contains(nodes, e.Peer) {
+			kind := SpanLoses
+			if e.up() {
+				kind = SpanRegains
+			}
+			if allows(spans, kind, e.Peer, e.At, slack) ||
+				allows(spans, SpanLoses, e.Reporter, e.At, slack) || allows(spans, SpanRegains, e.Reporter, e.At, slack) {
+				continue
+			}
+		}
+		what := e.Kind
+		if e.Kind == PeerChanged {
+			what = fmt.Sprintf("changed state (ready %v, leaving %v)", e.Ready, e.Leaving)
+		}
+		peer := e.Peer
+		if !slices.Contains(nodes, e.Peer) {
+			peer = "unknown names" // one finding for the flood, with its count
+		}
+		k := Finding{Invariant: InvAttack, Subject: e.Reporter + " " + peer + " " + s.Fault + " " + s.From.Format("15:04:05")}
+		if i, ok := seen[k]; ok {
+			if unknown[i] > 0 {
+				unknown[i]++
+			} else {
+				repeats[i]++
+			}
+			continue // one finding per reporter, peer and attack
+		}
+		seen[k] = len(out)
+		out = append(out, Finding{k.Invariant, k.Subject,
+			fmt.Sprintf("%s saw %s %s at %s during %s", e.Reporter, e.Peer, what, e.At.Format("15:04:05.000"), s.Fault)})
+		unknown, repeats = append(unknown, 0), append(repeats, 0)
+		if peer != e.Peer {
+			unknown[len(unknown)-1] = 1
+		}
+	}
+	for i, n := range unknown {
+		switch {
+		case n > 1:
+			out[i].Detail += fmt.Sprintf(" (and %d more events about unknown names)", n-1)
+		case repeats[i] > 0:
+			out[i].Detail += fmt.Sprintf(" (and %d more changes of that peer)", repeats[i])
+		}
+	}
+	return out
+}
+
+// Attempt is one request that a healthy admission webhook admits.
+type Attempt struct {
+	At  time.Time
+	Err string // "" when admitted
+}
+
+// JudgeWebhook returns a finding for the attempts refused from okFrom on (the webhook's grace to
+// recover from the loss of its Secret).
+func JudgeWebhook(attempts []Attempt, okFrom time.Time) []Finding {
+	var out []Finding
+	for _, a := range attempts {
+		if a.Err != "" && !a.At.Before(okFrom) {
+			out = append(out, Finding{InvWebhook, "webhook " + a.At.Format("15:04:05.000"),
+				fmt.Sprintf("a valid IPAddressPool update refused at %s: %s", a.At.Format("15:04:05.000"), a.Err)})
+		}
+	}
+	return out
+}
+
+// MapElem is one element of a node's service-ips verdict map.
+type MapElem struct {
+	Addr   netip.Addr
+	Proto  string // lower case
+	Port   int32
+	Target string // the chain its verdict jumps or goes to
+}
+
+// CheckServiceIPs returns the findings of one node's service-ips map against the Services: an
+// element of a Service's address and port that goes to the chain rogue (which nobody but the fault
+// made: the proxy's full resync did not replace it), and a Service of must (stable, Cluster policy)
+// whose address and port have no element.
+func CheckServiceIPs(node string, svcs []Svc, must []string, elems []MapElem, rogue string) []Finding {
+	type key struct {
+		a     netip.Addr
+		proto string
+		port  int32
+	}
+	have := map[key]string{}
+	for _, e := range elems {
+		have[key{e.Addr, strings.ToLower(e.Proto), e.Port}] = e.Target
+	}
+	var out []Finding
+	for _, s := range svcs {
+		for _, ip := range s.IPs {
+			for _, p := range s.Ports {
+				k := key{ip, strings.ToLower(p.Proto), p.Port}
+				target, ok := have[k]
+				subject := fmt.Sprintf("%s %s %s/%d", node, ip, k.proto, p.Port)
+				switch {
+				case ok && target == rogue:
+					out = append(out, Finding{InvDataplane, subject, fmt.Sprintf("%s: %s %s/%d of %s still goes to %s", node, ip, k.proto, p.Port, s.Key, rogue)})
+				case !ok && slices.Contains(must, s.Key):
+					out = append(out, Finding{InvDataplane, subject, fmt.Sprintf("%s: no rule for %s %s/%d of %s", node, ip, k.proto, p.Port, s.Key)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CheckCoverage returns the findings of a run that did not do what it was asked: a kind of its list
+// never injected, or fewer checks than minChecks.
+func CheckCoverage(kinds []string, injected map[string]int, checks, minChecks int) []Finding {
+	var out []Finding
+	for _, k := range kinds {
+		if injected[k] == 0 {
+			out = append(out, Finding{InvNotInjected, k, fmt.Sprintf("%s was never injected (make the run longer, or --every shorter)", k)})
+		}
+	}
+	if checks < minChecks {
+		out = append(out, Finding{InvTooFewChecks, "checks", fmt.Sprintf("%d checks ran, want at least %d", checks, minChecks)})
+	}
+	return out
 }

@@ -43,10 +43,23 @@ const (
 	FaultPartition      = "partition"       // a worker's link to the bridge cut, then restored
 	FaultLoss           = "loss"            // 5% random drop on a worker's link, each direction
 	FaultAPIServer      = "apiserver"       // kube-apiserver SIGKILLed and started again
+
+	// Issue 18: the soak attacks too.
+	FaultForgedHeartbeat   = "forged-heartbeat"   // heartbeats forged from the client: the announcer leaving, not ready; hundreds of unknown names
+	FaultReplayedHeartbeat = "replayed-heartbeat" // captured heartbeats replayed from the client, then from a cut worker's address the client took over
+	FaultForgedARP         = "forged-arp"         // ARP replies and gratuitous ARP for a probed address with the client's MAC
+	FaultPauseController   = "pause-controller"   // the leading controller SIGSTOPped for longer than its lease, then SIGCONT
+	FaultResponderIface    = "responder-iface"    // a worker's eth0 set down in its namespace, then up with its routes
+	FaultNFTFail           = "nft-fail"           // a worker's proxy commits made to fail by conflicting map elements, then released
+	FaultWebhookSecret     = "webhook-secret"     // the webhook's serving Secret deleted, then a controller replica restarted
 )
 
 // AllFaults in the table's order.
-var AllFaults = []string{FaultKillController, FaultKillSpeaker, FaultStopNode, FaultPartition, FaultLoss, FaultAPIServer}
+var AllFaults = []string{FaultKillController, FaultKillSpeaker, FaultStopNode, FaultPartition, FaultLoss, FaultAPIServer,
+	FaultForgedHeartbeat, FaultReplayedHeartbeat, FaultForgedARP, FaultPauseController, FaultResponderIface, FaultNFTFail, FaultWebhookSecret}
+
+// AttackFaults are the kinds whose packets must change nothing (SpanAttack).
+var AttackFaults = []string{FaultForgedHeartbeat, FaultReplayedHeartbeat, FaultForgedARP}
 
 // Options of a chaos run.
 type Options struct {
@@ -56,7 +69,10 @@ type Options struct {
 	Seed     uint64
 	Faults   []string // kinds to inject (default AllFaults)
 	RawDir   string   // keep the probes' logs here ("" = a temporary directory, removed)
-	Log      func(format string, args ...any)
+	// MinChecks is the fewest allocation checks a run must make (0: one per 3 s of Duration); fewer,
+	// or a kind of Faults never injected, is a violation.
+	MinChecks int
+	Log       func(format string, args ...any)
 }
 
 // Result is what a run counted.
@@ -67,6 +83,7 @@ type Result struct {
 	ChurnOps        int
 	ChurnErrors     int // API calls of the churn loop that failed (apiserver down, conflicts)
 	Checks          int // allocation checks made
+	MinChecks       int // the fewest checks the run had to make
 	Violations      map[string][]string
 	Requests        int
 	Failed          int
@@ -157,6 +174,14 @@ type runner struct {
 	killed map[types.UID]int // injected kills per pod
 	stops  map[string]int    // power cuts per node (each restarts the node's containers)
 	track  Tracker
+	spans  []Span     // what each fault allows or forbids (failovers, peer views, elections)
+	elects []Election // the probed Services' announcers, sampled every second
+	// Undone by cleanup on every path: paused processes, addresses the client took over, rogue
+	// nftables objects.
+	paused     []int
+	taken      []netip.Addr
+	rogue      []string // nodes holding nft-fail's objects
+	webhookHit bool     // webhook-secret ran: the replicas may serve different certificates
 }
 
 // Run makes one chaos run in the lab and returns its counts. The lab should run ironlb's proxy
@@ -168,6 +193,12 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 	}
 	if len(o.Faults) == 0 {
 		o.Faults = AllFaults
+	}
+	if o.MinChecks == 0 {
+		o.MinChecks = max(1, int(o.Duration/(3*time.Second)))
+	}
+	if need := MinDuration(o.Faults, o.Every); o.Duration < need {
+		o.Log("chaos: %s may be too short to inject every kind of %d with faults every %s (about %s needed)", o.Duration, len(o.Faults), o.Every, need.Round(time.Second))
 	}
 	for _, f := range o.Faults {
 		if !slices.Contains(AllFaults, f) {
@@ -191,7 +222,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 	}
 	r := &runner{o: o, l: l, cs: cs, dyn: dyn, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
 		killed: map[types.UID]int{}, stops: map[string]int{}, track: Tracker{Grace: 10 * time.Second}}
-	r.res = Result{Duration: o.Duration, Seed: o.Seed, Faults: map[string]int{}, Violations: map[string][]string{}}
+	r.res = Result{Duration: o.Duration, Seed: o.Seed, Faults: map[string]int{}, Violations: map[string][]string{}, MinChecks: o.MinChecks}
 	raw := o.RawDir
 	if raw == "" {
 		if raw, err = os.MkdirTemp("", "ironlb-chaos-"); err != nil {
@@ -242,10 +273,11 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 	var wg sync.WaitGroup
 	lctx, lcancel := context.WithDeadline(ctx, end)
 	defer lcancel()
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); r.churn(lctx) }()
 	go func() { defer wg.Done(); r.checkLoop(lctx) }()
 	go func() { defer wg.Done(); r.faults(lctx, end) }()
+	go func() { defer wg.Done(); r.electionLoop(lctx) }()
 	wg.Wait()
 	if ctx.Err() != nil {
 		return r.res, ctx.Err()
@@ -266,6 +298,16 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 	for _, v := range r.track.Violations {
 		r.res.Violations[v.Invariant] = append(r.res.Violations[v.Invariant], v.Detail)
 	}
+	r.mu.Lock()
+	spans, elects := slices.Clone(r.spans), slices.Clone(r.elects)
+	r.mu.Unlock()
+	macNode := map[string]string{}
+	for _, n := range l.Plan.Nodes {
+		macNode[strings.ToLower(n.MAC)] = n.Name
+	}
+	r.record(JudgeElections(elects, spans, spanSlack))
+	r.record(JudgePeerEvents(r.peerEvents(start, probeEnd), l.Plan.NodeNames(), spans, spanSlack))
+	r.record(CheckCoverage(o.Faults, r.res.Faults, r.res.Checks, o.MinChecks))
 	for i, f := range logs {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -275,6 +317,11 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		if err != nil {
 			return r.res, err
 		}
+		// The client's own forged ARP (forged-arp, the address it takes over in replayed-heartbeat) is
+		// the attack, not an answer.
+		ev = WithoutMACs(ev, l.Plan.Client.MAC)
+		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
+		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack, probeJitter, time.Second))
 		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
 		r.res.Probes = append(r.res.Probes, pr)
 		r.res.Requests += pr.Sent
@@ -323,6 +370,7 @@ func (r *runner) setup(ctx context.Context) error {
 }
 
 func (r *runner) cleanup(ctx context.Context) {
+	r.undoAttacks(ctx)
 	for _, n := range r.workers() {
 		_ = r.l.SetLink(ctx, n, true)
 		if _, procs := r.nodeUp(n); !procs {
@@ -532,24 +580,33 @@ func (r *runner) check(ctx context.Context) {
 	r.track.Observe(time.Now(), CheckAllocations(svcs, pools))
 }
 
-// faults injects one fault at a time, at random intervals, until end.
+// faults injects one fault at a time, at random intervals, until end: the kinds in shuffled rounds
+// (every kind once per round), each only if it can be undone before the end.
 func (r *runner) faults(ctx context.Context, end time.Time) {
+	r.mu.Lock()
+	rounds := NewRounds(r.o.Faults, r.rng)
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		wait := r.o.Every/2 + time.Duration(r.rng.Int64N(int64(r.o.Every)))
-		kind := r.o.Faults[r.rng.IntN(len(r.o.Faults))]
 		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		if time.Now().Add(20 * time.Second).After(end) {
-			return // no fault that could not be undone before the end
+		r.mu.Lock()
+		kind := rounds.NextFitting(func(k string) bool { return !time.Now().Add(FaultTime(k)).After(end) })
+		r.mu.Unlock()
+		if kind == "" {
+			return // no fault of this round could be undone before the end
 		}
 		what, err := r.inject(context.WithoutCancel(ctx), kind)
 		if err != nil {
 			r.o.Log("chaos: %s failed: %v", kind, err)
+			r.mu.Lock()
+			rounds.Retry(kind)
+			r.mu.Unlock()
 			continue
 		}
 		r.mu.Lock()
@@ -578,26 +635,18 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 	r.mu.Unlock()
 	switch kind {
 	case FaultKillController:
-		// Killing the leader leaves no reconciler until another replica takes the lease (it is not
-		// released by a SIGKILL: up to LeaseDuration, 15 s): allocation findings age from then.
-		leader := ""
-		if l, err := r.cs.CoordinationV1().Leases("metallb-system").Get(ctx, "ironlb-controller", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
-			leader = *l.Spec.HolderIdentity
-		}
-		what, err := r.killPod(ctx, "component=controller", "controller", "")
-		if err == nil && leader != "" && strings.Contains(what, leader+"/") {
-			r.mu.Lock()
-			r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
-			r.mu.Unlock()
-			what += " (the leader)"
-		}
-		return what, err
+		return r.killController(ctx)
 	case FaultKillSpeaker:
 		r.window(kind, failoverBudget)
+		// The speaker restarts, turns ready and takes its addresses back after its hold-down.
+		r.span(kind, node, SpanLoses, returnBudget)
+		r.span(kind, node, SpanRegains, returnBudget)
 		what, err := r.killPod(ctx, "component=speaker", "speaker", node)
 		return what, err
 	case FaultStopNode:
 		r.window(kind, failoverBudget)
+		r.span(kind, node, SpanLoses, 8*time.Second+returnBudget)
+		r.noteCut(ctx, node)
 		if err := r.l.StopNode(ctx, node); err != nil {
 			return "", err
 		}
@@ -606,6 +655,7 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 		r.mu.Unlock()
 		time.Sleep(8 * time.Second)
 		r.window(kind+" (power back)", failoverBudget)
+		r.span(kind, node, SpanRegains, returnBudget)
 		if err := r.l.StartNode(ctx, node); err != nil {
 			return "", err
 		}
@@ -613,6 +663,9 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 		return "stop-node " + node + ", back after 8 s", nil
 	case FaultPartition:
 		r.window(kind, failoverBudget)
+		// Cut off, the node claims every address; healed, the claims are settled by rank.
+		r.span(kind, node, SpanLoses, 5*time.Second+returnBudget)
+		r.span(kind, node, SpanRegains, 5*time.Second+returnBudget)
 		if err := r.l.SetLink(ctx, node, false); err != nil {
 			return "", err
 		}
@@ -625,6 +678,8 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 		return "partition of " + node + " for 5 s", nil
 	case FaultLoss:
 		r.window(kind, 10*time.Second+failoverBudget)
+		r.span(kind, node, SpanLoses, 10*time.Second+returnBudget)
+		r.span(kind, node, SpanRegains, 10*time.Second+returnBudget)
 		if err := failover.SetLoss(node, 5); err != nil {
 			return "", err
 		}
@@ -643,8 +698,95 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 			return "", err
 		}
 		return fmt.Sprintf("kube-apiserver killed, ready again after %.1f s", time.Since(t0).Seconds()), nil
+	case FaultForgedHeartbeat:
+		return r.forgedHeartbeat(ctx)
+	case FaultReplayedHeartbeat:
+		return r.replayedHeartbeat(ctx)
+	case FaultForgedARP:
+		return r.forgedARP(ctx)
+	case FaultPauseController:
+		return r.pauseController(ctx)
+	case FaultResponderIface:
+		return r.responderIface(ctx, node)
+	case FaultNFTFail:
+		return r.nftFail(ctx, node)
+	case FaultWebhookSecret:
+		return r.webhookSecret(ctx)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// returnBudget is how long after a fault is undone its node may still take its addresses back: the
+// agent restarts its containers, the speaker syncs and turns ready, then its hold-down (5 s) runs.
+const returnBudget = 30 * time.Second
+
+// probeJitter is the longest silence that is the probe's timing on a loaded machine (an answer in
+// the next 100 ms bucket), not a change.
+const probeJitter = 500 * time.Millisecond
+
+// spanSlack is how long after a span's end a failover, an election or a peer's state change is still
+// the span's doing (detection, status writes, the last forged packets' effect).
+const spanSlack = 3 * time.Second
+
+// span records from now for d what a fault allows (or, for SpanAttack, forbids) on node.
+func (r *runner) span(fault, node string, kind SpanKind, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.spans = append(r.spans, Span{From: now, To: now.Add(d), Fault: fault, Node: node, Kind: kind})
+}
+
+// spanSince records a span from from to now (an attack's, once its last packet went).
+func (r *runner) spanSince(fault, node string, kind SpanKind, from time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spans = append(r.spans, Span{From: from, To: time.Now(), Fault: fault, Node: node, Kind: kind})
+}
+
+// record adds findings that are violations as they are (no grace).
+func (r *runner) record(fs []Finding) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range fs {
+		r.res.Violations[f.Invariant] = append(r.res.Violations[f.Invariant], f.Detail)
+	}
+}
+
+// killController SIGKILLs a random controller replica's container. Killing the leader leaves no
+// reconciler until another replica takes the lease (it is not released by a SIGKILL: up to
+// LeaseDuration, 15 s): allocation findings age from then.
+func (r *runner) killController(ctx context.Context) (string, error) {
+	leader := r.leader(ctx)
+	what, err := r.killPod(ctx, "component=controller", "controller", "")
+	if err == nil && leader != "" && strings.Contains(what, leader+"/") {
+		r.mu.Lock()
+		r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+		r.mu.Unlock()
+		what += " (the leader)"
+	}
+	return what, err
+}
+
+// noteCut ages allocation findings from the controller's return when a node about to lose power runs
+// the leading controller: the lease is not released, another replica takes it after LeaseDuration.
+func (r *runner) noteCut(ctx context.Context, node string) {
+	leader := r.leader(ctx)
+	if leader == "" {
+		return
+	}
+	if p, err := r.cs.CoreV1().Pods("metallb-system").Get(ctx, leader, metav1.GetOptions{}); err == nil && p.Spec.NodeName == node {
+		r.mu.Lock()
+		r.track.ControlPlaneBack = time.Now().Add(17 * time.Second)
+		r.mu.Unlock()
+	}
+}
+
+// leader returns the controller lease's holder ("" if unknown).
+func (r *runner) leader(ctx context.Context) string {
+	if l, err := r.cs.CoordinationV1().Leases("metallb-system").Get(ctx, "ironlb-controller", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+		return *l.Spec.HolderIdentity
+	}
+	return ""
 }
 
 // killPod SIGKILLs the container of a random pod of metallb-system matching selector (on node, when
@@ -670,26 +812,33 @@ func (r *runner) killPod(ctx context.Context, selector, container, node string) 
 	r.mu.Lock()
 	p := running[r.rng.IntN(len(running))]
 	r.mu.Unlock()
-	podCG, err := r.l.Cgroup(p.Spec.NodeName, "pods", string(p.UID))
+	procs, err := r.containerProcs(p, container)
 	if err != nil {
 		return "", err
+	}
+	for _, pid := range procs {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	r.mu.Lock()
+	r.killed[p.UID]++
+	r.mu.Unlock()
+	return fmt.Sprintf("SIGKILL %s/%s on %s (pid %v)", p.Name, container, p.Spec.NodeName, procs), nil
+}
+
+// containerProcs returns the processes of the pod's running container (its latest generation).
+func (r *runner) containerProcs(p corev1.Pod, container string) ([]int, error) {
+	podCG, err := r.l.Cgroup(p.Spec.NodeName, "pods", string(p.UID))
+	if err != nil {
+		return nil, err
 	}
 	dirs, _ := filepath.Glob(filepath.Join(string(podCG), container+"-*"))
 	sort.Slice(dirs, func(i, j int) bool { return genOf(dirs[i]) < genOf(dirs[j]) })
 	for i := len(dirs) - 1; i >= 0; i-- {
-		procs := lab.Cgroup(dirs[i]).Procs()
-		if len(procs) == 0 {
-			continue
+		if procs := lab.Cgroup(dirs[i]).Procs(); len(procs) > 0 {
+			return procs, nil
 		}
-		for _, pid := range procs {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		r.mu.Lock()
-		r.killed[p.UID]++
-		r.mu.Unlock()
-		return fmt.Sprintf("SIGKILL %s/%s on %s (pid %v)", p.Name, container, p.Spec.NodeName, procs), nil
 	}
-	return "", fmt.Errorf("pod %s: no running %s container under %s", p.Name, container, podCG)
+	return nil, fmt.Errorf("pod %s: no running %s container under %s", p.Name, container, podCG)
 }
 
 func genOf(dir string) int {
