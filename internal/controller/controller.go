@@ -48,16 +48,21 @@ import (
 
 // Config is what `ironlb controller` flags set.
 type Config struct {
-	Namespace      string        // where the configuration objects live (metallb-system)
-	LBClass        string        // serve Services with this loadBalancerClass (and those with none)
-	Kubeconfig     string        // "" = in-cluster
-	MetricsAddr    string        // Prometheus endpoint, "" disables
-	WebhookAddr    string        // admission webhook (HTTPS), "" disables
-	WebhookService string        // the Service in Namespace that fronts the webhook
-	WebhookConfig  string        // the ValidatingWebhookConfiguration whose caBundle we keep
-	LeaderElect    bool          // run the allocator only while holding the Lease
-	Identity       string        // leader-election identity (pod name)
-	FlushInterval  time.Duration // how often pool status is written (default 1 s)
+	Namespace      string // where the configuration objects live (metallb-system)
+	LBClass        string // serve Services with this loadBalancerClass (and those with none)
+	Kubeconfig     string // "" = in-cluster
+	MetricsAddr    string // Prometheus endpoint, "" disables
+	WebhookAddr    string // admission webhook (HTTPS), "" disables
+	WebhookService string // the Service in Namespace that fronts the webhook
+	WebhookConfig  string // the ValidatingWebhookConfiguration whose caBundle we keep
+	// WebhookSecretNamespace holds the webhook's certificate Secret, out of the speakers' reach
+	// ("" = Namespace); WebhookCertValidity is the certificate's lifetime (0 = one year), renewed
+	// when a third of it is left.
+	WebhookSecretNamespace string
+	WebhookCertValidity    time.Duration
+	LeaderElect            bool          // run the allocator only while holding the Lease
+	Identity               string        // leader-election identity (pod name)
+	FlushInterval          time.Duration // how often pool status is written (default 1 s)
 	// Leader election timings (defaults 15 s, 10 s, 2 s as client-go's examples); tests shorten them.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
