@@ -26,6 +26,7 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass (those without a class are always served)")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
+	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")
 	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
 	f.StringVar(&cfg.WebhookSecretNamespace, "webhook-secret-namespace", "", "namespace of the webhook certificate's Secret, out of the speakers' reach (default: --namespace)")

@@ -48,10 +48,13 @@ import (
 
 // Config is what `ironlb controller` flags set.
 type Config struct {
-	Namespace      string // where the configuration objects live (metallb-system)
-	LBClass        string // serve Services with this loadBalancerClass (and those with none)
-	Kubeconfig     string // "" = in-cluster
-	MetricsAddr    string // Prometheus endpoint, "" disables
+	Namespace   string // where the configuration objects live (metallb-system)
+	LBClass     string // serve Services with this loadBalancerClass (and those with none)
+	Kubeconfig  string // "" = in-cluster
+	MetricsAddr string // Prometheus endpoint, "" disables
+	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
+	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
+	MetricsSecure  bool
 	WebhookAddr    string // admission webhook (HTTPS), "" disables
 	WebhookService string // the Service in Namespace that fronts the webhook
 	WebhookConfig  string // the ValidatingWebhookConfiguration whose caBundle we keep
@@ -89,7 +92,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	kube.ServeMetrics(ctx, cfg.MetricsAddr, reg, log)
+	var auth *kube.Authorizer
+	if cfg.MetricsSecure {
+		auth = kube.NewAuthorizer(cs)
+	}
+	if err := kube.ServeSecureMetrics(ctx, cfg.MetricsAddr, auth, reg, log); err != nil {
+		return err
+	}
 	if cfg.WebhookAddr != "" {
 		wh, err := newWebhook(ctx, cs, dyn, cfg, log)
 		if err != nil {
