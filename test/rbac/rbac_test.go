@@ -82,6 +82,7 @@ func matrix() []resource {
 		cl("", "nodes"), cl("", "namespaces"),
 		cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 		cl("apiextensions.k8s.io", "customresourcedefinitions"),
+		cl("authentication.k8s.io", "tokenreviews"), cl("authorization.k8s.io", "subjectaccessreviews"),
 		ns("rbac.authorization.k8s.io", "roles", ""), ns("rbac.authorization.k8s.io", "rolebindings", ""),
 		cl("rbac.authorization.k8s.io", "clusterroles"), cl("rbac.authorization.k8s.io", "clusterrolebindings"),
 		named(ns("", "secrets", ""), "ironlb-webhook-cert", webhookNS),
