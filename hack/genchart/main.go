@@ -190,7 +190,7 @@ func writeKustomization(dir string) error {
 
 var (
 	imageLine = regexp.MustCompile(`(?m)^(\s*)image: (\S+):(\S+)\s*$`)
-	nsLine    = regexp.MustCompile(`(?m)^(\s*)(namespace|name): metallb-system\s*$`)
+	nsLine    = regexp.MustCompile(`(?m)^(\s*)(namespace|name): metallb-system(-webhook)?\s*$`)
 	crdAnnot  = regexp.MustCompile(`(?m)^metadata:\n  annotations:\n`)
 )
 
@@ -262,10 +262,12 @@ func template(g group, name string, src []byte, im *images) ([]byte, error) {
 		}
 		s = crdAnnot.ReplaceAllString(s, "metadata:\n  annotations:\n    helm.sh/resource-policy: keep\n")
 	} else {
-		s = nsLine.ReplaceAllString(s, "${1}${2}: {{ .Values.namespace }}")
+		s = nsLine.ReplaceAllString(s, "${1}${2}: {{ .Values.namespace }}${3}")
 	}
 	toggle := g.toggle
-	if g.dir == "controller" && strings.Contains(s, "\nkind: Namespace\n") {
+	// The configuration namespace only: the webhook certificate's (<namespace>-webhook) is always
+	// created.
+	if g.dir == "controller" && strings.Contains(s, "\nkind: Namespace\n") && strings.Contains(s, "name: {{ .Values.namespace }}\n") {
 		if strings.Count(s, "\nkind: ") > 1 {
 			return nil, errors.New("the Namespace must be alone in its file (createNamespace)")
 		}

@@ -48,16 +48,24 @@ import (
 
 // Config is what `ironlb controller` flags set.
 type Config struct {
-	Namespace      string        // where the configuration objects live (metallb-system)
-	LBClass        string        // serve Services with this loadBalancerClass (and those with none)
-	Kubeconfig     string        // "" = in-cluster
-	MetricsAddr    string        // Prometheus endpoint, "" disables
-	WebhookAddr    string        // admission webhook (HTTPS), "" disables
-	WebhookService string        // the Service in Namespace that fronts the webhook
-	WebhookConfig  string        // the ValidatingWebhookConfiguration whose caBundle we keep
-	LeaderElect    bool          // run the allocator only while holding the Lease
-	Identity       string        // leader-election identity (pod name)
-	FlushInterval  time.Duration // how often pool status is written (default 1 s)
+	Namespace   string // where the configuration objects live (metallb-system)
+	LBClass     string // serve Services with this loadBalancerClass (and those with none)
+	Kubeconfig  string // "" = in-cluster
+	MetricsAddr string // Prometheus endpoint, "" disables
+	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
+	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
+	MetricsSecure  bool
+	WebhookAddr    string // admission webhook (HTTPS), "" disables
+	WebhookService string // the Service in Namespace that fronts the webhook
+	WebhookConfig  string // the ValidatingWebhookConfiguration whose caBundle we keep
+	// WebhookSecretNamespace holds the webhook's certificate Secret, out of the speakers' reach
+	// ("" = Namespace); WebhookCertValidity is the certificate's lifetime (0 = one year), renewed
+	// when a third of it is left.
+	WebhookSecretNamespace string
+	WebhookCertValidity    time.Duration
+	LeaderElect            bool          // run the allocator only while holding the Lease
+	Identity               string        // leader-election identity (pod name)
+	FlushInterval          time.Duration // how often pool status is written (default 1 s)
 	// Leader election timings (defaults 15 s, 10 s, 2 s as client-go's examples); tests shorten them.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
@@ -84,7 +92,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	kube.ServeMetrics(ctx, cfg.MetricsAddr, reg, log)
+	var auth *kube.Authorizer
+	if cfg.MetricsSecure {
+		auth = kube.NewAuthorizer(cs)
+	}
+	if err := kube.ServeSecureMetrics(ctx, cfg.MetricsAddr, auth, reg, log); err != nil {
+		return err
+	}
 	if cfg.WebhookAddr != "" {
 		wh, err := newWebhook(ctx, cs, dyn, cfg, log)
 		if err != nil {

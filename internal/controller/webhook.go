@@ -2,19 +2,12 @@ package controller
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"strings"
 	"time"
@@ -46,7 +39,7 @@ import (
 // deletion of a BFDProfile a BGPPeer uses, and Services whose address requests contradict
 // themselves or can never share with the Services already holding the requested address. It runs
 // on every replica with a certificate kept in a Secret (so all replicas serve the same one) whose CA
-// it writes into the ValidatingWebhookConfiguration.
+// it writes into the ValidatingWebhookConfiguration; certs (certs.go) renews it before it expires.
 type webhook struct {
 	cfg Config
 	log *slog.Logger
@@ -54,20 +47,15 @@ type webhook struct {
 	// nodes' labels (for BGPAdvertisements' nodeSelectors).
 	pools, bgpAds, communities, peers, nodes cache.SharedIndexInformer
 	svcs                                     corelisters.ServiceLister
-	cert                                     tls.Certificate
+	certs                                    *certs // the serving certificate, renewed by certs.run
 }
 
 const webhookSecret = "ironlb-webhook-cert"
 
 func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) (*webhook, error) {
-	cert, caPEM, err := ensureCert(ctx, cs, cfg)
-	if err != nil {
+	certs := newCerts(cs, cfg, log.With("part", "webhook"))
+	if err := certs.sync(ctx); err != nil {
 		return nil, err
-	}
-	if cfg.WebhookConfig != "" {
-		if err := patchCABundle(ctx, cs, cfg.WebhookConfig, caPEM); err != nil {
-			return nil, err
-		}
 	}
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	inf := informers.NewSharedInformerFactory(cs, 0)
@@ -77,7 +65,7 @@ func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 		communities: dinf.ForResource(v1beta1.CommunityGVR).Informer(),
 		peers:       dinf.ForResource(v1beta2.BGPPeerGVR).Informer(),
 		nodes:       inf.Core().V1().Nodes().Informer(),
-		svcs:        inf.Core().V1().Services().Lister(), cert: cert}
+		svcs:        inf.Core().V1().Services().Lister(), certs: certs}
 	// Only the nodes' names and labels are needed: keep nothing else in memory.
 	if err := w.nodes.SetTransform(func(o any) (any, error) {
 		if n, ok := o.(*corev1.Node); ok {
@@ -105,8 +93,9 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handleWithDelete(w.validateBFDProfile, w.validateBFDProfileDeletion))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12}}
+		TLSConfig: &tls.Config{GetCertificate: w.certs.GetCertificate, MinVersion: tls.VersionTLS12}}
 	go func() { <-ctx.Done(); srv.Close() }()
+	go w.certs.run(ctx)
 	w.log.Info("admission webhook listening", "addr", w.cfg.WebhookAddr)
 	if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -334,71 +323,6 @@ func portClash(a, b []allocator.Port) (allocator.Port, bool) {
 		}
 	}
 	return allocator.Port{}, false
-}
-
-// ensureCert returns the webhook's serving certificate from the Secret, creating it (a CA and a
-// certificate for the webhook Service's DNS names) when absent. Replicas racing to create it converge
-// on whichever Create wins.
-func ensureCert(ctx context.Context, cs kubernetes.Interface, cfg Config) (tls.Certificate, []byte, error) {
-	secrets := cs.CoreV1().Secrets(cfg.Namespace)
-	for try := 0; try < 3; try++ {
-		s, err := secrets.Get(ctx, webhookSecret, metav1.GetOptions{})
-		if err == nil {
-			c, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
-			return c, s.Data["ca.crt"], err
-		}
-		if !apierrors.IsNotFound(err) {
-			return tls.Certificate{}, nil, err
-		}
-		caPEM, crtPEM, keyPEM, err := issue(cfg.WebhookService, cfg.Namespace)
-		if err != nil {
-			return tls.Certificate{}, nil, err
-		}
-		_, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: webhookSecret, Namespace: cfg.Namespace},
-			Type:       corev1.SecretTypeTLS,
-			Data:       map[string][]byte{"ca.crt": caPEM, "tls.crt": crtPEM, "tls.key": keyPEM},
-		}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return tls.Certificate{}, nil, err
-		}
-	}
-	return tls.Certificate{}, nil, errors.New("could not create or read the webhook certificate secret")
-}
-
-func issue(service, ns string) (caPEM, crtPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	now := time.Now().Add(-time.Hour)
-	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ironlb-webhook-ca"},
-		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	t := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: service + "." + ns + ".svc"},
-		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{service, service + "." + ns, service + "." + ns + ".svc", service + "." + ns + ".svc.cluster.local"}}
-	der, err := x509.CreateCertificate(rand.Reader, t, ca, &k.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), nil
 }
 
 // patchCABundle writes the CA into every webhook of the configuration.

@@ -58,23 +58,59 @@ type Route struct {
 	Handler http.HandlerFunc
 }
 
-// ServeMetrics serves reg (plus Go and process collectors) on addr at /metrics, and the routes given,
-// until ctx ends. An empty addr serves nothing.
+// ServeMetrics serves reg (plus Go and process collectors) on addr at /metrics over plain HTTP until
+// ctx ends, to anyone who reaches addr (the proxy binds it to 127.0.0.1), and the routes given. An
+// empty addr serves nothing. See ServeSecureMetrics.
 func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, routes ...Route) {
+	_ = ServeSecureMetrics(ctx, addr, nil, reg, log, routes...)
+}
+
+// ServeSecureMetrics is ServeMetrics over HTTPS when auth is set: with a self-signed certificate,
+// and /metrics only for clients auth lets through (a bearer token the apiserver authenticates and
+// authorizes for get on /metrics). /healthz and /readyz (unless a route serves it) answer "ok" to
+// anyone, unauthenticated, for the kubelet's probes (an HTTPS probe does not verify the
+// certificate); the routes given are served unauthenticated too. It returns an error only when the
+// certificate cannot be made; listening errors are logged.
+func ServeSecureMetrics(ctx context.Context, addr string, auth *Authorizer, reg *prometheus.Registry, log *slog.Logger, routes ...Route) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr == "" {
-		return
+		return nil
+	}
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second}
+	if auth != nil {
+		metrics = auth.Wrap(metrics)
+		tc, err := selfSignedTLS("ironlb-metrics")
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		srv.TLSConfig = tc
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metrics)
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+	served := map[string]bool{}
 	for _, r := range routes {
 		mux.Handle(r.Path, r.Handler)
+		served[r.Path] = true
 	}
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if !served[path] {
+			mux.HandleFunc(path, ok)
+		}
+	}
+	srv.Handler = mux
 	go func() { <-ctx.Done(); srv.Close() }()
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ListenAndServeTLS("", "")
+		} else {
+			err = srv.ListenAndServe()
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server", "addr", addr, "err", err)
 		}
 	}()
+	return nil
 }

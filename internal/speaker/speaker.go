@@ -64,6 +64,9 @@ type Config struct {
 	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
 	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
 	MetricsAddr   string        // Prometheus endpoint, "" disables
+	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
+	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
+	MetricsSecure bool
 	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
 	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
 }
@@ -190,7 +193,13 @@ func Run(ctx context.Context, cfg Config) error {
 			s.log.Warn("bgp did not stop in time", "timeout", bgpStopTimeout)
 		}
 	}()
-	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, s.log, kube.Route{Path: "/readyz", Handler: s.readyz})
+	var auth *kube.Authorizer
+	if cfg.MetricsSecure {
+		auth = kube.NewAuthorizer(cs)
+	}
+	if err := kube.ServeSecureMetrics(ioctx, cfg.MetricsAddr, auth, reg, s.log, kube.Route{Path: "/readyz", Handler: s.readyz}); err != nil {
+		return err
+	}
 	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.objectsChanged() }, UpdateFunc: func(_, _ any) { s.objectsChanged() },
 		DeleteFunc: func(any) { s.objectsChanged() }}
 	all := []cache.SharedIndexInformer{svcs, slcs, nodes, ads, pools,

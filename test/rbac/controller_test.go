@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,7 +26,8 @@ import (
 func TestControllerRunsWithItsRole(t *testing.T) {
 	env := testenv.Start(t)
 	crds, _ := filepath.Glob("../../config/crd/bases/*.yaml")
-	for _, f := range append(crds, "../../config/controller/00-namespace.yaml", "../../config/controller/10-rbac.yaml") {
+	for _, f := range append(crds, "../../config/controller/00-namespace.yaml", "../../config/controller/01-webhook-namespace.yaml",
+		"../../config/controller/10-rbac.yaml", "../../config/speaker/10-rbac.yaml") {
 		if out, err := env.Kubectl("apply", "--server-side", "-f", f); err != nil {
 			t.Fatalf("applying %s: %v\n%s", f, err, out)
 		}
@@ -41,25 +44,14 @@ func TestControllerRunsWithItsRole(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 
-	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range kc.AuthInfos {
-		u.Impersonate = "system:serviceaccount:" + configNS + ":ironlb-controller"
-		u.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + configNS, "system:authenticated"}
-	}
-	asSA := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, asSA); err != nil {
-		t.Fatal(err)
-	}
+	asSA := impersonating(t, env.Kubeconfig, "ironlb-controller")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		// With its admission webhook: the webhook's informers must sync before the controller goes
 		// on, so a missing permission for what they watch leaves every check below unmet.
 		done <- controller.Run(ctx, controller.Config{Namespace: configNS, Kubeconfig: asSA, FlushInterval: 100 * time.Millisecond,
-			WebhookAddr: "127.0.0.1:0", WebhookService: "localhost",
+			WebhookAddr: "127.0.0.1:0", WebhookService: "localhost", WebhookSecretNamespace: webhookNS,
 			LeaderElect: true, Identity: "test", LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
 	}()
 	defer func() {
@@ -76,6 +68,7 @@ func TestControllerRunsWithItsRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ what, args, want string }{
+		{"the webhook certificate", "get secret ironlb-webhook-cert -n " + webhookNS + " -o jsonpath={.type}", "kubernetes.io/tls"},
 		{"the Lease", "get lease ironlb-controller -n metallb-system -o jsonpath={.spec.holderIdentity}", "test"},
 		{"the Service's address", "get service web -n default -o jsonpath={.status.loadBalancer.ingress[0].ip}", "172.18.255.200"},
 		{"the pool annotation", `get service web -n default -o jsonpath={.metadata.annotations.metallb\.io/ip-allocated-from-pool}`, "p"},
@@ -95,5 +88,75 @@ func TestControllerRunsWithItsRole(t *testing.T) {
 		if out != c.want {
 			t.Errorf("%s: %q, want %q (kubectl %s)", c.what, out, c.want, c.args)
 		}
+	}
+}
+
+// impersonating writes a kubeconfig that acts as the ServiceAccount account of the configuration
+// namespace and returns its path.
+func impersonating(t *testing.T, kubeconfig, account string) string {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range kc.AuthInfos {
+		u.Impersonate = "system:serviceaccount:" + configNS + ":" + account
+		u.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + configNS, "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+account)
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSpeakerCannotReadTheWebhookSecret: the speaker, which lists the configuration namespace's
+// Secrets for BGP passwords, gets 403 on the webhook's certificate Secret where the controller
+// keeps it, and does not find it among the Secrets it may list.
+func TestSpeakerCannotReadTheWebhookSecret(t *testing.T) {
+	env := testenv.Start(t)
+	for _, f := range []string{"../../config/controller/00-namespace.yaml", "../../config/controller/01-webhook-namespace.yaml",
+		"../../config/controller/10-rbac.yaml", "../../config/speaker/10-rbac.yaml"} {
+		if out, err := env.Kubectl("apply", "-f", f); err != nil {
+			t.Fatalf("applying %s: %v\n%s", f, err, out)
+		}
+	}
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "ironlb-webhook-cert", Namespace: webhookNS}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "peer-password", Namespace: configNS}, Type: corev1.SecretTypeBasicAuth,
+			Data: map[string][]byte{"password": []byte("p")}},
+	} {
+		if _, err := admin.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", impersonating(t, env.Kubeconfig, "ironlb-speaker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	speaker := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := speaker.CoreV1().Secrets(webhookNS).Get(ctx, "ironlb-webhook-cert", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("speaker: get secret %s/ironlb-webhook-cert: %v, want 403 Forbidden", webhookNS, err)
+	}
+	if _, err := speaker.CoreV1().Secrets(webhookNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("speaker: list secrets in %s: %v, want 403 Forbidden", webhookNS, err)
+	}
+	if _, err := speaker.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("speaker: list secrets in every namespace: %v, want 403 Forbidden", err)
+	}
+	// What it may read: the BGP passwords of the configuration namespace, and nothing of the webhook's.
+	list, err := speaker.CoreV1().Secrets(configNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("speaker: list secrets in %s (BGP passwords): %v", configNS, err)
+	}
+	var names []string
+	for _, s := range list.Items {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"peer-password"}) {
+		t.Errorf("speaker lists secrets %v in %s, want [peer-password]", names, configNS)
 	}
 }

@@ -28,6 +28,9 @@ var update = flag.Bool("update", false, "rewrite testdata/rbac.golden")
 
 const configNS = "metallb-system"
 
+// webhookNS holds the webhook's certificate Secret, out of the speakers' reach.
+const webhookNS = configNS + "-webhook"
+
 var accounts = []string{"ironlb-controller", "ironlb-speaker", "ironlb-proxy"}
 
 var verbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
@@ -56,7 +59,7 @@ func (r resource) String() string {
 
 // The namespaces asked about: the configuration namespace, a user's, kube-system, and "" (every
 // namespace at once: what a ClusterRole grants).
-var namespaces = []string{configNS, "default", "kube-system", ""}
+var namespaces = []string{configNS, webhookNS, "default", "kube-system", ""}
 
 func matrix() []resource {
 	ns := func(group, res, sub string) resource {
@@ -79,9 +82,10 @@ func matrix() []resource {
 		cl("", "nodes"), cl("", "namespaces"),
 		cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 		cl("apiextensions.k8s.io", "customresourcedefinitions"),
+		cl("authentication.k8s.io", "tokenreviews"), cl("authorization.k8s.io", "subjectaccessreviews"),
 		ns("rbac.authorization.k8s.io", "roles", ""), ns("rbac.authorization.k8s.io", "rolebindings", ""),
 		cl("rbac.authorization.k8s.io", "clusterroles"), cl("rbac.authorization.k8s.io", "clusterrolebindings"),
-		named(ns("", "secrets", ""), "ironlb-webhook-cert", configNS),
+		named(ns("", "secrets", ""), "ironlb-webhook-cert", webhookNS),
 		named(ns("coordination.k8s.io", "leases", ""), "ironlb-controller", configNS),
 		named(ns("", "configmaps", ""), "kube-proxy", "kube-system"),
 		named(cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"), "ironlb-validating-webhook"),
@@ -106,7 +110,7 @@ type grant struct {
 
 func TestLeastPrivilege(t *testing.T) {
 	env := testenv.Start(t)
-	for _, f := range []string{"../../config/controller/00-namespace.yaml", "../../config/controller/10-rbac.yaml",
+	for _, f := range []string{"../../config/controller/00-namespace.yaml", "../../config/controller/01-webhook-namespace.yaml", "../../config/controller/10-rbac.yaml",
 		"../../config/speaker/10-rbac.yaml", "../../config/proxy/10-rbac.yaml"} {
 		if out, err := env.Kubectl("apply", "-f", f); err != nil {
 			t.Fatalf("applying %s: %v\n%s", f, err, out)
@@ -165,6 +169,8 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s may %s %s: a way to more privilege", g.account, g.verb, r)
 		case r.resource == "secrets" && r.name == "" && (g.verb == "get" || g.verb == "list" || g.verb == "watch") && g.account != "ironlb-speaker":
 			t.Errorf("%s may %s every Secret in %q", g.account, g.verb, g.ns)
+		case r.resource == "secrets" && (g.ns == webhookNS || g.ns == "") && g.account != "ironlb-controller":
+			t.Errorf("%s may %s %s in %q: the webhook's certificate and keys are the controller's alone", g.account, g.verb, r, g.ns)
 		}
 	}
 }

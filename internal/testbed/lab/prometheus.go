@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	manifests "github.com/ironlb/ironlb/config"
@@ -60,12 +62,33 @@ type PodMonitorSpec struct {
 	PodMetricsEndpoints []PodMetricsEndpoint `json:"podMetricsEndpoints"`
 }
 
-// PodMetricsEndpoint is one scraped port of the selected pods.
+// PodMetricsEndpoint is one scraped port of the selected pods. Scheme, TLSConfig and
+// BearerTokenSecret are how the controller's and the speaker's HTTPS metrics are scraped.
 type PodMetricsEndpoint struct {
-	Port        string       `json:"port"`
-	Path        string       `json:"path"`
-	Interval    string       `json:"interval"`
-	Relabelings []Relabeling `json:"relabelings"`
+	Port              string             `json:"port"`
+	Path              string             `json:"path"`
+	Interval          string             `json:"interval"`
+	Scheme            string             `json:"scheme,omitempty"`
+	TLSConfig         *SafeTLSConfig     `json:"tlsConfig,omitempty"`
+	BearerTokenSecret *SecretKeySelector `json:"bearerTokenSecret,omitempty"`
+	Relabelings       []Relabeling       `json:"relabelings"`
+}
+
+// SafeTLSConfig is the part of the Prometheus Operator's TLS configuration ironlb's monitors use.
+type SafeTLSConfig struct {
+	InsecureSkipVerify bool `json:"insecureSkipVerify"`
+}
+
+// SecretKeySelector names a key of a Secret in the PodMonitor's namespace.
+type SecretKeySelector struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// SecretFile is where the lab writes the value of a Secret's key that a PodMonitor names, under
+// secretsDir, for Prometheus to read (credentials_file).
+func SecretFile(secretsDir, namespace string, sel SecretKeySelector) string {
+	return filepath.Join(secretsDir, namespace+"_"+sel.Name+"_"+sel.Key)
 }
 
 // Relabeling is a Prometheus Operator RelabelConfig (camelCase names).
@@ -125,8 +148,9 @@ var labelNameChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 // container port name; namespace, pod, container labels; the monitor's relabelings last). Pods are
 // discovered over HTTP from sdURL (PodSDHandler, which gives the labels of Prometheus' kubernetes pod
 // discovery: Debian builds Prometheus without it). interval, when set, replaces every endpoint's
-// interval. It does no I/O.
-func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval string) ([]map[string]any, error) {
+// interval. A bearerTokenSecret becomes a credentials_file at SecretFile(secretsDir, ...), which the
+// caller writes. It does no I/O.
+func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval, secretsDir string) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, m := range mons {
 		namespaces := m.Spec.NamespaceSelector.MatchNames
@@ -180,6 +204,15 @@ func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval string) ([]map[s
 			if every != "" {
 				sc["scrape_interval"] = every
 			}
+			if ep.Scheme != "" {
+				sc["scheme"] = ep.Scheme
+			}
+			if ep.TLSConfig != nil {
+				sc["tls_config"] = map[string]any{"insecure_skip_verify": ep.TLSConfig.InsecureSkipVerify}
+			}
+			if sel := ep.BearerTokenSecret; sel != nil {
+				sc["authorization"] = map[string]any{"type": "Bearer", "credentials_file": SecretFile(secretsDir, m.Metadata.Namespace, *sel)}
+			}
 			out = append(out, sc)
 		}
 	}
@@ -187,8 +220,8 @@ func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval string) ([]map[s
 }
 
 // PrometheusConfig is the lab Prometheus' whole configuration file (YAML) for ironlb's PodMonitors.
-func PrometheusConfig(mons []PodMonitor, sdURL, interval string) (string, error) {
-	scs, err := PodMonitorScrapeConfigs(mons, sdURL, interval)
+func PrometheusConfig(mons []PodMonitor, sdURL, interval, secretsDir string) (string, error) {
+	scs, err := PodMonitorScrapeConfigs(mons, sdURL, interval, secretsDir)
 	if err != nil {
 		return "", err
 	}
@@ -223,12 +256,15 @@ func (l *Lab) startPrometheus(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("config/prometheus: %w", err)
 	}
-	cfg, err := PrometheusConfig(mons, l.podSDURL(), LabScrapeInterval)
+	dir := l.prometheusDir()
+	cfg, err := PrometheusConfig(mons, l.podSDURL(), LabScrapeInterval, filepath.Join(dir, "secrets"))
 	if err != nil {
 		return err
 	}
-	dir := l.prometheusDir()
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return err
+	}
+	if err := l.monitorSecrets(ctx, stream, mons, filepath.Join(dir, "secrets")); err != nil {
 		return err
 	}
 	file := filepath.Join(dir, "prometheus.yml")
@@ -302,4 +338,87 @@ func (l *Lab) PromQuery(ctx context.Context, expr string) (json.RawMessage, erro
 		return nil, fmt.Errorf("query %q: %s", expr, r.Error)
 	}
 	return r.Data, nil
+}
+
+// monitorSecrets does for the lab's Prometheus what the Prometheus Operator does: it applies the
+// objects of config/prometheus that are not PodMonitors (the metrics reader's ServiceAccount, token
+// Secret and RBAC), waits for the token controller to fill each Secret a PodMonitor names, and
+// writes the key to SecretFile.
+func (l *Lab) monitorSecrets(ctx context.Context, stream string, mons []PodMonitor, secretsDir string) error {
+	if err := l.applyMonitorRBAC(ctx, stream); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
+		return err
+	}
+	cs, err := l.Client()
+	if err != nil {
+		return err
+	}
+	for _, m := range mons {
+		for _, ep := range m.Spec.PodMetricsEndpoints {
+			sel := ep.BearerTokenSecret
+			if sel == nil {
+				continue
+			}
+			var val []byte
+			if err := poll(ctx, 30*time.Second, func() (bool, string, error) {
+				s, err := cs.CoreV1().Secrets(m.Metadata.Namespace).Get(ctx, sel.Name, metav1.GetOptions{})
+				if err == nil {
+					val = s.Data[sel.Key]
+				}
+				return len(val) > 0, fmt.Sprintf("secret %s/%s key %s filled (%v)", m.Metadata.Namespace, sel.Name, sel.Key, err), nil
+			}); err != nil {
+				return err
+			}
+			if err := os.WriteFile(SecretFile(secretsDir, m.Metadata.Namespace, *sel), val, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyMonitorRBAC applies the objects of config/prometheus that are not PodMonitors: the metrics
+// reader's ServiceAccount, its token Secret and its RBAC (get /metrics).
+func (l *Lab) applyMonitorRBAC(ctx context.Context, stream string) error {
+	var others []string
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+		var probe struct{ Kind string }
+		if strings.TrimSpace(doc) != "" && yaml.Unmarshal([]byte(doc), &probe) == nil && probe.Kind != "" && probe.Kind != "PodMonitor" {
+			others = append(others, doc)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return l.kubectlApply(ctx, strings.Join(others, "\n---\n"))
+}
+
+// MetricsReader is the ServiceAccount of config/prometheus allowed to get the controller's and the
+// speakers' /metrics.
+const MetricsReader = "ironlb-metrics-reader"
+
+// MetricsToken returns a bearer token (valid for an hour) of MetricsReader, for reading the
+// controller's and the speakers' HTTPS metrics from the lab; it applies config/prometheus's RBAC
+// first.
+func (l *Lab) MetricsToken(ctx context.Context) (string, error) {
+	stream, err := manifests.Bundle("prometheus")
+	if err != nil {
+		return "", err
+	}
+	if err := l.applyMonitorRBAC(ctx, stream); err != nil {
+		return "", err
+	}
+	cs, err := l.Client()
+	if err != nil {
+		return "", err
+	}
+	hour := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts("metallb-system").CreateToken(ctx, MetricsReader,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of %s: %w", MetricsReader, err)
+	}
+	return tr.Status.Token, nil
 }

@@ -31,7 +31,7 @@ func shippedMonitors(t *testing.T) []PodMonitor {
 // by label and port name, with the speaker's node relabeling.
 func TestPodMonitorScrapeConfigs(t *testing.T) {
 	mons := shippedMonitors(t)
-	scs, err := PodMonitorScrapeConfigs(mons, "http://127.0.0.1:9091/pods", "5s")
+	scs, err := PodMonitorScrapeConfigs(mons, "http://127.0.0.1:9091/pods", "5s", "/secrets")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +57,14 @@ func TestPodMonitorScrapeConfigs(t *testing.T) {
 				t.Errorf("job %s lacks %q:\n%s", job, want, s)
 			}
 		}
+		// The controller's and the speaker's metrics are HTTPS with the metrics reader's token.
+		secure := role != "proxy"
+		for _, want := range []string{"scheme: https", "insecure_skip_verify: true",
+			"credentials_file: /secrets/metallb-system_ironlb-metrics-reader-token_token"} {
+			if strings.Contains(s, want) != secure {
+				t.Errorf("job %s: %q present=%v, want %v:\n%s", job, want, !secure, secure, s)
+			}
+		}
 		if hasNode := strings.Contains(s, "target_label: node"); hasNode != (role != "controller") {
 			t.Errorf("job %s: node relabeling present=%v, want it for the per-node roles:\n%s", job, hasNode, s)
 		}
@@ -72,7 +80,17 @@ func TestPrometheusConfigPromtool(t *testing.T) {
 		t.Skip("promtool not installed (apt-get install prometheus)")
 	}
 	dir := t.TempDir()
-	cfg, err := PrometheusConfig(shippedMonitors(t), "http://127.0.0.1:9091/pods", "5s")
+	mons := shippedMonitors(t)
+	for _, m := range mons {
+		for _, ep := range m.Spec.PodMetricsEndpoints {
+			if ep.BearerTokenSecret != nil {
+				if err := os.WriteFile(SecretFile(dir, m.Metadata.Namespace, *ep.BearerTokenSecret), []byte("token"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	cfg, err := PrometheusConfig(mons, "http://127.0.0.1:9091/pods", "5s", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +117,7 @@ func TestParsePodMonitorsErrors(t *testing.T) {
 	if err != nil || len(mons) != 0 {
 		t.Errorf("other kinds: %v %v, want skipped", mons, err)
 	}
-	if _, err := PodMonitorScrapeConfigs([]PodMonitor{{Spec: PodMonitorSpec{PodMetricsEndpoints: []PodMetricsEndpoint{{Path: "/metrics"}}}}}, "", ""); err == nil {
+	if _, err := PodMonitorScrapeConfigs([]PodMonitor{{Spec: PodMonitorSpec{PodMetricsEndpoints: []PodMetricsEndpoint{{Path: "/metrics"}}}}}, "", "", ""); err == nil {
 		t.Error("numeric-port endpoint: no error")
 	}
 }

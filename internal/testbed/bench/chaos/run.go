@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -182,6 +183,8 @@ type runner struct {
 	taken      []netip.Addr
 	rogue      []string // nodes holding nft-fail's objects
 	webhookHit bool     // webhook-secret ran: the replicas may serve different certificates
+	// metricsToken reads the controller's and the speakers' metrics (lab.MetricsToken), once got.
+	metricsToken string
 }
 
 // Run makes one chaos run in the lab and returns its counts. The lab should run ironlb's proxy
@@ -862,7 +865,15 @@ func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Transport: &http.Transport{DialContext: lab.Dialer(r.l.Plan.ControlPlane().Name)}, Timeout: 3 * time.Second}
+	// The controller's and the speakers' metrics are HTTPS for a token allowed to get /metrics
+	// (docs/security.md); the proxy's are plain HTTP.
+	if r.metricsToken == "" {
+		if r.metricsToken, err = r.l.MetricsToken(ctx); err != nil {
+			return nil, err
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: lab.Dialer(r.l.Plan.ControlPlane().Name),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 3 * time.Second}
 	out := map[string]procSample{}
 	for _, p := range pl.Items {
 		s := procSample{pod: p.Name, node: p.Spec.NodeName, uid: p.UID}
@@ -874,7 +885,11 @@ func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
 				if (port.Name != "monitoring" && port.Name != "metrics") || p.Status.PodIP == "" {
 					continue
 				}
-				m, err := scrape(ctx, client, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, port.ContainerPort))
+				scheme, token := "http", ""
+				if port.Name == "monitoring" {
+					scheme, token = "https", r.metricsToken
+				}
+				m, err := scrape(ctx, client, fmt.Sprintf("%s://%s:%d/metrics", scheme, p.Status.PodIP, port.ContainerPort), token)
 				if err == nil {
 					s.m, s.ok = m, true
 				}
@@ -885,10 +900,13 @@ func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
 	return out, nil
 }
 
-func scrape(ctx context.Context, c *http.Client, url string) (Sample, error) {
+func scrape(ctx context.Context, c *http.Client, url, token string) (Sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Sample{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
