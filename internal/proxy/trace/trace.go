@@ -490,26 +490,33 @@ func (t *tracer) vmap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) 
 		}
 		mode := numgenMode(pr)
 		nums := numericKeys(entries)
-		var out []*state
-		for i := uint32(0); i < pr.Mod; i++ {
-			e, ok := lookupNum(entries, index, nums, uint64(i))
-			if !ok {
-				continue // the kernel would fall through on this value; nftrules fills them all
-			}
-			b := st.clone()
-			b.choice = fmt.Sprintf("numgen %s: %d of %d", mode, i, pr.Mod)
-			bs := step
-			bs.Note = fmt.Sprintf("%s -> %s", b.choice, e.verdict)
-			b.steps = append(b.steps, bs)
-			t.verdict(b, e.verdict, step)
-			out = append(out, b)
+		type choice struct {
+			i uint32
+			e vmapEntry
 		}
-		if len(out) == 0 {
+		var choices []choice
+		for i := uint32(0); i < pr.Mod; i++ {
+			if e, ok := lookupNum(entries, index, nums, uint64(i)); ok {
+				choices = append(choices, choice{i, e})
+			} // else the kernel would fall through on this value; nftrules fills them all
+		}
+		if len(choices) == 0 {
 			return []*state{st}, nil
 		}
-		// Every path costs a step, so that forks in series cannot multiply the paths without bound.
-		if t.steps += len(out) - 1; t.steps > maxSteps {
+		// Every path costs a step, so that forks in series cannot multiply the paths without
+		// bound; counted before the states are copied, each with its steps so far.
+		if t.steps += len(choices) - 1; t.steps > maxSteps {
 			return nil, ErrLoop
+		}
+		out := make([]*state, 0, len(choices))
+		for _, c := range choices {
+			b := st.clone()
+			b.choice = fmt.Sprintf("numgen %s: %d of %d", mode, c.i, pr.Mod)
+			bs := step
+			bs.Note = fmt.Sprintf("%s -> %s", b.choice, c.e.verdict)
+			b.steps = append(b.steps, bs)
+			t.verdict(b, c.e.verdict, step)
+			out = append(out, b)
 		}
 		return out, nil
 	}
@@ -548,6 +555,15 @@ func (t *tracer) vmap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) 
 func (t *tracer) dnatMap(st *state, s *nftrules.Stmt, step Step) ([]*state, error) {
 	pr := s.Key[0]
 	lo, hi := uint64(pr.Offset), uint64(pr.Offset)+uint64(pr.Mod)-1
+	n := 0
+	for _, e := range t.rs.maps[s.Name].dnat {
+		if uint64(e.hi) >= lo && uint64(e.lo) <= hi {
+			n++
+		}
+	}
+	if t.steps += max(n-1, 0); t.steps > maxSteps { // as for a numgen vmap's forks
+		return nil, ErrLoop
+	}
 	var out []*state
 	for _, e := range t.rs.maps[s.Name].dnat {
 		if uint64(e.hi) < lo || uint64(e.lo) > hi {
