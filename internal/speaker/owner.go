@@ -67,8 +67,9 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
-// deps are the speaker's I/O dependencies. ARP is required; NDP, Echo and Kube may be nil (no IPv6
-// address on the interface, echo detector off, no strict-ARP watch); Clock nil is the real clock.
+// deps are the speaker's I/O dependencies. ARP is required; NDP, Echo, Kube and Neighbours may be nil
+// (no IPv6 address on the interface, echo detector off, no strict-ARP watch, no peer MACs known);
+// Clock nil is the real clock.
 type deps struct {
 	Log        *slog.Logger
 	Interface  *net.Interface // the announcing interface
@@ -81,6 +82,7 @@ type deps struct {
 	Metrics    *metrics
 	Clock      clock
 	Kube       kubernetes.Interface // for the strict-ARP watch
+	Neighbours neighbours           // the kernel's neighbour table: the peers' MACs
 }
 
 // newSpeaker builds the owner over its dependencies. It starts nothing: run does.
@@ -88,7 +90,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 	if d.Clock == nil {
 		d.Clock = realClock{}
 	}
-	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo,
+	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
 		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
@@ -106,7 +108,8 @@ type speaker struct {
 	arp   responder
 	ndp   responder // nil without IPv6
 	mon   heartbeats
-	echo  echoes // nil when the echo detector is off
+	echo  echoes     // nil when the echo detector is off
+	neigh neighbours // nil: no peer MAC is known
 	st    statusSink
 	sp    *spreadState
 	bgp   *bgpMode
@@ -139,7 +142,7 @@ type speaker struct {
 	handover  *handovers                // addresses lost to another node, answered until it claims them
 	yielded   yields                    // addresses given up to a duplicate announcer, left to it briefly
 	eligible  map[string]time.Time      // peer -> since when it is alive, ready and not leaving
-	macs      map[string]string         // peer MAC -> node, from heartbeats
+	macs      map[string]string         // peer MAC -> node, from the neighbour table (learnMACs)
 	conflicts chan conflict             // from the responders' goroutines
 	wake      time.Time                 // when the plan may change by itself (Plan.Wake)
 	m         *metrics
@@ -147,11 +150,13 @@ type speaker struct {
 
 type metrics struct {
 	announced prometheus.Gauge
-	takeovers *prometheus.CounterVec
-	conflicts prometheus.Counter
-	peersDead *prometheus.CounterVec
-	detection prometheus.Histogram
-	strictARP prometheus.Gauge
+	// hbRejected counts the heartbeats rejected, by reason (indexed by liveness.Reason).
+	hbRejected []prometheus.Counter
+	takeovers  *prometheus.CounterVec
+	conflicts  prometheus.Counter
+	peersDead  *prometheus.CounterVec
+	detection  prometheus.Histogram
+	strictARP  prometheus.Gauge
 }
 
 // newMetrics builds the speaker's layer-2 metrics and registers them with reg.
@@ -165,19 +170,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.01, .02, .03, .04, .05, .06, .08, .1, .15, .2, .5, 1}}),
 		strictARP: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_kube_proxy_strict_arp_missing", Help: "1 when kube-proxy runs in IPVS mode without strictARP, so every node answers ARP for the Services' addresses."}),
 	}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlb_speaker_heartbeat_rejected_total",
+		Help: "Heartbeats rejected, by reason: malformed, no-key (this speaker has none yet), unknown-node, wrong-source (not from the node's InternalIP), bad-mac (the HMAC does not verify), stale (timestamp outside the window), replay."},
+		[]string{"reason"})
 	// Known label values start at 0, so that dashboards show "none yet" rather than "no data".
 	m.takeovers.WithLabelValues("elected")
 	m.peersDead.WithLabelValues("echo")
 	m.peersDead.WithLabelValues("heartbeat")
-	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP)
+	for _, r := range liveness.Rejections() {
+		for int(r) >= len(m.hbRejected) {
+			m.hbRejected = append(m.hbRejected, nil)
+		}
+		m.hbRejected[r] = rejected.WithLabelValues(r.String())
+	}
+	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, rejected)
 	return m
+}
+
+// heartbeatRejected counts a heartbeat rejected (the Monitor's OnReject).
+func (m *metrics) heartbeatRejected(r liveness.Reason) {
+	if int(r) < len(m.hbRejected) && m.hbRejected[r] != nil {
+		m.hbRejected[r].Inc()
+	}
 }
 
 // heartbeat is this node's heartbeat, for the Monitor to send.
 func (s *speaker) heartbeat() liveness.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.ready, Leaving: s.leaving, Interfaces: []string{s.ifi.Name}, MAC: s.ifi.HardwareAddr}
+	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.ready, Leaving: s.leaving, Interfaces: []string{s.ifi.Name}}
 	if s.ready {
 		hb.ReadyFor = s.clock.Now().Sub(s.readyAt)
 	}
@@ -340,6 +361,7 @@ func (s *speaker) reconcile(ctx context.Context) {
 	s.mu.Lock()
 	readyAt := s.readyAt
 	s.mu.Unlock()
+	s.learnMACs(m)
 	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: []string{s.ifi.Name}, HoldDown: s.cfg.HoldDown},
 		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced}, s.memory(), now)
 	s.remember(p.Memory)
@@ -426,8 +448,7 @@ func heartbeatPeers(m *config.Model, self string, port int) []liveness.Peer {
 	return peers
 }
 
-// peerViews asks the detectors about every peer node, and learns the peers' MACs from their
-// heartbeats (for resolve).
+// peerViews asks the detectors about every peer node.
 func (s *speaker) peerViews(m *config.Model) map[string]peerView {
 	out := make(map[string]peerView, len(m.Nodes))
 	for _, n := range m.Nodes {
@@ -440,12 +461,44 @@ func (s *speaker) peerViews(m *config.Model) map[string]peerView {
 			alive = alive && up
 		}
 		hb, ok := s.mon.Info(n.Name)
-		if ok && len(hb.MAC) > 0 {
-			s.macs[hb.MAC.String()] = n.Name
-		}
 		out[n.Name] = peerView{Alive: alive, Heard: ok, Ready: hb.Ready, Leaving: hb.Leaving, ReadyFor: hb.ReadyFor, Interfaces: hb.Interfaces}
 	}
 	return out
+}
+
+// learnMACs relearns which node each MAC is (for resolve) from this node's neighbour table: the entry
+// of each peer node's InternalIP, which the kernel resolved itself (heartbeats and echo probes go
+// there). Never from a heartbeat: a heartbeat carries no MAC, and anyone could claim one. A peer
+// without an entry (not on-link, or not resolved yet) is left out; so is a MAC two peers share
+// (a router in between), which names neither.
+func (s *speaker) learnMACs(m *config.Model) {
+	if s.neigh == nil {
+		return
+	}
+	table, err := s.neigh.Neighbours()
+	if err != nil {
+		s.log.Warn("reading the neighbour table: peers' MACs unknown", "err", err)
+		return
+	}
+	clear(s.macs)
+	shared := map[string]bool{}
+	for _, n := range m.Nodes {
+		if n.Name == s.cfg.Node || !n.InternalIP.IsValid() {
+			continue
+		}
+		mac, ok := table[n.InternalIP]
+		if !ok {
+			continue
+		}
+		k := mac.String()
+		if _, dup := s.macs[k]; dup {
+			shared[k] = true
+		}
+		s.macs[k] = n.Name
+	}
+	for k := range shared {
+		delete(s.macs, k)
+	}
 }
 
 func (s *speaker) responder(a netip.Addr) responder {

@@ -50,22 +50,28 @@ import (
 
 // Config is what `ironlb speaker` flags set.
 type Config struct {
-	Node          string        // this node's name ($NODE_NAME)
-	Namespace     string        // configuration namespace (metallb-system)
-	LBClass       string        // also serve this loadBalancerClass
-	Kubeconfig    string        // "" = in-cluster
-	HeartbeatPort int           // UDP port of the heartbeats between speakers
-	Interval      time.Duration // heartbeat interval
-	Multiplier    int           // missed heartbeats before a peer's speaker is dead
-	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
-	EchoBurst     time.Duration // echo probe interval while an answer is overdue
-	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
-	EchoMisses    int           // unanswered echo probes before a peer node is dead
-	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
-	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
-	MetricsAddr   string        // Prometheus endpoint, "" disables
-	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
-	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
+	Node          string // this node's name ($NODE_NAME)
+	Namespace     string // configuration namespace (metallb-system)
+	LBClass       string // also serve this loadBalancerClass
+	Kubeconfig    string // "" = in-cluster
+	HeartbeatPort int    // UDP port of the heartbeats between speakers
+	// HeartbeatKeySecret is the Secret in Namespace holding the heartbeat keys ("" =
+	// DefaultHeartbeatKeySecret); see heartbeatkey.go.
+	HeartbeatKeySecret string
+	// HeartbeatWindow is how far a heartbeat's timestamp may be from this node's clock (0 =
+	// liveness.DefaultWindow); the nodes' clocks must agree within it.
+	HeartbeatWindow time.Duration
+	Interval        time.Duration // heartbeat interval
+	Multiplier      int           // missed heartbeats before a peer's speaker is dead
+	EchoInterval    time.Duration // echo probe interval (0 disables the echo detector)
+	EchoBurst       time.Duration // echo probe interval while an answer is overdue
+	EchoTimeout     time.Duration // how long an echo probe may wait for its answer
+	EchoMisses      int           // unanswered echo probes before a peer node is dead
+	HandoverGrace   time.Duration // on SIGTERM: keep answering this long after telling peers we leave
+	HoldDown        time.Duration // how long a returning node must be alive before it takes addresses back
+	MetricsAddr     string        // Prometheus endpoint, "" disables
+	Nice            int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
+	Refresh         time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
 }
 
 // Run runs the speaker until ctx ends.
@@ -121,9 +127,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
 	}
-	mon := liveness.NewMonitor(udp, liveness.NewDetector(cfg.Interval, cfg.Multiplier), func() liveness.Heartbeat { return s.heartbeat() },
-		func() { s.poke() }, log)
+	mon := liveness.NewMonitor(udp, liveness.NewDetector(cfg.Interval, cfg.Multiplier), cfg.HeartbeatWindow,
+		func() liveness.Heartbeat { return s.heartbeat() }, func() { s.poke() }, log)
 	mon.OnDeath = func() { m.peersDead.WithLabelValues("heartbeat").Inc() }
+	mon.OnReject = m.heartbeatRejected
+	keyName := cfg.HeartbeatKeySecret
+	if keyName == "" {
+		keyName = DefaultHeartbeatKeySecret
+	}
+	keys := newHeartbeatKeys(cfg.Namespace, keyName, mon, log)
+	kinf, keyInformer := keys.informer(cs)
 	var echo *liveness.Echoer
 	if cfg.EchoInterval > 0 {
 		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoBurst, cfg.EchoTimeout, cfg.EchoMisses)
@@ -139,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs,
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if ndp != nil { // never a nil *Responder in the interface
@@ -196,8 +209,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	kinf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), append(synced, keyInformer.HasSynced)...) {
 		return ctx.Err()
+	}
+	// No key, no heartbeats: without them this speaker would take every peer for dead and announce
+	// every address itself. Wait for the key before listening; until then it is not ready.
+	if !keys.wait(ctx, 10*time.Second) {
+		return nil
 	}
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
 	// address itself. Start probing the peers now; twice the slower detector's detection time is
