@@ -143,8 +143,8 @@ var pureFiles = []struct {
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "net", "log/slog", "runtime"}, noClock: true},
 	{pkg: "internal/testbed/lab", files: []string{"config.go", "plan.go"}, stdlib: true},
 	{pkg: "internal/bfdprofile", noClock: true},
-	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go"},
-		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime"}, noClock: true},
+	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go", "auth.go"},
+		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime", "crypto/rand", "math/rand", "math/rand/v2"}, noClock: true},
 	// `ironlb status` decides and prints from objects; only load.go talks to the API.
 	{pkg: "internal/status", except: []string{"load.go"}, forbidden: []string{"k8s.io/client-go/", "net/http", "os"}},
 }

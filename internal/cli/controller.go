@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironlb/ironlb/internal/controller"
+	"github.com/ironlb/ironlb/internal/liveness"
 )
 
 func controllerCmd() *cobra.Command {
@@ -28,6 +29,7 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
 	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
+	f.StringVar(&cfg.HeartbeatKeySecret, "heartbeat-key-secret", liveness.KeySecret, "Secret (in --namespace) holding the speakers' heartbeat key; created with a random key when absent")
 	f.StringVar(&cfg.WebhookConfig, "webhook-config", "ironlb-validating-webhook", "ValidatingWebhookConfiguration whose caBundle the controller keeps")
 	f.BoolVar(&cfg.LeaderElect, "leader-elect", true, "run the allocator only on the replica holding the Lease")
 	f.StringVar(&cfg.Identity, "identity", "", "leader-election identity (default: $POD_NAME or the hostname)")

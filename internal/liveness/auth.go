@@ -31,6 +31,15 @@ import (
 // What it does not stop: an attacker on the path can drop heartbeats (a node then looks dead, as it
 // would if the link failed), and, within Window, delay them.
 
+// Where the key lives: the Secret KeySecret in the configuration namespace (metallb-system), data
+// keys KeyPrimary and, during a rotation, KeySecondary. The controller creates it with a random
+// KeyMinLen-byte primary when it is absent; the speakers watch it.
+const (
+	KeySecret    = "ironlb-heartbeat-key"
+	KeyPrimary   = "primary"
+	KeySecondary = "secondary"
+)
+
 // KeyMinLen is the shortest key accepted, in bytes.
 const KeyMinLen = 32
 

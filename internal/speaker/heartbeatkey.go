@@ -30,12 +30,12 @@ import (
 // last valid keys in place (a log line says so): the controller writes a new one, which is then taken.
 
 // DefaultHeartbeatKeySecret is the Secret holding the heartbeat keys, in the configuration namespace.
-const DefaultHeartbeatKeySecret = "ironlb-heartbeat-key"
+const DefaultHeartbeatKeySecret = liveness.KeySecret
 
 // The Secret's data keys.
 const (
-	heartbeatKeyPrimary   = "primary"
-	heartbeatKeySecondary = "secondary"
+	heartbeatKeyPrimary   = liveness.KeyPrimary
+	heartbeatKeySecondary = liveness.KeySecondary
 )
 
 // errNoPrimary marks a heartbeat key Secret without a usable primary key.
