@@ -299,7 +299,12 @@ func (s *speaker) run(ctx context.Context) error {
 		case <-wake.C:
 		case c := <-s.conflicts:
 			// Settle every claim waiting before the next reconcile: after a heal they come by the
-			// dozen, and one reconcile each would delay the last by as many reconciles.
+			// dozen, and one reconcile each would delay the last by as many reconciles. The peers'
+			// MACs are read afresh: a partition may have left their neighbour entries unresolved
+			// at the last reconcile.
+			if s.cur != nil {
+				s.learnMACs(s.cur)
+			}
 			for more := true; more; {
 				s.resolve(c)
 				select {
