@@ -87,9 +87,9 @@ func newHeartbeatKeys(ns, name string, sink keySink, log *slog.Logger) *heartbea
 	return &heartbeatKeys{ns: ns, name: name, sink: sink, log: log, ready: make(chan struct{})}
 }
 
-// informer returns an informer of the one Secret (a field selector on its name: the speaker's RBAC
-// grants this Secret only).
-func (k *heartbeatKeys) informer(cs kubernetes.Interface) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
+// informer returns the factory of an informer of the one Secret, its handler set (a field selector on
+// its name: the speaker's RBAC grants this Secret only). Start the factory to run it.
+func (k *heartbeatKeys) informer(cs kubernetes.Interface) informers.SharedInformerFactory {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(k.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + k.name }))
 	inf := f.Core().V1().Secrets().Informer()
@@ -100,7 +100,7 @@ func (k *heartbeatKeys) informer(cs kubernetes.Interface) (informers.SharedInfor
 			k.log.Warn("heartbeat key Secret deleted: keeping the last keys until a new one is written", "secret", k.ns+"/"+k.name)
 		},
 	})
-	return f, inf
+	return f
 }
 
 // set takes the keys of the Secret o, if valid.

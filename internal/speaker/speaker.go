@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 		keyName = DefaultHeartbeatKeySecret
 	}
 	keys := newHeartbeatKeys(cfg.Namespace, keyName, mon, log)
-	kinf, keyInformer := keys.informer(cs)
+	kinf := keys.informer(cs)
 	var echo *liveness.Echoer
 	if cfg.EchoInterval > 0 {
 		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoBurst, cfg.EchoTimeout, cfg.EchoMisses)
@@ -210,11 +210,13 @@ func Run(ctx context.Context, cfg Config) error {
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), append(synced, keyInformer.HasSynced)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	// No key, no heartbeats: without them this speaker would take every peer for dead and announce
-	// every address itself. Wait for the key before listening; until then it is not ready.
+	// every address itself. Wait for the key before listening; until then it is not ready. (The
+	// key's informer is not in the sync above: without RBAC for the Secret it would never sync, and
+	// wait says why every 10 s.)
 	if !keys.wait(ctx, 10*time.Second) {
 		return nil
 	}
