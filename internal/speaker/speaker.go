@@ -50,28 +50,29 @@ import (
 
 // Config is what `ironlb speaker` flags set.
 type Config struct {
-	Node          string // this node's name ($NODE_NAME)
-	Namespace     string // configuration namespace (metallb-system)
-	LBClass       string // also serve this loadBalancerClass
-	Kubeconfig    string // "" = in-cluster
-	HeartbeatPort int    // UDP port of the heartbeats between speakers
+	Node          string        // this node's name ($NODE_NAME)
+	Namespace     string        // configuration namespace (metallb-system)
+	LBClass       string        // also serve this loadBalancerClass
+	Kubeconfig    string        // "" = in-cluster
+	HeartbeatPort int           // UDP port of the heartbeats between speakers
+	Interval      time.Duration // heartbeat interval
+	Multiplier    int           // missed heartbeats before a peer's speaker is dead
+	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
+	EchoBurst     time.Duration // echo probe interval while an answer is overdue
+	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
+	EchoMisses    int           // unanswered echo probes before a peer node is dead
+	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
+	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
+	MetricsAddr   string        // Prometheus endpoint, "" disables
+	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
+	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
+
 	// HeartbeatKeySecret is the Secret in Namespace holding the heartbeat keys ("" =
 	// DefaultHeartbeatKeySecret); see heartbeatkey.go.
 	HeartbeatKeySecret string
 	// HeartbeatWindow is how far a heartbeat's timestamp may be from this node's clock (0 =
 	// liveness.DefaultWindow); the nodes' clocks must agree within it.
 	HeartbeatWindow time.Duration
-	Interval        time.Duration // heartbeat interval
-	Multiplier      int           // missed heartbeats before a peer's speaker is dead
-	EchoInterval    time.Duration // echo probe interval (0 disables the echo detector)
-	EchoBurst       time.Duration // echo probe interval while an answer is overdue
-	EchoTimeout     time.Duration // how long an echo probe may wait for its answer
-	EchoMisses      int           // unanswered echo probes before a peer node is dead
-	HandoverGrace   time.Duration // on SIGTERM: keep answering this long after telling peers we leave
-	HoldDown        time.Duration // how long a returning node must be alive before it takes addresses back
-	MetricsAddr     string        // Prometheus endpoint, "" disables
-	Nice            int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
-	Refresh         time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
 }
 
 // Run runs the speaker until ctx ends.
