@@ -150,13 +150,14 @@ type speaker struct {
 
 type metrics struct {
 	announced prometheus.Gauge
+	takeovers *prometheus.CounterVec
+	conflicts prometheus.Counter
+	peersDead *prometheus.CounterVec
+	detection prometheus.Histogram
+	strictARP prometheus.Gauge
+
 	// hbRejected counts the heartbeats rejected, by reason (indexed by liveness.Reason).
 	hbRejected []prometheus.Counter
-	takeovers  *prometheus.CounterVec
-	conflicts  prometheus.Counter
-	peersDead  *prometheus.CounterVec
-	detection  prometheus.Histogram
-	strictARP  prometheus.Gauge
 }
 
 // newMetrics builds the speaker's layer-2 metrics and registers them with reg.
