@@ -186,7 +186,9 @@ func (v *Verifier) SetPeers(peers []Peer) {
 func (v *Verifier) Known(name string) bool { _, ok := v.peers[name]; return ok }
 
 // Verify checks a packet received from `from` at now, and returns the heartbeat when it is genuine
-// and fresh (Accepted), or why not. Only an accepted packet changes what the Verifier remembers.
+// and fresh (Accepted), or why not. Only an accepted packet changes what the Verifier remembers. The
+// heartbeat's Interfaces are shared with later results while they stay the same (so that steady
+// heartbeats cost no allocation): do not modify them.
 func (v *Verifier) Verify(pkt []byte, from netip.Addr, now time.Time) (Heartbeat, Reason) {
 	if len(pkt) < TagLen {
 		return Heartbeat{}, Malformed
