@@ -150,8 +150,8 @@ var pureFiles = []struct {
 	{pkg: "internal/testbed/attack", files: []string{"forge.go", "wire.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "github.com/mdlayher/packet"}, noClock: true},
 	{pkg: "internal/bfdprofile", noClock: true},
-	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go"},
-		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime"}, noClock: true},
+	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go", "auth.go"},
+		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime", "crypto/rand", "math/rand", "math/rand/v2"}, noClock: true},
 	// `ironlb status` decides and prints from objects; only load.go talks to the API.
 	{pkg: "internal/status", except: []string{"load.go"}, forbidden: []string{"k8s.io/client-go/", "net/http", "os"}},
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironlb/ironlb/internal/controller"
+	"github.com/ironlb/ironlb/internal/liveness"
 )
 
 func controllerCmd() *cobra.Command {
@@ -31,6 +32,7 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
 	f.StringVar(&cfg.WebhookSecretNamespace, "webhook-secret-namespace", "", "namespace of the webhook certificate's Secret, out of the speakers' reach (default: --namespace)")
 	f.DurationVar(&cfg.WebhookCertValidity, "webhook-cert-validity", controller.DefaultWebhookCertValidity, "lifetime of the webhook's serving certificate (renewed when a third is left; the CA lives 10 times as long)")
+	f.StringVar(&cfg.HeartbeatKeySecret, "heartbeat-key-secret", liveness.KeySecret, "Secret (in --namespace) holding the speakers' heartbeat key; created with a random key when absent")
 	f.StringVar(&cfg.WebhookConfig, "webhook-config", "ironlb-validating-webhook", "ValidatingWebhookConfiguration whose caBundle the controller keeps")
 	f.BoolVar(&cfg.LeaderElect, "leader-elect", true, "run the allocator only on the replica holding the Lease")
 	f.StringVar(&cfg.Identity, "identity", "", "leader-election identity (default: $POD_NAME or the hostname)")

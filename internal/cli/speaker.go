@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/speaker"
 )
 
@@ -22,6 +23,8 @@ func speakerCmd() *cobra.Command {
 	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.IntVar(&cfg.HeartbeatPort, "heartbeat-port", 7947, "UDP port for the heartbeats between speakers")
+	f.StringVar(&cfg.HeartbeatKeySecret, "heartbeat-key-secret", speaker.DefaultHeartbeatKeySecret, "Secret (in --namespace) holding the heartbeat keys, data keys primary and secondary; the controller creates it")
+	f.DurationVar(&cfg.HeartbeatWindow, "heartbeat-window", liveness.DefaultWindow, "how far a heartbeat's timestamp may be from this node's clock (the nodes' clocks must agree within it: NTP)")
 	f.DurationVar(&cfg.Interval, "heartbeat-interval", 50*time.Millisecond, "heartbeat interval (speaker liveness and readiness)")
 	f.IntVar(&cfg.Multiplier, "detect-multiplier", 6, "missed heartbeats before a peer's speaker is declared dead")
 	f.DurationVar(&cfg.EchoInterval, "echo-interval", 8*time.Millisecond, "ICMP echo probe interval to every peer node on the announcing interface (0 disables)")

@@ -7,6 +7,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,7 @@ import (
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/kube"
+	"github.com/ironlb/ironlb/internal/liveness"
 )
 
 // Config is what `ironlb controller` flags set.
@@ -68,6 +70,9 @@ type Config struct {
 	FlushInterval          time.Duration // how often pool status is written (default 1 s)
 	// Leader election timings (defaults 15 s, 10 s, 2 s as client-go's examples); tests shorten them.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// HeartbeatKeySecret is the Secret in Namespace holding the speakers' heartbeat key, created when
+	// absent ("" = liveness.KeySecret); see heartbeatkey.go.
+	HeartbeatKeySecret string
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
 	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
@@ -99,6 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := kube.ServeSecureMetrics(ctx, cfg.MetricsAddr, auth, reg, log); err != nil {
 		return err
 	}
+	go keepHeartbeatKey(ctx, cs, cfg.Namespace, cmp.Or(cfg.HeartbeatKeySecret, liveness.KeySecret), log)
 	if cfg.WebhookAddr != "" {
 		wh, err := newWebhook(ctx, cs, dyn, cfg, log)
 		if err != nil {

@@ -33,8 +33,9 @@ type echoPeer struct {
 }
 
 type sentProbe struct {
-	seq uint16
-	at  time.Time
+	seq   uint16
+	nonce uint64 // random per probe: an answer must echo it
+	at    time.Time
 }
 
 // maxPending bounds the memory of a peer that never answers.
@@ -69,21 +70,25 @@ func (e *EchoTracker) peer(name string) *echoPeer {
 	return p
 }
 
-// Sent records a probe to peer and returns its sequence number.
-func (e *EchoTracker) Sent(peer string, now time.Time) uint16 {
+// Sent records a probe to peer carrying nonce (random per probe, unguessable by anyone who does not
+// see the probe) and returns its sequence number.
+func (e *EchoTracker) Sent(peer string, nonce uint64, now time.Time) uint16 {
 	p := e.peer(peer)
 	seq := p.next
 	p.next++
-	p.pending = append(p.pending, sentProbe{seq: seq, at: now})
+	p.pending = append(p.pending, sentProbe{seq: seq, nonce: nonce, at: now})
 	if len(p.pending) > maxPending {
 		p.pending = p.pending[len(p.pending)-maxPending:]
 	}
 	return seq
 }
 
-// Reply records the answer to probe seq of peer; it reports whether the peer just came up. Answers to
-// probes older than the last answered one, duplicates and answers from unknown peers change nothing.
-func (e *EchoTracker) Reply(peer string, seq uint16, now time.Time) bool {
+// Reply records the answer to probe seq of peer, echoing nonce; it reports whether the peer just came
+// up. Answers to probes older than the last answered one, duplicates, answers from unknown peers and
+// answers whose nonce is not the probe's (forged: a spoofed echo reply must not keep a dead node
+// alive) change nothing. The caller matches the answer's source address to peer and its ICMP id to
+// its own.
+func (e *EchoTracker) Reply(peer string, seq uint16, nonce uint64, now time.Time) bool {
 	p, ok := e.peers[peer]
 	if !ok {
 		return false
@@ -91,7 +96,9 @@ func (e *EchoTracker) Reply(peer string, seq uint16, now time.Time) bool {
 	i := -1
 	for j, s := range p.pending {
 		if s.seq == seq {
-			i = j
+			if s.nonce == nonce {
+				i = j
+			}
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -13,17 +14,17 @@ func TestEchoTracker(t *testing.T) {
 	if up, _ := e.Up("b"); up {
 		t.Fatal("unknown peer is up")
 	}
-	s := e.Sent("b", ms(0))
-	if e.Reply("b", s+1, ms(1)) {
+	s := e.Sent("b", 0, ms(0))
+	if e.Reply("b", s+1, 0, ms(1)) {
 		t.Fatal("answer to a probe never sent")
 	}
-	if e.Reply("x", s, ms(1)) {
+	if e.Reply("x", s, 0, ms(1)) {
 		t.Fatal("answer from an unknown peer")
 	}
-	if !e.Reply("b", s, ms(1)) {
+	if !e.Reply("b", s, 0, ms(1)) {
 		t.Fatal("first answer brings the peer up")
 	}
-	if e.Reply("b", s, ms(2)) {
+	if e.Reply("b", s, 0, ms(2)) {
 		t.Fatal("a duplicate answer is no change")
 	}
 	if up, since := e.Up("b"); !up || !since.Equal(ms(1)) {
@@ -31,7 +32,7 @@ func TestEchoTracker(t *testing.T) {
 	}
 	// Power cut after the probe at 0: probes at 5..30 go unanswered.
 	for i := 5; i <= 30; i += 5 {
-		e.Sent("b", ms(i))
+		e.Sent("b", 0, ms(i))
 		if d := e.Check(ms(i)); len(d) != 0 {
 			t.Fatalf("declared down at %d ms with young probes: %v", i, d)
 		}
@@ -51,8 +52,8 @@ func TestEchoTracker(t *testing.T) {
 		t.Fatalf("DetectionTime of the defaults = %v, want 27.5ms", got)
 	}
 	// Back: any answer to a pending probe brings it up again.
-	s = e.Sent("b", ms(100))
-	if !e.Reply("b", s, ms(101)) {
+	s = e.Sent("b", 0, ms(100))
+	if !e.Reply("b", s, 0, ms(101)) {
 		t.Fatal("return not reported")
 	}
 	e.Forget("b")
@@ -66,12 +67,12 @@ func TestEchoTracker(t *testing.T) {
 func TestEchoTrackerPauseIsNotDeath(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	e := NewEchoTracker(5*time.Millisecond, 0, 10*time.Millisecond, 6)
-	s := e.Sent("b", t0)
-	e.Reply("b", s, t0.Add(time.Millisecond))
-	s = e.Sent("b", t0.Add(5*time.Millisecond))
+	s := e.Sent("b", 0, t0)
+	e.Reply("b", s, 0, t0.Add(time.Millisecond))
+	s = e.Sent("b", 0, t0.Add(5*time.Millisecond))
 	// 2 s pause; the answer waited in the socket and is read first.
 	now := t0.Add(2 * time.Second)
-	e.Reply("b", s, now)
+	e.Reply("b", s, 0, now)
 	if d := e.Check(now); len(d) != 0 {
 		t.Fatalf("pause taken for a death: %v", d)
 	}
@@ -90,7 +91,7 @@ func simulate(e *EchoTracker, r *rand.Rand, loss float64, start, cut time.Time, 
 	now := start
 	for i := 0; i < ticks; i++ {
 		for len(q) > 0 && !q[0].at.After(now) {
-			e.Reply("b", q[0].seq, q[0].at)
+			e.Reply("b", q[0].seq, 0, q[0].at)
 			q = q[1:]
 		}
 		if len(e.Check(now)) > 0 {
@@ -104,7 +105,7 @@ func simulate(e *EchoTracker, r *rand.Rand, loss float64, start, cut time.Time, 
 		if e.Suspicious(now) {
 			next = e.Burst
 		}
-		s := e.Sent("b", now)
+		s := e.Sent("b", 0, now)
 		if (cut.IsZero() || now.Before(cut)) && r.Float64() >= loss {
 			q = append(q, inflight{s, now.Add(100 * time.Microsecond)})
 		}
@@ -120,14 +121,14 @@ func TestEchoTrackerLossAndDetection(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	e := NewEchoTracker(8*time.Millisecond, 1500*time.Microsecond, 4*time.Millisecond, 6)
 	start := time.Unix(1000, 0)
-	e.Reply("b", e.Sent("b", start), start)
+	e.Reply("b", e.Sent("b", 0, start), 0, start)
 	if f, _ := simulate(e, r, 0.04, start.Add(10*time.Millisecond), time.Time{}, 1_000_000); f > 0 {
 		t.Fatalf("%d false deaths in 1e6 ticks at 4%% loss", f)
 	}
 	var worst time.Duration
 	for trial := 0; trial < 1000; trial++ {
 		e := NewEchoTracker(8*time.Millisecond, 1500*time.Microsecond, 4*time.Millisecond, 6)
-		e.Reply("b", e.Sent("b", start), start)
+		e.Reply("b", e.Sent("b", 0, start), 0, start)
 		cut := start.Add(time.Second + time.Duration(r.IntN(10000))*time.Microsecond)
 		f, down := simulate(e, r, 0.04, start.Add(10*time.Millisecond), cut, 10_000)
 		if down.IsZero() {
@@ -145,17 +146,23 @@ func TestEchoTrackerLossAndDetection(t *testing.T) {
 }
 
 func TestEchoWire(t *testing.T) {
-	b := make([]byte, 16)
-	marshalEcho(b, 0x1234, 7)
+	b := make([]byte, echoLen)
+	marshalEcho(b, 0x1234, 7, 0xfeedface01020304)
 	if checksum(b) != 0 {
 		t.Fatal("checksum does not verify")
 	}
 	// Turn it into a reply inside an IPv4 packet.
 	b[0] = 0
-	ip := append([]byte{0x45, 0, 0, 36, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}, b...)
-	id, seq, ok := parseEchoReply(ip)
-	if !ok || id != 0x1234 || seq != 7 {
-		t.Fatalf("parse = %x %d %v", id, seq, ok)
+	ip := append([]byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}, b...)
+	id, seq, nonce, ok := parseEchoReply(ip)
+	if !ok || id != 0x1234 || seq != 7 || nonce != 0xfeedface01020304 {
+		t.Fatalf("parse = %x %d %x %v", id, seq, nonce, ok)
+	}
+	// A reply to someone else's ping (no magic) is not one of ours.
+	other := slices.Clone(ip)
+	copy(other[28:], "pingpong")
+	if _, _, _, ok := parseEchoReply(other); ok {
+		t.Fatal("accepted a reply without our magic")
 	}
 	for n := 0; n < len(ip); n++ {
 		parseEchoReply(ip[:n]) // never panics on truncation
@@ -164,5 +171,48 @@ func TestEchoWire(t *testing.T) {
 
 func FuzzParseEchoReply(f *testing.F) {
 	f.Add([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2})
+	f.Add(append([]byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2}, "ironlbE2\x00\x01\x02\x03\x04\x05\x06\x07"...))
 	f.Fuzz(func(t *testing.T, b []byte) { parseEchoReply(b) })
+}
+
+// TestEchoTrackerForgedReplies: a spoofed echo reply must not keep a dead node alive. Only an answer
+// echoing the probe's sequence number and its nonce counts; the peer stays down, and goes down, as
+// if the forged answers had never come.
+func TestEchoTrackerForgedReplies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name  string
+		reply func(seq uint16, nonce uint64) (uint16, uint64)
+		up    bool
+	}{
+		{"genuine", func(s uint16, n uint64) (uint16, uint64) { return s, n }, true},
+		{"wrong nonce", func(s uint16, n uint64) (uint16, uint64) { return s, n + 1 }, false},
+		{"zero nonce", func(s uint16, _ uint64) (uint16, uint64) { return s, 0 }, false},
+		{"right nonce, next seq", func(s uint16, n uint64) (uint16, uint64) { return s + 1, n }, false},
+		{"right nonce, previous seq", func(s uint16, n uint64) (uint16, uint64) { return s - 1, n }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEchoTracker(5*time.Millisecond, 0, 10*time.Millisecond, 3)
+			s := e.Sent("b", 0xabcdef, ms(0))
+			rs, rn := tc.reply(s, 0xabcdef)
+			if got := e.Reply("b", rs, rn, ms(1)); got != tc.up {
+				t.Fatalf("Reply came up = %v, want %v", got, tc.up)
+			}
+			if !tc.up {
+				return
+			}
+			// Up; then the node dies and an attacker answers every probe with guessed nonces.
+			for i := 1; i <= 10; i++ {
+				s := e.Sent("b", uint64(1000+i), ms(5*i))
+				e.Reply("b", s, uint64(i), ms(5*i+1))
+			}
+			if d := e.Check(ms(61)); len(d) != 1 {
+				t.Fatalf("forged answers kept a dead peer up: %v", d)
+			}
+			if e.Reply("b", 9, 1009, ms(62)) == false {
+				t.Fatal("a genuine late answer to a pending probe should bring it back")
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 type Echoer struct {
 	fd     int
 	id     uint16
+	nonces *mrand.ChaCha8 // the probes' nonces: seeded from crypto/rand, unguessable off the path
 	log    *slog.Logger
 	change func([]Down) // called from Run's goroutine on any change; nil Downs for a peer coming up
 
@@ -50,7 +52,9 @@ func ListenEcho(local netip.Addr, tr *EchoTracker, change func([]Down), log *slo
 	}
 	var idb [2]byte
 	_, _ = rand.Read(idb[:])
-	return &Echoer{fd: fd, id: binary.BigEndian.Uint16(idb[:]), tr: tr, change: change, log: log,
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	return &Echoer{fd: fd, id: binary.BigEndian.Uint16(idb[:]), nonces: mrand.NewChaCha8(seed), tr: tr, change: change, log: log,
 		peers: map[string]netip.Addr{}, names: map[netip.Addr]string{}}, nil
 }
 
@@ -87,7 +91,7 @@ func (e *Echoer) Run(ctx context.Context) error {
 	t := time.NewTimer(e.tr.Interval)
 	defer t.Stop()
 	buf := make([]byte, 1500)
-	req := make([]byte, 16)
+	req := make([]byte, echoLen)
 	for {
 		select {
 		case <-ctx.Done():
@@ -105,8 +109,9 @@ func (e *Echoer) Run(ctx context.Context) error {
 			t.Reset(e.tr.Interval)
 		}
 		for name, addr := range e.peers {
-			seq := e.tr.Sent(name, now)
-			marshalEcho(req, e.id, seq)
+			nonce := e.nonces.Uint64()
+			seq := e.tr.Sent(name, nonce, now)
+			marshalEcho(req, e.id, seq, nonce)
 			if err := unix.Sendto(e.fd, req, unix.MSG_DONTWAIT, &unix.SockaddrInet4{Addr: addr.As4()}); err != nil &&
 				!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ENETUNREACH) && !errors.Is(err, unix.EHOSTUNREACH) {
 				e.log.Debug("echo send", "peer", name, "err", err)
@@ -121,7 +126,9 @@ func (e *Echoer) Run(ctx context.Context) error {
 	}
 }
 
-// drain reads every waiting answer; it reports whether a peer came up.
+// drain reads every waiting answer; it reports whether a peer came up. An answer counts only if it
+// comes from the probed peer's address, carries this Echoer's ICMP id and echoes the probe's
+// sequence number and nonce (EchoTracker.Reply): a host that never saw the probe cannot forge it.
 func (e *Echoer) drain(buf []byte, now time.Time) bool {
 	came := false
 	for {
@@ -133,12 +140,12 @@ func (e *Echoer) drain(buf []byte, now time.Time) bool {
 		if !ok {
 			continue
 		}
-		id, seq, ok := parseEchoReply(buf[:n])
+		id, seq, nonce, ok := parseEchoReply(buf[:n])
 		if !ok || id != e.id {
 			continue
 		}
 		e.mu.Lock()
-		if name, ok := e.names[netip.AddrFrom4(sa.Addr)]; ok && e.tr.Reply(name, seq, now) {
+		if name, ok := e.names[netip.AddrFrom4(sa.Addr)]; ok && e.tr.Reply(name, seq, nonce, now) {
 			came = true
 			e.log.Info("speaker peer answers echo", "node", name)
 		}
@@ -146,30 +153,40 @@ func (e *Echoer) drain(buf []byte, now time.Time) bool {
 	}
 }
 
-// marshalEcho writes an ICMP echo request (type 8) with an 8-byte payload into b (16 bytes).
-func marshalEcho(b []byte, id, seq uint16) {
+// echoMagic starts every probe's payload; the nonce follows.
+const echoMagic = "ironlbE2"
+
+// echoLen is the length of a probe: the ICMP header, the magic and the nonce.
+const echoLen = 8 + len(echoMagic) + 8
+
+// marshalEcho writes an ICMP echo request (type 8) whose payload is the magic and the probe's nonce
+// into b (echoLen bytes).
+func marshalEcho(b []byte, id, seq uint16, nonce uint64) {
 	b[0], b[1] = 8, 0
 	binary.BigEndian.PutUint16(b[2:], 0)
 	binary.BigEndian.PutUint16(b[4:], id)
 	binary.BigEndian.PutUint16(b[6:], seq)
-	copy(b[8:16], "ironlbEP")
-	binary.BigEndian.PutUint16(b[2:], checksum(b))
+	copy(b[8:], echoMagic)
+	binary.BigEndian.PutUint64(b[8+len(echoMagic):], nonce)
+	binary.BigEndian.PutUint16(b[2:], checksum(b[:echoLen]))
 }
 
-// parseEchoReply takes a raw IPv4 packet (header included) and returns an echo reply's id and seq.
-func parseEchoReply(p []byte) (id, seq uint16, ok bool) {
+// parseEchoReply takes a raw IPv4 packet (header included) and returns an echo reply's id, seq and
+// nonce; a reply to anything but one of our probes (no magic, too short) is not ok.
+func parseEchoReply(p []byte) (id, seq uint16, nonce uint64, ok bool) {
 	if len(p) < 20 || p[0]>>4 != 4 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	ihl := int(p[0]&0x0f) * 4
-	if ihl < 20 || len(p) < ihl+8 {
-		return 0, 0, false
+	if ihl < 20 || len(p) < ihl+echoLen {
+		return 0, 0, 0, false
 	}
 	icmp := p[ihl:]
-	if icmp[0] != 0 || icmp[1] != 0 {
-		return 0, 0, false
+	if icmp[0] != 0 || icmp[1] != 0 || string(icmp[8:8+len(echoMagic)]) != echoMagic {
+		return 0, 0, 0, false
 	}
-	return binary.BigEndian.Uint16(icmp[4:]), binary.BigEndian.Uint16(icmp[6:]), true
+	return binary.BigEndian.Uint16(icmp[4:]), binary.BigEndian.Uint16(icmp[6:]),
+		binary.BigEndian.Uint64(icmp[8+len(echoMagic):]), true
 }
 
 func checksum(b []byte) uint16 {

@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,20 +57,26 @@ func TestDetector(t *testing.T) {
 	}
 }
 
+// testKey is a heartbeat key for tests.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
 func TestWireRoundTrip(t *testing.T) {
 	for _, hb := range []Heartbeat{
-		{Node: "myk8s-worker", Seq: 1, Ready: true, Interfaces: []string{"eth0", "eth1"}},
-		{Node: "n", Seq: 1 << 60},
+		{Node: "myk8s-worker", Boot: 7, Seq: 1, Time: time.Unix(1000, 5), Ready: true, Interfaces: []string{"eth0", "eth1"}, ReadyFor: time.Minute},
+		{Node: "n", Seq: 1 << 60, Leaving: true},
 	} {
 		got, err := Parse(hb.Marshal())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(hb, got); diff != "" {
+		if diff := cmp.Diff(hb, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 			t.Errorf("round trip (-want +got):\n%s", diff)
 		}
 	}
-	for _, bad := range [][]byte{nil, []byte("ILB1"), []byte("XXXX\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), append([]byte("ILB1\x00"), make([]byte, 8)...)} {
+	ok := Heartbeat{Node: "n"}.Marshal()
+	for _, bad := range [][]byte{nil, []byte("ILB2"), []byte("ILB1\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
+		append([]byte("ILB2\x00"), make([]byte, 8)...), ok[:len(ok)-1], append(slices.Clone(ok), 0),
+		Heartbeat{}.Marshal()} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted a malformed packet", bad)
 		}
@@ -78,7 +85,7 @@ func TestWireRoundTrip(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(Heartbeat{Node: "a", Seq: 3, Ready: true, Interfaces: []string{"eth0"}}.Marshal())
-	f.Add([]byte("ILB1"))
+	f.Add([]byte("ILB2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := Parse(b)
 		if err != nil {

@@ -2,6 +2,8 @@ package liveness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net"
@@ -19,7 +21,10 @@ type Peer struct {
 	Addr netip.AddrPort
 }
 
-// Monitor runs a Detector on a UDP socket. The zero value is not usable; use NewMonitor.
+// Monitor runs a Detector on a UDP socket, behind a Signer and a Verifier (auth.go): it sends and
+// believes only heartbeats signed with the cluster key, from known nodes at their addresses, fresh.
+// Until SetKeys gives it a key it neither sends nor accepts any. The zero value is not usable; use
+// NewMonitor.
 type Monitor struct {
 	self   func() Heartbeat
 	conn   net.PacketConn
@@ -28,17 +33,47 @@ type Monitor struct {
 
 	// OnDeath, if set before Run, is called once per peer declared dead.
 	OnDeath func()
+	// OnReject, if set before Run, is called for every packet rejected, with the reason (from the
+	// receiving goroutine; it must not block).
+	OnReject func(Reason)
 
-	mu    sync.Mutex // guards the following fields
-	det   *Detector
-	peers []Peer
-	seq   uint64
+	sendMu sync.Mutex // serialises sends (so that sequence numbers leave in order); guards signer
+	signer *Signer
+
+	mu       sync.Mutex // guards the following fields
+	det      *Detector
+	ver      *Verifier
+	peers    []Peer
+	rejected rejectLog
 }
 
 // NewMonitor wraps a bound socket. self is called for each heartbeat sent; change is called on any
-// liveness change and must not block.
-func NewMonitor(conn net.PacketConn, det *Detector, self func() Heartbeat, change func(), log *slog.Logger) *Monitor {
-	return &Monitor{conn: conn, det: det, self: self, change: change, log: log}
+// liveness change and must not block. window is how far a heartbeat's timestamp may be from this
+// node's clock (0: DefaultWindow). The boot nonce is drawn here, so a new Monitor is a new boot.
+func NewMonitor(conn net.PacketConn, det *Detector, window time.Duration, self func() Heartbeat, change func(), log *slog.Logger) *Monitor {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Monitor{conn: conn, det: det, ver: NewVerifier(window), signer: NewSigner(binary.BigEndian.Uint64(b[:])),
+		self: self, change: change, log: log}
+}
+
+// SetKeys replaces the heartbeat keys: heartbeats are signed with primary, and a received one may
+// verify with either. Keys shorter than KeyMinLen count as none. It reports whether a key is set.
+func (m *Monitor) SetKeys(primary, secondary []byte) bool {
+	m.sendMu.Lock()
+	m.signer.SetKey(primary)
+	m.sendMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ver.SetKeys(primary, secondary)
+	return m.ver.HasKey()
+}
+
+// HasKey reports whether the monitor has a key to sign with.
+func (m *Monitor) HasKey() bool {
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	return m.signer.HasKey()
 }
 
 // SetPeers replaces the peer list (from the Node objects).
@@ -46,12 +81,9 @@ func (m *Monitor) SetPeers(peers []Peer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.peers = peers
-	known := map[string]bool{}
-	for _, p := range peers {
-		known[p.Node] = true
-	}
+	m.ver.SetPeers(peers)
 	for name := range m.det.peers {
-		if !known[name] {
+		if !m.ver.Known(name) {
 			m.det.Forget(name)
 		}
 	}
@@ -134,12 +166,15 @@ func (m *Monitor) pending() int {
 
 func (m *Monitor) send() {
 	m.mu.Lock()
-	m.seq++
-	hb := m.self()
-	hb.Seq = m.seq
 	peers := m.peers
 	m.mu.Unlock()
-	b := hb.Marshal()
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	hb := m.self()
+	b := m.signer.Sign(hb, time.Now())
+	if b == nil {
+		return // no key: say nothing (Run's owner reports it)
+	}
 	for _, p := range peers {
 		_, _ = m.conn.WriteTo(b, net.UDPAddrFromAddrPort(p.Addr))
 	}
@@ -148,22 +183,35 @@ func (m *Monitor) send() {
 func (m *Monitor) receive(ctx context.Context) {
 	buf := make([]byte, 2048)
 	for {
-		n, _, err := m.conn.ReadFrom(buf)
+		n, from, err := m.conn.ReadFrom(buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		hb, err := Parse(buf[:n])
-		if err != nil {
-			continue
+		var src netip.Addr
+		if u, ok := from.(*net.UDPAddr); ok {
+			src, _ = netip.AddrFromSlice(u.IP)
 		}
 		now := time.Now()
 		m.mu.Lock()
-		prev, had := m.det.Info(hb.Node)
-		came := m.det.Heard(hb, now)
+		hb, why := m.ver.Verify(buf[:n], src, now)
+		var prev Heartbeat
+		var had, came bool
+		if why == Accepted {
+			prev, had = m.det.Info(hb.Node)
+			came = m.det.Heard(hb, now)
+		} else if m.rejected.due(why, now) {
+			m.logRejectLocked(why, buf[:n], src, now)
+		}
 		m.mu.Unlock()
+		if why != Accepted {
+			if m.OnReject != nil {
+				m.OnReject(why)
+			}
+			continue
+		}
 		switch {
 		case came:
 			m.log.Info("speaker peer alive", "node", hb.Node)
@@ -174,5 +222,43 @@ func (m *Monitor) receive(ctx context.Context) {
 			m.log.Info("speaker peer changed state", "node", hb.Node, "ready", hb.Ready, "leaving", hb.Leaving)
 			m.change()
 		}
+	}
+}
+
+// rejectLogEvery is how often at most a rejection is logged, per reason.
+const rejectLogEvery = 5 * time.Second
+
+// rejectLog rate-limits the rejections' log lines: one per reason per rejectLogEvery, saying how
+// many were left out since the last.
+type rejectLog struct {
+	last    [numReasons]time.Time
+	dropped [numReasons]int
+}
+
+// due reports whether a rejection for why is to be logged now, and counts it if not.
+func (r *rejectLog) due(why Reason, now time.Time) bool {
+	if why >= numReasons {
+		return false
+	}
+	if !r.last[why].IsZero() && now.Sub(r.last[why]) < rejectLogEvery {
+		r.dropped[why]++
+		return false
+	}
+	r.last[why] = now
+	return true
+}
+
+func (m *Monitor) logRejectLocked(why Reason, pkt []byte, src netip.Addr, now time.Time) {
+	node, sent, _ := Claimed(pkt)
+	args := []any{"reason", why.String(), "claimedNode", node, "source", src, "alsoRejectedSinceLast", m.rejected.dropped[why]}
+	m.rejected.dropped[why] = 0
+	switch why {
+	case NoKey:
+		m.log.Warn("heartbeat ignored: no heartbeat key yet (the Secret is missing or invalid)", args...)
+	case Stale:
+		m.log.Warn("heartbeat rejected: its timestamp is outside the window; are the nodes' clocks in sync (NTP)?",
+			append(args, "skew", now.Sub(sent), "window", m.ver.Window)...)
+	default:
+		m.log.Warn("heartbeat rejected", args...)
 	}
 }

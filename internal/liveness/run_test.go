@@ -23,11 +23,13 @@ func TestMonitorReportsStateChanges(t *testing.T) {
 	ca, cb := listen(), listen()
 	var leaving, ready atomic.Bool
 	var changes atomic.Int32
-	a := NewMonitor(ca, NewDetector(10*time.Millisecond, 5), func() Heartbeat { return Heartbeat{Node: "a"} },
+	a := NewMonitor(ca, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: "a"} },
 		func() { changes.Add(1) }, slog.New(slog.DiscardHandler))
-	b := NewMonitor(cb, NewDetector(10*time.Millisecond, 5), func() Heartbeat {
+	b := NewMonitor(cb, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat {
 		return Heartbeat{Node: "b", Ready: ready.Load(), Leaving: leaving.Load()}
 	}, func() {}, slog.New(slog.DiscardHandler))
+	a.SetKeys(testKey, nil)
+	b.SetKeys(testKey, nil)
 	a.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort(cb.LocalAddr().String())}})
 	b.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort(ca.LocalAddr().String())}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,5 +72,79 @@ func TestChanged(t *testing.T) {
 		if !Changed(base, next) {
 			t.Errorf("%+v after %+v is not a change", next, base)
 		}
+	}
+}
+
+// TestMonitorAuth: over loopback, a monitor without the key is not heard and hears nothing; with a
+// rotated key (the new primary, the old one as secondary) both sides hear each other; a forged
+// packet from a stranger is counted by reason and never creates a peer.
+func TestMonitorAuth(t *testing.T) {
+	listen := func() net.PacketConn {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca, cb := listen(), listen()
+	var rejected [numReasons]atomic.Int32
+	mk := func(c net.PacketConn, name string) *Monitor {
+		m := NewMonitor(c, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: name} },
+			func() {}, slog.New(slog.DiscardHandler))
+		m.OnReject = func(r Reason) { rejected[r].Add(1) }
+		return m
+	}
+	a, b := mk(ca, "a"), mk(cb, "b")
+	a.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort(cb.LocalAddr().String())}})
+	b.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort(ca.LocalAddr().String())}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.Run(ctx) }()
+	go func() { _ = b.Run(ctx) }()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if cond() {
+				return
+			}
+		}
+		t.Fatalf("%s: timed out", what)
+	}
+	alive := func(m *Monitor, n string) bool { ok, _ := m.Alive(n); return ok }
+
+	// Only a has a key: a sends, b (no key) rejects; b sends nothing.
+	a.SetKeys(testKey, nil)
+	wait("b rejects a's heartbeats without a key", func() bool { return rejected[NoKey].Load() > 0 })
+	if b.HasKey() || alive(a, "b") || alive(b, "a") {
+		t.Fatal("a peer came alive without a shared key")
+	}
+	// Rotation: b gets the new primary with the old as secondary; a still signs with the old one.
+	newKey := []byte("0123456789abcdef0123456789abcdeX")
+	b.SetKeys(newKey, testKey)
+	wait("b hears a (old key, b's secondary)", func() bool { return alive(b, "a") })
+	a.SetKeys(testKey, nil) // a has not seen the new Secret yet: b's heartbeats fail there
+	wait("a rejects b's new-key heartbeats", func() bool { return rejected[BadMAC].Load() > 0 })
+	a.SetKeys(newKey, testKey)
+	wait("a hears b (new key)", func() bool { return alive(a, "b") })
+
+	// A stranger forges a heartbeat of b, and another of an unknown node, from its own address.
+	cx, err := net.ListenPacket("udp4", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cx.Close()
+	for _, hb := range []Heartbeat{{Node: "b", Leaving: true}, {Node: "evil"}} {
+		s := NewSigner(1)
+		s.SetKey(newKey) // even with the key: the source address is wrong
+		if _, err := cx.WriteTo(s.Sign(hb, time.Now()), ca.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("forgeries rejected", func() bool { return rejected[WrongSource].Load() > 0 && rejected[UnknownNode].Load() > 0 })
+	if hb, _ := a.Info("b"); hb.Leaving {
+		t.Error("a forged Leaving was believed")
+	}
+	if _, ok := a.Info("evil"); ok {
+		t.Error("an unknown node entered the table")
 	}
 }

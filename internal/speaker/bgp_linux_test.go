@@ -97,6 +97,11 @@ router bgp 64512
 			t.Fatalf("creating %s %s: %v", kind, name, err)
 		}
 	}
+	// The heartbeat key the controller would create: without it the speaker stays unready.
+	if _, err := cs.CoreV1().Secrets(testNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultHeartbeatKeySecret},
+		Data: map[string][]byte{"primary": []byte("0123456789abcdef0123456789abcdef")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	apply("metallb.io/v1beta1", "IPAddressPool", "ipaddresspools", "pool", map[string]any{"addresses": []any{"198.51.100.0/24"}})
 	apply("metallb.io/v1beta1", "BGPAdvertisement", "bgpadvertisements", "ad", map[string]any{})
 	apply("metallb.io/v1beta2", "BGPPeer", "bgppeers", "router", map[string]any{"myASN": int64(64513), "peerASN": int64(64512),

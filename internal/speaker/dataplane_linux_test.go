@@ -165,8 +165,11 @@ func TestDataplaneKernel(t *testing.T) {
 	}
 	veth(macs[1])
 	waitReady(true, "link created again")
-	if hb := s.heartbeat(); hb.MAC.String() != macs[1] {
-		t.Errorf("heartbeat MAC %v, want the new interface's %s", hb.MAC, macs[1])
+	s.mu.Lock()
+	mac := s.ifi.HardwareAddr.String()
+	s.mu.Unlock()
+	if mac != macs[1] {
+		t.Errorf("announcing MAC %v, want the new interface's %s", mac, macs[1])
 	}
 	answers(macs[1], "link created again")
 }

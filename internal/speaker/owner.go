@@ -67,8 +67,9 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
-// deps are the speaker's I/O dependencies. ARP is required; NDP, Echo and Kube may be nil (no IPv6
-// address on the interface, echo detector off, no strict-ARP watch); Clock nil is the real clock.
+// deps are the speaker's I/O dependencies. ARP is required; NDP, Echo, Kube and Neighbours may be nil
+// (no IPv6 address on the interface, echo detector off, no strict-ARP watch, no peer MACs known);
+// Clock nil is the real clock.
 type deps struct {
 	Log        *slog.Logger
 	Interface  *net.Interface // the announcing interface
@@ -83,7 +84,8 @@ type deps struct {
 	Kube       kubernetes.Interface // for the strict-ARP watch
 	// Reopen reopens the responders' sockets by name (responderARP, responderNDP) when the data
 	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
-	Reopen map[string]reopener
+	Reopen     map[string]reopener
+	Neighbours neighbours // the kernel's neighbour table: the peers' MACs
 }
 
 // newSpeaker builds the owner over its dependencies. It starts nothing: run does.
@@ -91,7 +93,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 	if d.Clock == nil {
 		d.Clock = realClock{}
 	}
-	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo,
+	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
 		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
@@ -110,7 +112,8 @@ type speaker struct {
 	arp   responder
 	ndp   responder // nil without IPv6
 	mon   heartbeats
-	echo  echoes // nil when the echo detector is off
+	echo  echoes     // nil when the echo detector is off
+	neigh neighbours // nil: no peer MAC is known
 	st    statusSink
 	sp    *spreadState
 	bgp   *bgpMode
@@ -144,7 +147,7 @@ type speaker struct {
 	handover  *handovers                // addresses lost to another node, answered until it claims them
 	yielded   yields                    // addresses given up to a duplicate announcer, left to it briefly
 	eligible  map[string]time.Time      // peer -> since when it is alive, ready and not leaving
-	macs      map[string]string         // peer MAC -> node, from heartbeats
+	macs      map[string]string         // peer MAC -> node, from the neighbour table (learnMACs)
 	conflicts chan conflict             // from the responders' goroutines
 	wake      time.Time                 // when the plan may change by itself (Plan.Wake)
 	m         *metrics
@@ -161,6 +164,9 @@ type metrics struct {
 	strictARP prometheus.Gauge
 	// dataplaneReady is 1 while the responders can answer (dataplane.go), 0 while not.
 	dataplaneReady prometheus.Gauge
+
+	// hbRejected counts the heartbeats rejected, by reason (indexed by liveness.Reason).
+	hbRejected []prometheus.Counter
 }
 
 // newMetrics builds the speaker's layer-2 metrics and registers them with reg.
@@ -176,20 +182,37 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dataplaneReady: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlb_speaker_dataplane_ready",
 			Help: "1 while this node's ARP/NDP responders can answer on their interface; 0 while a socket failed or the interface is gone or down (the node then reports not ready)."}),
 	}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlb_speaker_heartbeat_rejected_total",
+		Help: "Heartbeats rejected, by reason: malformed, no-key (this speaker has none yet), unknown-node, wrong-source (not from the node's InternalIP), bad-mac (the HMAC does not verify), stale (timestamp outside the window), replay."},
+		[]string{"reason"})
 	// Known label values start at 0, so that dashboards show "none yet" rather than "no data".
 	m.takeovers.WithLabelValues("elected")
 	m.peersDead.WithLabelValues("echo")
 	m.peersDead.WithLabelValues("heartbeat")
 	m.dataplaneReady.Set(1)
-	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, m.dataplaneReady)
+
+	for _, r := range liveness.Rejections() {
+		for int(r) >= len(m.hbRejected) {
+			m.hbRejected = append(m.hbRejected, nil)
+		}
+		m.hbRejected[r] = rejected.WithLabelValues(r.String())
+	}
+	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, m.dataplaneReady, rejected)
 	return m
+}
+
+// heartbeatRejected counts a heartbeat rejected (the Monitor's OnReject).
+func (m *metrics) heartbeatRejected(r liveness.Reason) {
+	if int(r) < len(m.hbRejected) && m.hbRejected[r] != nil {
+		m.hbRejected[r].Inc()
+	}
 }
 
 // heartbeat is this node's heartbeat, for the Monitor to send.
 func (s *speaker) heartbeat() liveness.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: []string{s.ifi.Name}, MAC: s.ifi.HardwareAddr}
+	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: []string{s.ifi.Name}}
 	if hb.Ready {
 		hb.ReadyFor = s.clock.Now().Sub(s.readyAt)
 	}
@@ -290,7 +313,12 @@ func (s *speaker) run(ctx context.Context) error {
 		case <-wake.C:
 		case c := <-s.conflicts:
 			// Settle every claim waiting before the next reconcile: after a heal they come by the
-			// dozen, and one reconcile each would delay the last by as many reconciles.
+			// dozen, and one reconcile each would delay the last by as many reconciles. The peers'
+			// MACs are read afresh: a partition may have left their neighbour entries unresolved
+			// at the last reconcile.
+			if s.cur != nil {
+				s.learnMACs(s.cur)
+			}
 			for more := true; more; {
 				s.resolve(c)
 				select {
@@ -353,6 +381,7 @@ func (s *speaker) reconcile(ctx context.Context) {
 	s.mu.Lock()
 	readyAt := s.readyAt
 	s.mu.Unlock()
+	s.learnMACs(m)
 	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: []string{s.ifi.Name}, HoldDown: s.cfg.HoldDown},
 		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced, Dataplane: dpDown}, s.memory(), now)
 	s.remember(p.Memory)
@@ -442,8 +471,7 @@ func heartbeatPeers(m *config.Model, self string, port int) []liveness.Peer {
 	return peers
 }
 
-// peerViews asks the detectors about every peer node, and learns the peers' MACs from their
-// heartbeats (for resolve).
+// peerViews asks the detectors about every peer node.
 func (s *speaker) peerViews(m *config.Model) map[string]peerView {
 	out := make(map[string]peerView, len(m.Nodes))
 	for _, n := range m.Nodes {
@@ -456,12 +484,44 @@ func (s *speaker) peerViews(m *config.Model) map[string]peerView {
 			alive = alive && up
 		}
 		hb, ok := s.mon.Info(n.Name)
-		if ok && len(hb.MAC) > 0 {
-			s.macs[hb.MAC.String()] = n.Name
-		}
 		out[n.Name] = peerView{Alive: alive, Heard: ok, Ready: hb.Ready, Leaving: hb.Leaving, ReadyFor: hb.ReadyFor, Interfaces: hb.Interfaces}
 	}
 	return out
+}
+
+// learnMACs relearns which node each MAC is (for resolve) from this node's neighbour table: the entry
+// of each peer node's InternalIP, which the kernel resolved itself (heartbeats and echo probes go
+// there). Never from a heartbeat: a heartbeat carries no MAC, and anyone could claim one. A peer
+// without an entry (not on-link, or not resolved yet) is left out; so is a MAC two peers share
+// (a router in between), which names neither.
+func (s *speaker) learnMACs(m *config.Model) {
+	if s.neigh == nil {
+		return
+	}
+	table, err := s.neigh.Neighbours()
+	if err != nil {
+		s.log.Warn("reading the neighbour table: peers' MACs unknown", "err", err)
+		return
+	}
+	clear(s.macs)
+	shared := map[string]bool{}
+	for _, n := range m.Nodes {
+		if n.Name == s.cfg.Node || !n.InternalIP.IsValid() {
+			continue
+		}
+		mac, ok := table[n.InternalIP]
+		if !ok {
+			continue
+		}
+		k := mac.String()
+		if _, dup := s.macs[k]; dup {
+			shared[k] = true
+		}
+		s.macs[k] = n.Name
+	}
+	for k := range shared {
+		delete(s.macs, k)
+	}
 }
 
 func (s *speaker) responder(a netip.Addr) responder {

@@ -203,8 +203,8 @@ func TestOwnerDataplaneReplacedUnseen(t *testing.T) {
 	if w := e.arp.take("withdraw"); w != 1 || !e.arp.announced[vip] {
 		t.Errorf("withdrawn %d times, announced %v; want forgotten then announced again on the new socket", w, e.arp.announced[vip])
 	}
-	if hb := e.s.heartbeat(); hb.MAC.String() != ro.ifi.HardwareAddr.String() {
-		t.Errorf("heartbeat MAC %v, want the new interface's %v", hb.MAC, ro.ifi.HardwareAddr)
+	if mac := e.s.ifi.HardwareAddr.String(); mac != ro.ifi.HardwareAddr.String() {
+		t.Errorf("announcing MAC %v, want the new interface's %v", mac, ro.ifi.HardwareAddr)
 	}
 	if mac, _ := e.s.sp.answer(vip, netip.MustParseAddr("172.18.1.1"), net.HardwareAddr{2, 1, 0, 0, 0, 1}); mac.String() != ro.ifi.HardwareAddr.String() {
 		t.Errorf("answers with %v, want the new MAC", mac)

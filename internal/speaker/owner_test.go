@@ -3,6 +3,7 @@ package speaker
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -108,6 +109,28 @@ func (h *fakeHeartbeats) Info(n string) (liveness.Heartbeat, bool) {
 }
 func (h *fakeHeartbeats) SendNow() { h.mu.Lock(); h.sent++; h.mu.Unlock() }
 
+// fakeNeighbours is the kernel's neighbour table.
+type fakeNeighbours struct {
+	mu    sync.Mutex
+	table map[netip.Addr]net.HardwareAddr
+}
+
+func (f *fakeNeighbours) Neighbours() (map[netip.Addr]net.HardwareAddr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.table), nil
+}
+
+func (f *fakeNeighbours) set(a netip.Addr, mac net.HardwareAddr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mac == nil {
+		delete(f.table, a)
+	} else {
+		f.table[a] = mac
+	}
+}
+
 type fakeStatus struct{ want map[string]map[string]any }
 
 func (f *fakeStatus) Set(w map[string]map[string]any) { f.want = w }
@@ -168,6 +191,7 @@ type ownerEnv struct {
 	s          *speaker
 	arp        *fakeResponder
 	hb         *fakeHeartbeats
+	neigh      *fakeNeighbours
 	status     *fakeStatus
 	rec        *record.FakeRecorder
 	clock      *fakeClock
@@ -175,6 +199,7 @@ type ownerEnv struct {
 	m          *metrics
 	self, peer string
 	peerMAC    net.HardwareAddr
+	peerIP     netip.Addr
 	svc        *corev1.Service
 }
 
@@ -186,7 +211,8 @@ func newOwnerEnv(t *testing.T, selfFirst bool, cfg Config) *ownerEnv {
 	r := election.Rank(vip, []string{"node-a", "node-b"})
 	e := &ownerEnv{self: r[1], peer: r[0], arp: newFakeResponder(), hb: &fakeHeartbeats{peers: map[string]liveness.Heartbeat{}},
 		status: &fakeStatus{}, rec: record.NewFakeRecorder(100), clock: &fakeClock{now: time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)},
-		objs: emptyStores(), peerMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}}
+		objs: emptyStores(), peerMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}, peerIP: netip.AddrFrom4([4]byte{172, 18, 0, 3}),
+		neigh: &fakeNeighbours{table: map[netip.Addr]net.HardwareAddr{}}}
 	if selfFirst {
 		e.self, e.peer = r[0], r[1]
 	}
@@ -212,7 +238,7 @@ func newOwnerEnv(t *testing.T, selfFirst bool, cfg Config) *ownerEnv {
 		Endpoints: []discoveryv1.Endpoint{{NodeName: &e.self}, {NodeName: &e.peer}}})
 	cfg.Node, cfg.HoldDown = e.self, 5*time.Second
 	e.s = newSpeaker(cfg, deps{Log: slog.New(slog.DiscardHandler), Interface: &net.Interface{Index: 1, Name: "eth0", HardwareAddr: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}},
-		ARP: e.arp, Heartbeats: e.hb, Status: e.status, Recorder: e.rec, Objects: e.objs, Metrics: e.m, Clock: e.clock})
+		ARP: e.arp, Heartbeats: e.hb, Status: e.status, Recorder: e.rec, Objects: e.objs, Metrics: e.m, Clock: e.clock, Neighbours: e.neigh})
 	e.s.setReady()
 	e.clock.Advance(time.Hour) // this node is settled
 	return e
@@ -230,11 +256,13 @@ func toUnstructured(t *testing.T, kind string, o runtime.Object) *unstructured.U
 	return u
 }
 
-// peerUp makes the peer alive and settled, with its MAC known from its heartbeat.
+// peerUp makes the peer alive and settled, with its MAC in this node's neighbour table (as the
+// heartbeats and echo probes sent to its InternalIP leave it).
 func (e *ownerEnv) peerUp() {
 	e.hb.mu.Lock()
-	e.hb.peers[e.peer] = liveness.Heartbeat{Node: e.peer, Ready: true, ReadyFor: time.Hour, Interfaces: []string{"eth0"}, MAC: e.peerMAC}
+	e.hb.peers[e.peer] = liveness.Heartbeat{Node: e.peer, Ready: true, ReadyFor: time.Hour, Interfaces: []string{"eth0"}}
 	e.hb.mu.Unlock()
+	e.neigh.set(e.peerIP, e.peerMAC)
 }
 
 func (e *ownerEnv) peerDown() {
@@ -348,7 +376,7 @@ func TestOwnerResolve(t *testing.T) {
 		e := newOwnerEnv(t, selfFirst, Config{})
 		e.s.reconcile(context.Background())
 		e.peerUp()
-		e.s.peerViews(e.s.cur) // learn the peer's MAC, as a reconcile does
+		e.s.learnMACs(e.s.cur) // learn the peer's MAC, as a reconcile does
 		e.arp.take("")
 		e.events()
 		e.s.duplicate(vip, e.peerMAC)
@@ -365,6 +393,50 @@ func TestOwnerResolve(t *testing.T) {
 		case !selfFirst && (e.arp.announced[vip] || !e.s.yielded.holds(vip, e.clock.Now(), func(string) bool { return true })):
 			t.Error("the worse-ranked node does not withdraw and leave the address to the other")
 		}
+	}
+}
+
+// TestOwnerMACNotFromHeartbeats: which node a MAC is comes from this node's neighbour table for the
+// peer's InternalIP, never from what a heartbeat says: a heartbeat has no MAC to offer, so a host
+// that forges the peer's heartbeats (or the peer itself) cannot make its MAC pass for a speaker's
+// and win an address in resolve. A claim by a MAC the table does not give to a peer is an unknown
+// host's: this node keeps the address and raises the event.
+func TestOwnerMACNotFromHeartbeats(t *testing.T) {
+	evil := net.HardwareAddr{0x02, 0xee, 0, 0, 0, 0x66}
+	for _, tc := range []struct {
+		name      string
+		table     net.HardwareAddr // the neighbour entry of the peer's InternalIP
+		claim     net.HardwareAddr // the MAC claiming vip
+		wantKnown bool
+	}{
+		{"the peer's own MAC, from the table", nil, nil, true}, // filled below with peerMAC
+		{"a MAC the heartbeats never had a say in", nil, evil, false},
+		{"no entry for the peer", net.HardwareAddr{}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newOwnerEnv(t, false, Config{}) // the peer is ranked first: a known claim wins
+			e.s.reconcile(context.Background())
+			e.peerDown() // this node announces while the peer is away
+			e.peerUp()   // alive, heard, ready; heartbeats say nothing about MACs
+			e.s.handover.forget(vip)
+			if tc.table != nil {
+				e.neigh.set(e.peerIP, nil)
+			}
+			e.s.learnMACs(e.s.cur)
+			claim := tc.claim
+			if claim == nil {
+				claim = e.peerMAC
+			}
+			e.events()
+			e.s.resolve(conflict{vip, claim})
+			ev := e.events()
+			if len(ev) != 1 || strings.Contains(ev[0], e.peer) != tc.wantKnown {
+				t.Errorf("events %q: want one naming %s = %v", ev, e.peer, tc.wantKnown)
+			}
+			if withdrawn := !e.arp.announced[vip]; withdrawn != tc.wantKnown {
+				t.Errorf("withdrawn = %v, want %v (only the peer's real MAC makes it yield)", withdrawn, tc.wantKnown)
+			}
+		})
 	}
 }
 

@@ -69,6 +69,13 @@ type Config struct {
 	MetricsSecure bool
 	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
 	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
+
+	// HeartbeatKeySecret is the Secret in Namespace holding the heartbeat keys ("" =
+	// DefaultHeartbeatKeySecret); see heartbeatkey.go.
+	HeartbeatKeySecret string
+	// HeartbeatWindow is how far a heartbeat's timestamp may be from this node's clock (0 =
+	// liveness.DefaultWindow); the nodes' clocks must agree within it.
+	HeartbeatWindow time.Duration
 }
 
 // Run runs the speaker until ctx ends.
@@ -127,9 +134,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
 	}
-	mon := liveness.NewMonitor(udp, liveness.NewDetector(cfg.Interval, cfg.Multiplier), func() liveness.Heartbeat { return s.heartbeat() },
-		func() { s.poke() }, log)
+	mon := liveness.NewMonitor(udp, liveness.NewDetector(cfg.Interval, cfg.Multiplier), cfg.HeartbeatWindow,
+		func() liveness.Heartbeat { return s.heartbeat() }, func() { s.poke() }, log)
 	mon.OnDeath = func() { m.peersDead.WithLabelValues("heartbeat").Inc() }
+	mon.OnReject = m.heartbeatRejected
+	keyName := cfg.HeartbeatKeySecret
+	if keyName == "" {
+		keyName = DefaultHeartbeatKeySecret
+	}
+	keys := newHeartbeatKeys(cfg.Namespace, keyName, mon, log)
+	kinf := keys.informer(cs)
 	var echo *liveness.Echoer
 	if cfg.EchoInterval > 0 {
 		tr := liveness.NewEchoTracker(cfg.EchoInterval, cfg.EchoBurst, cfg.EchoTimeout, cfg.EchoMisses)
@@ -145,7 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp},
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if ndp != nil { // never a nil *Managed in the interface
@@ -211,8 +225,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
+	}
+	// No key, no heartbeats: without them this speaker would take every peer for dead and announce
+	// every address itself. Wait for the key before listening; until then it is not ready. (The
+	// key's informer is not in the sync above: without RBAC for the Secret it would never sync, and
+	// wait says why every 10 s.)
+	if !keys.wait(ctx, 10*time.Second) {
+		return nil
 	}
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every
 	// address itself. Start probing the peers now; twice the slower detector's detection time is

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -115,8 +116,8 @@ func TestHeartbeatAttack(t *testing.T) {
 	}
 	from := time.Now()
 	mac := parseMAC(t, macOf(announcer))
-	forged := send([][]byte{attack.Leaving(announcer, mac, "eth0"), attack.NotReady(announcer, mac, "eth0")}, 10*time.Millisecond, 2*time.Second)
-	ghosts := send(attack.Ghosts("e2e-ghost", 300, parseMAC(t, "02:42:ac:12:00:64")), 500*time.Millisecond, time.Second)
+	forged := send([][]byte{attack.Leaving(announcer, mac, "eth0", time.Now()), attack.NotReady(announcer, mac, "eth0", time.Now())}, 10*time.Millisecond, 2*time.Second)
+	ghosts := send(attack.Ghosts("e2e-ghost", 300, parseMAC(t, "02:42:ac:12:00:64"), time.Now()), 500*time.Millisecond, time.Second)
 	replayed := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		for _, d := range caps {
@@ -219,11 +220,32 @@ func l2Announcers(t *testing.T) map[string][]string {
 // metric.
 func rejected(t *testing.T) (map[string]float64, bool) {
 	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DialContext: lab.Dialer("myk8s-control-plane")}, Timeout: 3 * time.Second}
+	// The speakers serve metrics over HTTPS to a token allowed to get /metrics (docs/security.md).
+	p, err := lab.State{Dir: lab.DefaultStateDir}.ReadPlan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	token, err := lab.New(p, t.Logf).MetricsToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: lab.Dialer("myk8s-control-plane"),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 3 * time.Second} // self-signed, as Prometheus scrapes it
 	out := map[string]float64{}
 	exported := false
 	for _, node := range labNodes {
-		resp, err := c.Get(fmt.Sprintf("http://%s:7473/metrics", nodeAddr[node]))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://%s:7473/metrics", nodeAddr[node]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			err = fmt.Errorf("HTTP %s", resp.Status)
+		}
 		if err != nil {
 			t.Fatalf("metrics of %s's speaker: %v", node, err)
 		}

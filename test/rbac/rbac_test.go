@@ -86,6 +86,7 @@ func matrix() []resource {
 		ns("rbac.authorization.k8s.io", "roles", ""), ns("rbac.authorization.k8s.io", "rolebindings", ""),
 		cl("rbac.authorization.k8s.io", "clusterroles"), cl("rbac.authorization.k8s.io", "clusterrolebindings"),
 		named(ns("", "secrets", ""), "ironlb-webhook-cert", webhookNS),
+		named(ns("", "secrets", ""), "ironlb-heartbeat-key", configNS),
 		named(ns("coordination.k8s.io", "leases", ""), "ironlb-controller", configNS),
 		named(ns("", "configmaps", ""), "kube-proxy", "kube-system"),
 		named(cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"), "ironlb-validating-webhook"),
@@ -160,6 +161,8 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("the speaker may %s Secrets in %q: only the configuration namespace's, where BGP passwords live", g.verb, g.ns)
 		case g.account == "ironlb-speaker" && write && (r.resource == "services" || r.resource == "ipaddresspools"):
 			t.Errorf("the speaker may %s %s in %q", g.verb, r, g.ns)
+		case g.account != "ironlb-controller" && r.resource == "secrets" && write:
+			t.Errorf("%s may %s Secrets (%s) in %q: a speaker that could write the heartbeat key could lock the others out", g.account, g.verb, r, g.ns)
 		case g.account == "ironlb-proxy" && r.resource == "secrets":
 			t.Errorf("the proxy may %s Secrets in %q", g.verb, g.ns)
 		case g.account != "ironlb-controller" && r.resource == "services" && r.sub == "status" && write:

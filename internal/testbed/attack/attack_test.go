@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/arp"
@@ -75,32 +76,46 @@ func FuzzParseUDP4(f *testing.F) {
 
 func TestForgedHeartbeats(t *testing.T) {
 	mac := net.HardwareAddr{2, 0x42, 0xac, 0x12, 0, 3}
+	now := time.Unix(1_800_000_000, 0)
+	node := netip.MustParseAddrPort("172.18.0.3:7947")
+	// A receiver holding the cluster's key, which the forger does not have.
+	v := liveness.NewVerifier(2 * time.Second)
+	v.SetKeys([]byte("the cluster's key, 32 bytes or more!"), nil)
+	v.SetPeers([]liveness.Peer{{Node: "myk8s-worker", Addr: node}})
 	for _, tc := range []struct {
 		name string
 		b    []byte
 		want liveness.Heartbeat
 	}{
-		{"leaving", Leaving("myk8s-worker", mac, "eth0"), liveness.Heartbeat{Node: "myk8s-worker", Seq: ForgedSeq, Leaving: true, Interfaces: []string{"eth0"}, MAC: mac}},
-		{"not ready", NotReady("myk8s-worker", mac, "eth0"), liveness.Heartbeat{Node: "myk8s-worker", Seq: ForgedSeq, Interfaces: []string{"eth0"}, MAC: mac}},
+		{"leaving", Leaving("myk8s-worker", mac, "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Leaving: true, Interfaces: []string{"eth0"}}},
+		{"not ready", NotReady("myk8s-worker", mac, "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Interfaces: []string{"eth0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := liveness.Parse(tc.b)
+			got, err := liveness.Parse(tc.b[:len(tc.b)-liveness.TagLen])
 			if err != nil {
 				t.Fatal(err)
 			}
+			got.Boot, got.Seq, got.Time = 0, 0, time.Time{}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
+			// Well-formed, from the node's own address, fresh: only the tag betrays it.
+			if _, r := v.Verify(tc.b, node.Addr(), now); r != liveness.BadMAC {
+				t.Errorf("verified from the node's address: %v, want %v", r, liveness.BadMAC)
+			}
 		})
 	}
-	gs := Ghosts("ghost", 300, mac)
+	gs := Ghosts("ghost", 300, mac, now)
 	seen := map[string]bool{}
 	for _, g := range gs {
-		h, err := liveness.Parse(g)
+		h, err := liveness.Parse(g[:len(g)-liveness.TagLen])
 		if err != nil || !h.Ready {
 			t.Fatalf("ghost %v: %+v", err, h)
 		}
 		seen[h.Node] = true
+		if _, r := v.Verify(g, node.Addr(), now); r != liveness.UnknownNode {
+			t.Fatalf("ghost %s verified: %v, want %v", h.Node, r, liveness.UnknownNode)
+		}
 	}
 	if len(seen) != 300 {
 		t.Errorf("%d distinct ghost names, want 300", len(seen))

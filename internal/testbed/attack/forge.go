@@ -4,36 +4,45 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/mdlayher/arp"
 
 	"github.com/ironlb/ironlb/internal/liveness"
 )
 
-// ForgedSeq is the sequence number forged heartbeats carry: far above any real speaker's, so that a
-// receiver that kept only the highest sequence seen would take them for the newest.
-const ForgedSeq = 1 << 62
+// forger signs the forged heartbeats with a key of the attacker's own: it knows the wire format but
+// not the cluster's key, so every tag it makes is wrong (a receiver counts them as bad-mac, or
+// rejects them earlier for their source or name).
+func forge(hb Heartbeat, now time.Time) []byte {
+	s := liveness.NewSigner(0x5eed)
+	s.SetKey([]byte("not the cluster's key, an attacker's own 32+ bytes"))
+	return append([]byte(nil), s.Sign(hb, now)...)
+}
+
+// Heartbeat is the heartbeat a forger fills in.
+type Heartbeat = liveness.Heartbeat
 
 // Leaving is a heartbeat forged in node's name saying it shuts down (hand its addresses over now)
 // and is not ready: what a speaker sends on SIGTERM. mac is the node's announcing MAC as its own
 // heartbeats carry it (nil: none), iface its announcing interface.
-func Leaving(node string, mac net.HardwareAddr, iface string) []byte {
-	return liveness.Heartbeat{Node: node, Seq: ForgedSeq, Ready: false, Leaving: true, Interfaces: []string{iface}, MAC: mac}.Marshal()
+func Leaving(node string, _ net.HardwareAddr, iface string, now time.Time) []byte {
+	return forge(Heartbeat{Node: node, Ready: false, Leaving: true, Interfaces: []string{iface}}, now)
 }
 
 // NotReady is a heartbeat forged in node's name saying it is alive but not ready (not synced with
 // the API): not eligible in any election.
-func NotReady(node string, mac net.HardwareAddr, iface string) []byte {
-	return liveness.Heartbeat{Node: node, Seq: ForgedSeq, Interfaces: []string{iface}, MAC: mac}.Marshal()
+func NotReady(node string, _ net.HardwareAddr, iface string, now time.Time) []byte {
+	return forge(Heartbeat{Node: node, Interfaces: []string{iface}}, now)
 }
 
 // Ghosts returns n ready heartbeats in the names of nodes that do not exist (prefix-0, prefix-1,
 // ...), each claiming mac: a flood of unknown names that a speaker must neither track nor elect.
-func Ghosts(prefix string, n int, mac net.HardwareAddr) [][]byte {
+func Ghosts(prefix string, n int, _ net.HardwareAddr, now time.Time) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
-		out[i] = liveness.Heartbeat{Node: fmt.Sprintf("%s-%d", prefix, i), Seq: ForgedSeq, Ready: true,
-			Interfaces: []string{"eth0"}, ReadyFor: 3600_000_000_000, MAC: mac}.Marshal()
+		out[i] = forge(Heartbeat{Node: fmt.Sprintf("%s-%d", prefix, i), Ready: true,
+			Interfaces: []string{"eth0"}, ReadyFor: 3600_000_000_000}, now)
 	}
 	return out
 }

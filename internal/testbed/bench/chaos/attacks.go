@@ -165,8 +165,8 @@ func (r *runner) forgedHeartbeat(ctx context.Context) (string, error) {
 	defer s.Close()
 	from := time.Now()
 	mac := parseMAC(v.MAC)
-	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, mac, "eth0"), attack.NotReady(v.Name, mac, "eth0")}, 10*time.Millisecond, 3*time.Second)
-	ghosts := attack.Ghosts("chaos-ghost", 300, parseMAC(c.MAC))
+	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, mac, "eth0", time.Now()), attack.NotReady(v.Name, mac, "eth0", time.Now())}, 10*time.Millisecond, 3*time.Second)
+	ghosts := attack.Ghosts("chaos-ghost", 300, parseMAC(c.MAC), time.Now())
 	sent += sendAll(s, r.l.Plan.Nodes, ghosts, 500*time.Millisecond, 2*time.Second)
 	r.spanSince(FaultForgedHeartbeat, v.Name, SpanAttack, from)
 	time.Sleep(2 * time.Second) // the views settle before the next fault
@@ -558,11 +558,14 @@ func (r *runner) services(ctx context.Context) ([]Svc, error) {
 // webhookSecretName is the controller's serving certificate Secret (internal/controller/webhook.go).
 const webhookSecretName = "ironlb-webhook-cert"
 
+// webhookSecretNS holds it, out of the speakers' reach (config/controller/01-webhook-namespace.yaml).
+const webhookSecretNS = "metallb-system-webhook"
+
 // webhookSecret deletes the webhook's Secret and restarts a controller replica (which makes a new
 // one, with a new CA); from 3 s after the new Secret exists, for 5 s, a valid IPAddressPool update (a
 // server-side dry run, which the webhook sees) must be admitted.
 func (r *runner) webhookSecret(ctx context.Context) (string, error) {
-	err := r.cs.CoreV1().Secrets("metallb-system").Delete(ctx, webhookSecretName, metav1.DeleteOptions{})
+	err := r.cs.CoreV1().Secrets(webhookSecretNS).Delete(ctx, webhookSecretName, metav1.DeleteOptions{})
 	if err != nil && !errors.IsNotFound(err) {
 		return "", err
 	}
@@ -574,7 +577,7 @@ func (r *runner) webhookSecret(ctx context.Context) (string, error) {
 	// it exists, every replica must serve a certificate the apiserver trusts.
 	recreated := false
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		if _, err := r.cs.CoreV1().Secrets("metallb-system").Get(ctx, webhookSecretName, metav1.GetOptions{}); err == nil {
+		if _, err := r.cs.CoreV1().Secrets(webhookSecretNS).Get(ctx, webhookSecretName, metav1.GetOptions{}); err == nil {
 			recreated = true
 			break
 		}
