@@ -69,6 +69,7 @@ func TestControllerRunsWithItsRole(t *testing.T) {
 	}
 	for _, c := range []struct{ what, args, want string }{
 		{"the webhook certificate", "get secret ironlb-webhook-cert -n " + webhookNS + " -o jsonpath={.type}", "kubernetes.io/tls"},
+		{"the speakers' heartbeat key", "get secret ironlb-heartbeat-key -n metallb-system -o jsonpath={.type}", "Opaque"},
 		{"the Lease", "get lease ironlb-controller -n metallb-system -o jsonpath={.spec.holderIdentity}", "test"},
 		{"the Service's address", "get service web -n default -o jsonpath={.status.loadBalancer.ingress[0].ip}", "172.18.255.200"},
 		{"the pool annotation", `get service web -n default -o jsonpath={.metadata.annotations.metallb\.io/ip-allocated-from-pool}`, "p"},
