@@ -63,12 +63,27 @@ type Config struct {
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
 	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
+
+	// writeHook, when set (tests only), is called before each write the reconciler makes: with
+	// stageLease before the leader checks its lease, and with stageWrite after that check, just
+	// before the API call; what names the object ("service default/x", "pool p",
+	// "configurationstate"). A hook that blocks plays a process paused (SIGSTOP) at that point.
+	writeHook func(stage writeStage, what string)
 }
+
+// writeStage is where a write is when Config.writeHook is called.
+type writeStage string
+
+const (
+	stageLease writeStage = "lease" // before the lease check
+	stageWrite writeStage = "write" // after the lease check, before the API call
+)
 
 const (
 	workers   = 8 // goroutines overlapping API round trips; decisions stay serial under mu
 	keyConfig = "~config"
 	keyFlush  = "~flush"
+	keyState  = "~state" // the ConfigurationState and the advertisements' selector errors
 	component = "ironlb-controller"
 )
 
@@ -98,7 +113,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if !cfg.LeaderElect {
 		m.leader.Set(1)
-		return newReconciler(cs, dyn, cfg, m, log).run(ctx)
+		return newReconciler(cs, dyn, cfg, m, log, nil).run(ctx)
 	}
 	id := cfg.Identity
 	if id == "" {
@@ -130,7 +145,8 @@ func Run(ctx context.Context, cfg Config) error {
 					started.Store(true)
 					log.Info("became leader", "identity", id)
 					m.leader.Set(1)
-					done <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
+					f := &leaseFence{leases: cs.CoordinationV1().Leases(cfg.Namespace), name: lock.LeaseMeta.Name, id: id}
+					done <- newReconciler(cs, dyn, cfg, m, log, f).run(ctx)
 					cancel() // the reconciler failed on its own: end this term
 				},
 				OnStoppedLeading: func() {
@@ -165,9 +181,12 @@ type reconciler struct {
 	rec   record.EventRecorder
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	svcs  corelisters.ServiceLister
-	nss   corelisters.NamespaceLister
-	pools cache.SharedIndexInformer
+	// fence says whether this replica still holds the lease; nil without leader election.
+	fence fence
+
+	svcs                 corelisters.ServiceLister
+	nss                  corelisters.NamespaceLister
+	pools, l2Ads, bgpAds cache.SharedIndexInformer
 
 	mu         sync.Mutex // guards the allocator and the fields below; held for decisions, never for API calls
 	alloc      *allocator.Allocator
@@ -176,20 +195,24 @@ type reconciler struct {
 	dirtyPools map[string]bool
 	poolUIDs   map[string]types.UID
 	exhausted  map[string]bool
-	events     record.EventBroadcaster // shut down when run returns (a term ends)
+	// badSelectors maps "Kind/name" of each advertisement that selects nothing (a selector does not
+	// parse) to the message last reported for it, so that each problem gets one event and log line.
+	badSelectors map[string]string
+	events       record.EventBroadcaster // shut down when run returns (a term ends)
 }
 
-func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger) *reconciler {
+func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger, f fence) *reconciler {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return &reconciler{
-		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log, events: b,
-		rec:        b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		alloc:      allocator.New(),
-		dirtyPools: map[string]bool{},
-		poolUIDs:   map[string]types.UID{},
-		exhausted:  map[string]bool{},
+		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log, events: b, fence: f,
+		rec:          b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
+		queue:        workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		alloc:        allocator.New(),
+		dirtyPools:   map[string]bool{},
+		poolUIDs:     map[string]types.UID{},
+		exhausted:    map[string]bool{},
+		badSelectors: map[string]string{},
 	}
 }
 
@@ -203,6 +226,8 @@ func (r *reconciler) run(ctx context.Context) error {
 	nsInf := inf.Core().V1().Namespaces().Informer()
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.dyn, 0, r.cfg.Namespace, nil)
 	r.pools = dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
+	r.l2Ads = dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
+	r.bgpAds = dinf.ForResource(v1beta1.BGPAdvertisementGVR).Informer()
 	enqueueSvc := func(o any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 			r.queue.Add(k)
@@ -220,9 +245,18 @@ func (r *reconciler) run(ctx context.Context) error {
 			cfgChanged(n)
 		}
 	}, DeleteFunc: cfgChanged})
+	// Advertisements are read only to report those that select nothing (config.SelectorErrors).
+	adsChanged := func(any) { r.queue.Add(keyState) }
+	for _, inf := range []cache.SharedIndexInformer{r.l2Ads, r.bgpAds} {
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: adsChanged, UpdateFunc: func(o, n any) {
+			if specChanged(o, n) {
+				adsChanged(n)
+			}
+		}, DeleteFunc: adsChanged})
+	}
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced, r.l2Ads.HasSynced, r.bgpAds.HasSynced) {
 		return ctx.Err()
 	}
 	// Initial load: pools first, then every Service that already holds addresses is re-registered before
@@ -275,13 +309,22 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 		r.mu.Lock()
 		err = r.flushPools(ctx)
 		r.mu.Unlock()
+	case keyState:
+		err = r.writeConfigState(ctx)
 	default:
 		t := time.Now()
 		err = r.syncService(ctx, key)
 		r.m.syncSeconds.Observe(time.Since(t).Seconds())
 	}
 	if err != nil && ctx.Err() == nil {
-		r.log.Warn("sync failed; retrying", "key", key, "err", err)
+		switch {
+		case errors.Is(err, errFenced):
+			r.log.Info("not written: this replica no longer holds the lease", "key", key, "err", err)
+		case apierrors.IsConflict(err):
+			r.log.Info("not written: the object changed since it was read; deciding again", "key", key, "err", err)
+		default:
+			r.log.Warn("sync failed; retrying", "key", key, "err", err)
+		}
 		r.queue.AddRateLimited(key)
 		return true
 	}
@@ -331,7 +374,7 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 		r.dirtyPools[n] = true
 		r.poolEvent(n, corev1.EventTypeWarning, "InvalidConfiguration", err.Error())
 	}
-	r.writeConfigState(ctx)
+	r.queue.Add(keyState)
 	if requeue {
 		svcs, _ := r.svcs.List(everything())
 		for _, s := range svcs {
@@ -504,38 +547,49 @@ func reason(err error) string {
 	return "Other"
 }
 
-// writeStatus sets (or with no ips clears) the Service's ingress and the ip-allocated-from-pool annotation.
+// writeStatus sets (or with no ips clears) the Service's ingress and the ip-allocated-from-pool
+// annotation. Both writes are fenced (beforeWrite) and carry the resourceVersion of svc, the object the
+// decision was made from (the status write the version the annotation write returned): if the Service
+// changed meanwhile, the write fails with a conflict and the Service is decided again.
 func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, pool string) error {
-	if ctx.Err() != nil {
-		return ctx.Err() // leadership or the process is ending: a former leader must not write
-	}
-	var ann string
-	if pool == "" {
-		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, config.AnnotationAllocatedFromPool)
-	} else {
-		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, config.AnnotationAllocatedFromPool, pool)
-	}
-	if svc.Annotations[config.AnnotationAllocatedFromPool] != pool {
-		if _, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(ann), metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("annotating service %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-	}
+	what := "service " + svc.Namespace + "/" + svc.Name
 	want := make([]corev1.LoadBalancerIngress, 0, len(ips))
 	vip := corev1.LoadBalancerIPModeVIP
 	for _, a := range ips {
 		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
 	}
+	annotate := svc.Annotations[config.AnnotationAllocatedFromPool] != pool
 	cur := config.IngressAddrs(svc)
-	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
-		same := true
-		for i := range cur {
-			same = same && cur[i] == ips[i]
-		}
-		if same {
-			return nil
-		}
+	sameStatus := len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips)
+	for i := range cur {
+		sameStatus = sameStatus && cur[i] == ips[i]
 	}
-	patch, err := jsonMarshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": want}}})
+	if !annotate && sameStatus {
+		return nil
+	}
+	if err := r.beforeWrite(ctx, what); err != nil {
+		return err
+	}
+	rv := svc.ResourceVersion
+	if annotate {
+		var v any = pool
+		if pool == "" {
+			v = nil
+		}
+		patch, err := jsonMarshal(withResourceVersion(map[string]any{"metadata": map[string]any{"annotations": map[string]any{config.AnnotationAllocatedFromPool: v}}}, rv))
+		if err != nil {
+			return err
+		}
+		out, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("annotating service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		rv = out.ResourceVersion
+	}
+	if sameStatus {
+		return nil
+	}
+	patch, err := jsonMarshal(withResourceVersion(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": want}}}, rv))
 	if err != nil {
 		return err
 	}
@@ -575,9 +629,17 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 			}
 		}
 		conds := poolConditions(old, r.config.Invalid[name], r.exhausted[name], time.Now())
-		patch, _ := jsonMarshal(map[string]any{"status": map[string]any{
+		rv := ""
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			rv = u.GetResourceVersion()
+		}
+		patch, _ := jsonMarshal(withResourceVersion(map[string]any{"status": map[string]any{
 			"assignedIPv4": st.AssignedV4, "assignedIPv6": st.AssignedV6,
-			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}})
+			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}}, rv))
+		if err := r.beforeWrite(ctx, "pool "+name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		_, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
@@ -611,27 +673,101 @@ func poolConditions(old []metav1.Condition, invalid error, exhausted bool, now t
 	return out
 }
 
-// writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState).
-func (r *reconciler) writeConfigState(ctx context.Context) {
-	result, summary := "Valid", ""
+// configStateName is the controller's ConfigurationState (MetalLB's name for it).
+const configStateName = "controller"
+
+// configState computes the ConfigurationState's status from the loaded pools and the advertisements,
+// and reports each advertisement that selects nothing (config.SelectorErrors) once: a log line and a
+// Warning event naming it and its bad selector.
+func (r *reconciler) configState() map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bad := config.SelectorErrors(listAs[v1beta1.L2Advertisement](r.l2Ads), listAs[v1beta1.BGPAdvertisement](r.bgpAds))
+	seen := map[string]bool{}
+	var msgs []string
+	for _, e := range bad {
+		k := e.Kind + "/" + e.Name
+		seen[k] = true
+		msgs = append(msgs, e.Error())
+		if r.badSelectors[k] == e.Error() {
+			continue
+		}
+		r.badSelectors[k] = e.Error()
+		r.log.Warn("advertisement selects nothing: a selector does not parse", "kind", e.Kind, "advertisement", e.Name, "field", e.Field, "err", e.Err)
+		ref := &corev1.ObjectReference{Kind: e.Kind, APIVersion: "metallb.io/v1beta1", Namespace: e.Namespace, Name: e.Name}
+		if inf := map[string]cache.SharedIndexInformer{"L2Advertisement": r.l2Ads, "BGPAdvertisement": r.bgpAds}[e.Kind]; inf != nil {
+			if o, ok, _ := inf.GetStore().GetByKey(e.Namespace + "/" + e.Name); ok {
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					ref.UID = u.GetUID()
+				}
+			}
+		}
+		r.rec.Event(ref, corev1.EventTypeWarning, "InvalidSelector", e.Error())
+	}
+	for k := range r.badSelectors {
+		if !seen[k] {
+			delete(r.badSelectors, k)
+		}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	pools := metav1.Condition{Type: "poolReconcilerValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
+	ads := metav1.Condition{Type: "advertisementSelectorsValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
+	result, summary := "Valid", []string{}
 	if r.configErr != nil {
-		result, summary = "Invalid", r.configErr.Error()
+		pools.Status, pools.Reason, pools.Message = metav1.ConditionFalse, "ConfigurationError", r.configErr.Error()
+		summary = append(summary, r.configErr.Error())
 	}
+	if len(msgs) > 0 {
+		ads.Status, ads.Reason, ads.Message = metav1.ConditionFalse, "ConfigurationError", strings.Join(msgs, "; ")
+		summary = append(summary, msgs...)
+	}
+	if len(summary) > 0 {
+		result = "Invalid"
+	}
+	return map[string]any{"result": result, "errorSummary": strings.Join(summary, "\n"), "conditions": []metav1.Condition{pools, ads}}
+}
+
+// writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState,
+// with a condition for the pools and one for the advertisements' selectors). Like every write it is
+// fenced and carries the resourceVersion it read; a conflict is retried through the queue.
+func (r *reconciler) writeConfigState(ctx context.Context) error {
+	status := r.configState()
 	c := r.dyn.Resource(v1beta1.ConfigurationStateGVR).Namespace(r.cfg.Namespace)
-	name := "controller"
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
-		"metadata": map[string]any{"name": name, "namespace": r.cfg.Namespace,
-			"labels": map[string]any{"metallb.io/component-type": "controller"}},
-	}}
-	if _, err := c.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.log.Warn("creating ConfigurationState", "err", err)
-		return
+	if err := r.beforeWrite(ctx, "configurationstate"); err != nil {
+		return err
 	}
-	status := map[string]any{"result": result, "errorSummary": summary}
-	patch := map[string]any{"status": status}
-	b, _ := jsonMarshal(patch)
-	if _, err := c.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
-		r.log.Warn("updating ConfigurationState", "err", err)
+	cur, err := c.Get(ctx, configStateName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
+			"metadata": map[string]any{"name": configStateName, "namespace": r.cfg.Namespace,
+				"labels": map[string]any{"metallb.io/component-type": "controller"}},
+		}}
+		cur, err = c.Create(ctx, obj, metav1.CreateOptions{})
 	}
+	if err != nil {
+		return fmt.Errorf("configurationstate %s: %w", configStateName, err)
+	}
+	// Keep the transition times of conditions whose status did not change.
+	if raw, found, _ := unstructured.NestedSlice(cur.Object, "status", "conditions"); found {
+		var old []metav1.Condition
+		if b, err := jsonMarshal(raw); err == nil && json.Unmarshal(b, &old) == nil {
+			conds := status["conditions"].([]metav1.Condition)
+			for i := range conds {
+				for _, o := range old {
+					if o.Type == conds[i].Type && o.Status == conds[i].Status {
+						conds[i].LastTransitionTime = o.LastTransitionTime
+					}
+				}
+			}
+		}
+	}
+	b, err := jsonMarshal(withResourceVersion(map[string]any{"status": status}, cur.GetResourceVersion()))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Patch(ctx, configStateName, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("updating configurationstate %s: %w", configStateName, err)
+	}
+	return nil
 }

@@ -83,6 +83,7 @@ func matrix() []resource {
 		cl("rbac.authorization.k8s.io", "clusterroles"), cl("rbac.authorization.k8s.io", "clusterrolebindings"),
 		named(ns("", "secrets", ""), "ironlb-webhook-cert", configNS),
 		named(ns("coordination.k8s.io", "leases", ""), "ironlb-controller", configNS),
+		named(ns("metallb.io", "configurationstates", ""), "controller", configNS),
 		named(ns("", "configmaps", ""), "kube-proxy", "kube-system"),
 		named(cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"), "ironlb-validating-webhook"),
 	}
