@@ -419,21 +419,48 @@ func (r *reconciler) reprocessAll(ctx context.Context) int {
 // allocation failures are reported on the Service and not retried until something changes.
 func (r *reconciler) syncService(ctx context.Context, key string) error {
 	r.mu.Lock()
-	write, err := r.decideLocked(key)
+	d, err := r.decideLocked(key)
 	r.mu.Unlock()
-	if err != nil || write == nil {
+	if err != nil || d == nil {
 		return err
 	}
-	return write(ctx)
+	return r.act(ctx, d)
 }
 
-type writeFunc func(ctx context.Context) error
-
-func (r *reconciler) statusWrite(svc *corev1.Service, ips []netip.Addr, pool string) writeFunc {
-	return func(ctx context.Context) error { return r.writeStatus(ctx, svc, ips, pool) }
+// decision is what decideLocked concluded for one Service: the addresses and pool its status and
+// annotation must show (none: clear them). The allocator already holds the addresses for it.
+type decision struct {
+	svc  *corev1.Service // the object decided from (its resourceVersion fences the write)
+	ips  []netip.Addr
+	pool string
+	// allocated: a new allocation (an IPAllocated event and a log line follow the write).
+	allocated bool
 }
 
-func (r *reconciler) decideLocked(key string) (writeFunc, error) {
+// act writes a decision (outside mu).
+func (r *reconciler) act(ctx context.Context, d *decision) error {
+	if err := r.writeStatus(ctx, d.svc, d.ips, d.pool); err != nil {
+		return err
+	}
+	if d.allocated {
+		ips := make([]string, len(d.ips))
+		for i, a := range d.ips {
+			ips[i] = fmt.Sprintf("%q", a.String())
+		}
+		r.rec.Eventf(d.svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
+		r.log.Info("address assigned", "service", d.svc.Namespace+"/"+d.svc.Name, "ip", d.ips, "pool", d.pool)
+	}
+	return nil
+}
+
+func (r *reconciler) statusWrite(svc *corev1.Service, ips []netip.Addr, pool string) *decision {
+	return &decision{svc: svc, ips: ips, pool: pool}
+}
+
+// decideLocked decides one Service from the informer's copy and the allocator (held under mu): nil
+// when its status and annotation are already right, else the decision to write. It makes no API
+// call; events about failures are recorded here.
+func (r *reconciler) decideLocked(key string) (*decision, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, nil
@@ -459,10 +486,12 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 		r.rec.Eventf(svc, corev1.EventTypeWarning, "deprecatedAnnotation", "annotation %s is deprecated; use %s", d, "metallb.io/"+strings.TrimPrefix(d, "metallb.universe.tf/"))
 	}
 	existing := config.IngressAddrs(svc)
+	// Any ingress entry, even one that is not an address (a forged status), is cleared on failure.
+	hasStatus := len(svc.Status.LoadBalancer.Ingress) > 0
 	if err != nil {
 		r.fail(svc, "InvalidService", err)
 		r.release(k)
-		if len(existing) > 0 {
+		if hasStatus {
 			return r.statusWrite(svc, nil, ""), nil
 		}
 		return nil, nil
@@ -470,7 +499,9 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	if len(existing) > 0 {
 		if asg, err := r.alloc.Assign(req, existing); err == nil && fits(req, asg) {
 			r.dirtyPools[asg.Pool] = true
-			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool {
+			// Kept: the status must show exactly these addresses (a forged extra entry, a hostname or
+			// an IPv4-mapped form is rewritten) and the annotation their pool.
+			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool || !statusIs(svc, asg.IPs) {
 				return r.statusWrite(svc, asg.IPs, asg.Pool), nil
 			}
 			return nil, nil
@@ -482,25 +513,14 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	asg, err := r.alloc.Allocate(req)
 	if err != nil {
 		r.fail(svc, reason(err), err)
-		if len(existing) > 0 {
+		if hasStatus {
 			return r.statusWrite(svc, nil, ""), nil
 		}
 		return nil, nil
 	}
 	r.dirtyPools[asg.Pool] = true
 	r.m.allocations.WithLabelValues(asg.Pool).Inc()
-	return func(ctx context.Context) error {
-		if err := r.writeStatus(ctx, svc, asg.IPs, asg.Pool); err != nil {
-			return err
-		}
-		ips := make([]string, len(asg.IPs))
-		for i, a := range asg.IPs {
-			ips[i] = fmt.Sprintf("%q", a.String())
-		}
-		r.rec.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
-		r.log.Info("address assigned", "service", key, "ip", asg.IPs, "pool", asg.Pool)
-		return nil
-	}, nil
+	return &decision{svc: svc, ips: asg.IPs, pool: asg.Pool, allocated: true}, nil
 }
 
 // fits reports whether an assignment satisfies what the Service asks for now (pool annotation, dual stack).
@@ -559,11 +579,7 @@ func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips [
 		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
 	}
 	annotate := svc.Annotations[config.AnnotationAllocatedFromPool] != pool
-	cur := config.IngressAddrs(svc)
-	sameStatus := len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips)
-	for i := range cur {
-		sameStatus = sameStatus && cur[i] == ips[i]
-	}
+	sameStatus := statusIs(svc, ips)
 	if !annotate && sameStatus {
 		return nil
 	}
@@ -597,6 +613,21 @@ func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips [
 		return fmt.Errorf("updating status of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// statusIs reports whether the Service's status.loadBalancer.ingress is exactly ips, in order, each
+// entry an address in its canonical form and nothing else.
+func statusIs(svc *corev1.Service, ips []netip.Addr) bool {
+	ing := svc.Status.LoadBalancer.Ingress
+	if len(ing) != len(ips) {
+		return false
+	}
+	for i := range ing {
+		if ing[i].IP != ips[i].String() || ing[i].Hostname != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *reconciler) poolEvent(pool, typ, reason, msg string) {
