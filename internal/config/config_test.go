@@ -193,3 +193,24 @@ func TestOurs(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolWarnings(t *testing.T) {
+	p := func(avoid bool, addrs ...string) *v1beta1.IPAddressPool {
+		return &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs, AvoidBuggyIPs: avoid}}
+	}
+	for _, tc := range []struct {
+		name string
+		pool *v1beta1.IPAddressPool
+		want int
+	}{
+		{"IPv6 only, avoidBuggyIPs", p(true, "fd00::/120"), 1},
+		{"dual stack, avoidBuggyIPs", p(true, "fd00::/120", "10.0.0.0/24"), 0},
+		{"IPv4, avoidBuggyIPs", p(true, "10.0.0.0/24"), 0},
+		{"IPv6 only, no avoidBuggyIPs", p(false, "fd00::/120"), 0},
+		{"invalid", p(true, "fd00::/200"), 0},
+	} {
+		if got := PoolWarnings(tc.pool); len(got) != tc.want {
+			t.Errorf("%s: %q, want %d warnings", tc.name, got, tc.want)
+		}
+	}
+}

@@ -288,3 +288,19 @@ func lastOf(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
+
+// PoolWarnings returns what a pool says that is valid but has no effect, for the controller to warn
+// about (MetalLB accepts these silently): avoidBuggyIPs on a pool without IPv4 ranges (it only skips
+// IPv4 addresses ending in .0 and .255). A pool that does not parse gives none (ParsePools reports it).
+func PoolWarnings(cr *v1beta1.IPAddressPool) []string {
+	p, err := parsePool(cr, nil)
+	if err != nil || !p.AvoidBuggyIPs {
+		return nil
+	}
+	for _, r := range p.Ranges {
+		if r.First.Is4() {
+			return nil
+		}
+	}
+	return []string{"avoidBuggyIPs has no effect: the pool has no IPv4 range (only IPv4 addresses ending in .0 and .255 are avoided)"}
+}

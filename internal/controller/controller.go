@@ -345,6 +345,10 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 		}
 		crs = append(crs, p)
 		r.poolUIDs[p.Name] = p.UID
+		for _, w := range config.PoolWarnings(&p) {
+			r.log.Warn("ipaddresspool setting has no effect", "pool", p.Name, "warning", w)
+			r.poolEvent(p.Name, corev1.EventTypeWarning, "ConfigurationWarning", w)
+		}
 	}
 	nsLabels := map[string]map[string]string{}
 	if nss, err := r.nss.List(everything()); err == nil {
