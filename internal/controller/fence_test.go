@@ -14,7 +14,7 @@ import (
 
 // TestPausedLeaderCannotOverwrite: replica A leads and decides a Service's address (10.70.0.0, the
 // lowest free), then is "paused" with that write in hand (its write hook blocks, as SIGSTOP would);
-// meanwhile the user asks for 10.70.0.5, replica B takes the lease over and writes 10.70.0.5. A then
+// meanwhile the user asks for another address, replica B takes the lease over and writes it. A then
 // resumes: its stale write must not land, at any moment (a watch records every state of the
 // Service), and the Service ends with B's decision. Two pauses: before A's lease check (the check
 // finds B holding the lease and A writes nothing), and after it, just before the API call (the
@@ -41,7 +41,8 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 	for _, tc := range []struct {
 		stage writeStage
 		svc   string
-	}{{stageLease, "paused-before-lease-check"}, {stageWrite, "paused-before-write"}} {
+		want  string // what the user asks for while A is paused: B's decision
+	}{{stageLease, "paused-before-lease-check", "10.70.0.5"}, {stageWrite, "paused-before-write", "10.70.0.6"}} {
 		t.Run(string(tc.stage), func(t *testing.T) {
 			what := "service default/" + tc.svc
 			hold, reached := make(chan struct{}), make(chan struct{}, 1)
@@ -111,7 +112,7 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 				t.Fatal("replica-a never came to write the Service")
 			}
 			// The user changes the Service while A is paused, and B takes the lease over.
-			patch := []byte(`{"metadata":{"annotations":{"metallb.io/loadBalancerIPs":"10.70.0.5"}}}`)
+			patch := []byte(`{"metadata":{"annotations":{"metallb.io/loadBalancerIPs":"` + tc.want + `"}}}`)
 			if _, err := h.cs.CoreV1().Services("default").Patch(context.Background(), tc.svc, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -124,18 +125,18 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 			if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			h.waitIP(tc.svc, "10.70.0.5") // B's decision
+			h.waitIP(tc.svc, tc.want) // B's decision
 
 			// A resumes with its stale decision (10.70.0.0).
 			release()
 			time.Sleep(2 * time.Second) // A's write, and the retries it triggers, happen now
-			if got := h.ip(tc.svc); got != "10.70.0.5" {
-				t.Errorf("after A resumed the Service holds %q, want B's 10.70.0.5", got)
+			if got := h.ip(tc.svc); got != tc.want {
+				t.Errorf("after A resumed the Service holds %q, want B's %s", got, tc.want)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			for _, ip := range seen {
-				if ip != "10.70.0.5" {
+				if ip != tc.want {
 					t.Errorf("the Service held %s at some point (states seen: %v): A's stale write landed", ip, seen)
 					break
 				}
