@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ const (
 	keyConfig = "~config"
 	keyFlush  = "~flush"
 	keyState  = "~state" // the ConfigurationState and the advertisements' selector errors
+	keyInfra  = "~infra" // pools overlapping nodes, pod CIDRs or the Service CIDR
 	component = "ironlb-controller"
 )
 
@@ -187,6 +189,7 @@ type reconciler struct {
 	svcs                 corelisters.ServiceLister
 	nss                  corelisters.NamespaceLister
 	pools, l2Ads, bgpAds cache.SharedIndexInformer
+	nodes                cache.SharedIndexInformer // names, addresses and pod CIDRs only
 
 	mu         sync.Mutex // guards the allocator and the fields below; held for decisions, never for API calls
 	alloc      *allocator.Allocator
@@ -198,7 +201,9 @@ type reconciler struct {
 	// badSelectors maps "Kind/name" of each advertisement that selects nothing (a selector does not
 	// parse) to the message last reported for it, so that each problem gets one event and log line.
 	badSelectors map[string]string
-	events       record.EventBroadcaster // shut down when run returns (a term ends)
+	// infraWarned maps each pool to the overlaps with the cluster's own addresses last reported for it.
+	infraWarned map[string]string
+	events      record.EventBroadcaster // shut down when run returns (a term ends)
 }
 
 func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger, f fence) *reconciler {
@@ -213,6 +218,7 @@ func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m
 		poolUIDs:     map[string]types.UID{},
 		exhausted:    map[string]bool{},
 		badSelectors: map[string]string{},
+		infraWarned:  map[string]string{},
 	}
 }
 
@@ -254,9 +260,28 @@ func (r *reconciler) run(ctx context.Context) error {
 			}
 		}, DeleteFunc: adsChanged})
 	}
+	// Nodes are read only to warn about pools holding their addresses or pod CIDRs (keyInfra).
+	r.nodes = inf.Core().V1().Nodes().Informer()
+	if err := r.nodes.SetTransform(func(o any) (any, error) {
+		if n, ok := o.(*corev1.Node); ok {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion},
+				Spec: corev1.NodeSpec{PodCIDRs: n.Spec.PodCIDRs}, Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
+		}
+		return o, nil
+	}); err != nil {
+		return err
+	}
+	infraChanged := func(any) { r.queue.Add(keyInfra) }
+	r.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: infraChanged, UpdateFunc: func(o, n any) {
+		on, ok1 := o.(*corev1.Node)
+		nn, ok2 := n.(*corev1.Node)
+		if !ok1 || !ok2 || !slices.Equal(on.Spec.PodCIDRs, nn.Spec.PodCIDRs) || !slices.Equal(on.Status.Addresses, nn.Status.Addresses) {
+			infraChanged(n)
+		}
+	}, DeleteFunc: infraChanged})
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced, r.l2Ads.HasSynced, r.bgpAds.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced, r.l2Ads.HasSynced, r.bgpAds.HasSynced, r.nodes.HasSynced) {
 		return ctx.Err()
 	}
 	// Initial load: pools first, then every Service that already holds addresses is re-registered before
@@ -311,6 +336,10 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 		r.mu.Unlock()
 	case keyState:
 		err = r.writeConfigState(ctx)
+	case keyInfra:
+		r.mu.Lock()
+		r.warnInfraOverlapsLocked()
+		r.mu.Unlock()
 	default:
 		t := time.Now()
 		err = r.syncService(ctx, key)
@@ -379,12 +408,73 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 		r.poolEvent(n, corev1.EventTypeWarning, "InvalidConfiguration", err.Error())
 	}
 	r.queue.Add(keyState)
+	r.queue.Add(keyInfra)
 	if requeue {
 		svcs, _ := r.svcs.List(everything())
 		for _, s := range svcs {
 			if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
 				r.queue.Add(s.Namespace + "/" + s.Name)
 			}
+		}
+	}
+}
+
+// warnInfraOverlapsLocked warns, once per change, about each pool that holds a node's address, a pod
+// CIDR or the kubernetes Service's ClusterIP (config.InfraOverlaps): a ConfigurationWarning event on
+// the pool and a log line. The pool is still used, as MetalLB would.
+func (r *reconciler) warnInfraOverlapsLocked() {
+	in := config.Infra{NodeAddrs: map[string][]netip.Addr{}, PodCIDRs: map[string][]netip.Prefix{}}
+	if r.nodes != nil {
+		for _, o := range r.nodes.GetStore().List() {
+			n, ok := o.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			for _, a := range n.Status.Addresses {
+				if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+					continue
+				}
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					in.NodeAddrs[n.Name] = append(in.NodeAddrs[n.Name], ip)
+				}
+			}
+			for _, c := range n.Spec.PodCIDRs {
+				if pr, err := netip.ParsePrefix(c); err == nil {
+					in.PodCIDRs[n.Name] = append(in.PodCIDRs[n.Name], pr)
+				}
+			}
+		}
+	}
+	if k, err := r.svcs.Services(metav1.NamespaceDefault).Get("kubernetes"); err == nil {
+		for _, c := range k.Spec.ClusterIPs {
+			if ip, err := netip.ParseAddr(c); err == nil {
+				in.ServiceIPs = append(in.ServiceIPs, ip)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range r.pools.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		var p v1beta1.IPAddressPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+			continue
+		}
+		ws := config.InfraOverlaps(&p, in)
+		msg := strings.Join(ws, "; ")
+		if len(ws) == 0 || r.infraWarned[p.Name] == msg {
+			if len(ws) > 0 {
+				seen[p.Name] = true
+			}
+			continue
+		}
+		seen[p.Name] = true
+		r.infraWarned[p.Name] = msg
+		r.log.Warn("ipaddresspool overlaps the cluster's own addresses; Services may get them", "pool", p.Name, "overlaps", msg)
+		r.poolEvent(p.Name, corev1.EventTypeWarning, "ConfigurationWarning", msg)
+	}
+	for n := range r.infraWarned {
+		if !seen[n] {
+			delete(r.infraWarned, n)
 		}
 	}
 }
