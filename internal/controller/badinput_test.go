@@ -33,10 +33,21 @@ import (
 func TestBadInput(t *testing.T) {
 	h := newHarness(t)
 	// A node, for BGPAdvertisements' nodeSelectors (the webhook reads the nodes' labels).
-	if _, err := h.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
-		Labels: map[string]string{"rack": "a"}}}, metav1.CreateOptions{}); err != nil {
+	// Its address and pod CIDR are what pools must not hold (the controller warns).
+	node, err := h.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+		Labels: map[string]string{"rack": "a"}}, Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24", PodCIDRs: []string{"10.244.0.0/24"}}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}
+	if _, err := h.cs.CoreV1().Nodes().UpdateStatus(context.Background(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubernetesSvc, err := h.cs.CoreV1().Services("default").Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiIP := kubernetesSvc.Spec.ClusterIP
 	h.installWebhookConfig()
 	done := h.startWithWebhook()
 	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
@@ -104,6 +115,17 @@ func TestBadInput(t *testing.T) {
 		{name: "pool: unknown field", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  autoassign: false\n"), refused: `unknown field "spec.autoassign"`},
 		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, ""),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded"},
+		// MetalLB does not check pools against the cluster's own addresses; ironlb accepts them too
+		// (configurations keep working) and warns on the pool, once per change.
+		{name: "pool: holds a node's address", yaml: poolYAML("NAME", ns, `["172.18.0.0/28"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool holds 172.18.0.2, an address of node node-a"},
+		{name: "pool: overlaps a pod CIDR", yaml: poolYAML("NAME", ns, `["10.244.0.128-10.244.0.140"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool overlaps 10.244.0.0/24, the pod CIDR of node node-a"},
+		{name: "pool: holds the kubernetes Service's address (Service CIDR, apiserver)", yaml: poolYAML("NAME", ns, `["`+apiIP+`/32"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool holds " + apiIP + ", in the Service CIDR"},
 		// MetalLB accepts avoidBuggyIPs on an IPv6 pool and ignores it; ironlb too, with a warning.
 		{name: "pool: IPv6 with avoidBuggyIPs", yaml: poolYAML("NAME", ns, `["fd00:61::/120"]`, "  avoidBuggyIPs: true\n"),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
