@@ -53,7 +53,7 @@ func TestBadInput(t *testing.T) {
 	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
 	h.apply(pool("main", "172.18.255.200-172.18.255.250"))
 	h.apply(pool("tiny", "10.60.0.1/32"))
-	h.apply(poolYAML("avoid", ns, `["10.61.0.0/24"]`, "  avoidBuggyIPs: true\n"))
+	h.apply(poolYAML("avoid", ns, `["10.61.0.0/24"]`, "  avoidBuggyIPs: true\n  autoAssign: false\n")) // only asked for by address
 	h.apply(poolYAML("pinned", ns, `["10.62.0.0/28"]`, "  serviceAllocation:\n    namespaces: [team-a]\n"))
 	// A BGPPeer rows may duplicate (speakerErrors builds every BGPPeer row beside it).
 	h.apply(peerYAML("r-base", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.253\n"))
@@ -330,9 +330,9 @@ func TestBadInput(t *testing.T) {
 			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
 		// avoidBuggyIPs also applies to requested addresses (MetalLB: the address is "not allowed in config").
 		{name: "service: .0 requested from a pool avoiding buggy IPs", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "10.61.0.0"}, ""),
-			reason: "AllocationFailed", event: "AddressNotInPool: service default/NAME: address 10.61.0.0 is in no pool"},
+			reason: "AllocationFailed", event: `AddressNotInPool: service default/NAME: address 10.61.0.0 is in pool "avoid", which avoids addresses ending in .0 and .255`},
 		{name: "service: .255 requested from a pool avoiding buggy IPs", yaml: svcYAML("NAME", nil, "  loadBalancerIP: 10.61.0.255\n"),
-			reason: "AllocationFailed", event: "AddressNotInPool: service default/NAME: address 10.61.0.255 is in no pool"},
+			reason: "AllocationFailed", event: `AddressNotInPool: service default/NAME: address 10.61.0.255 is in pool "avoid", which avoids addresses ending in .0 and .255`},
 		{name: "service: pool whose serviceAllocation excludes the namespace", yaml: svcYAML("NAME", map[string]string{"metallb.io/address-pool": "pinned"}, ""),
 			reason: "AllocationFailed", event: "PoolNotAllowed"},
 		{name: "service: address in a pool whose serviceAllocation excludes the namespace", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "10.62.0.3"}, ""),
