@@ -346,6 +346,7 @@ func TestBuildErrors(t *testing.T) {
 		{"no address", peer(func(s *v1beta2.BGPPeerSpec) { s.Address = "" }), "BGPPeer", "spec.peerAddress", ErrInvalidAddress},
 		{"bad address", peer(func(s *v1beta2.BGPPeerSpec) { s.Address = "192.0.2.300" }), "BGPPeer", "spec.peerAddress", ErrInvalidAddress},
 		{"multicast address", peer(func(s *v1beta2.BGPPeerSpec) { s.Address = "224.0.0.5" }), "BGPPeer", "spec.peerAddress", ErrInvalidAddress},
+		{"link-local address, no interface", peer(func(s *v1beta2.BGPPeerSpec) { s.Address = "fe80::1" }), "BGPPeer", "spec.peerAddress", ErrInvalidAddress},
 		{"unnumbered", peer(func(s *v1beta2.BGPPeerSpec) { s.Address, s.Interface = "", "eth0" }), "BGPPeer", "spec.interface", ErrUnsupported},
 		{"address and interface", peer(func(s *v1beta2.BGPPeerSpec) { s.Interface = "eth0" }), "BGPPeer", "spec.interface", ErrConflict},
 		{"source of other family", peer(func(s *v1beta2.BGPPeerSpec) { s.SrcAddress = "2001:db8::2" }), "BGPPeer", "spec.sourceAddress", ErrInvalidAddress},

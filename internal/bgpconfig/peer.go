@@ -90,6 +90,11 @@ func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfdprofile.Profile, passw
 	if err != nil || addr.IsUnspecified() || addr.IsMulticast() {
 		return nil, bad("spec.peerAddress", errf(ErrInvalidAddress, "%q is not a unicast IP address", sp.Address))
 	}
+	if addr.Is6() && addr.IsLinkLocalUnicast() && addr.Zone() == "" {
+		// A link-local address means nothing without the interface it is on; the BGPPeer can name
+		// none besides peerAddress (interface is BGP unnumbered), so the session could never open.
+		return nil, bad("spec.peerAddress", errf(ErrInvalidAddress, "%v is link-local: it needs an interface, which a BGPPeer cannot give with peerAddress", addr))
+	}
 	s.Addr = addr.Unmap()
 	if sp.SrcAddress != "" {
 		src, err := netip.ParseAddr(sp.SrcAddress)

@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
 )
 
@@ -272,4 +274,47 @@ func TestValidateBFDProfile(t *testing.T) {
 	checkErr(t, BFDProfileInUse("fast", peers), "BFDProfile fast: in use: BGPPeer r1 uses it (spec.bfdProfile)", ErrInUse)
 	checkErr(t, BFDProfileInUse("slow", peers), "", nil)
 	checkErr(t, BFDProfileInUse("fast", nil), "", nil)
+}
+
+// TestSelectorErrors: an advertisement with a selector that does not parse, in any of its three
+// lists, is reported once (its first bad selector) and selects nothing; valid ones are not reported.
+func TestSelectorErrors(t *testing.T) {
+	bad := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Near", Values: []string{"a"}}}}
+	badValue := metav1.LabelSelector{MatchLabels: map[string]string{"team": "a b"}}
+	good := metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+	meta := func(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n, Namespace: "metallb-system"} }
+	l2 := []v1beta1.L2Advertisement{
+		{ObjectMeta: meta("l2-ok"), Spec: v1beta1.L2AdvertisementSpec{IPAddressPoolSelectors: []metav1.LabelSelector{good}}},
+		{ObjectMeta: meta("l2-pool"), Spec: v1beta1.L2AdvertisementSpec{IPAddressPoolSelectors: []metav1.LabelSelector{good, bad}}},
+		{ObjectMeta: meta("l2-node"), Spec: v1beta1.L2AdvertisementSpec{NodeSelectors: []metav1.LabelSelector{badValue}}},
+	}
+	bgp := []v1beta1.BGPAdvertisement{
+		{ObjectMeta: meta("bgp-svc"), Spec: v1beta1.BGPAdvertisementSpec{ServiceSelectors: []metav1.LabelSelector{bad}, IPAddressPoolSelectors: []metav1.LabelSelector{good}}},
+		{ObjectMeta: meta("bgp-ok"), Spec: v1beta1.BGPAdvertisementSpec{NodeSelectors: []metav1.LabelSelector{good}}},
+		{ObjectMeta: meta("bgp-pool"), Spec: v1beta1.BGPAdvertisementSpec{IPAddressPoolSelectors: []metav1.LabelSelector{badValue, bad}}},
+	}
+	var got []string
+	for _, e := range SelectorErrors(l2, bgp) {
+		if !errors.Is(e, bgpconfig.ErrInvalidSelector) {
+			t.Errorf("%v does not wrap ErrInvalidSelector", e)
+		}
+		got = append(got, e.Kind+" "+e.Name+" "+e.Field)
+	}
+	want := []string{
+		"BGPAdvertisement bgp-pool spec.ipAddressPoolSelectors[0]",
+		"BGPAdvertisement bgp-svc spec.serviceSelectors[0]",
+		"L2Advertisement l2-node spec.nodeSelectors[0]",
+		"L2Advertisement l2-pool spec.ipAddressPoolSelectors[1]",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SelectorErrors (-want +got):\n%s", diff)
+	}
+	// The model agrees: the bad advertisements select no pool, even the one that also names it.
+	p := &Pool{Pool: allocator.Pool{Name: "p"}, Labels: map[string]string{"team": "a"}}
+	m := BuildModel(ModelInput{L2Advertisements: l2})
+	for _, a := range m.L2Advertisements {
+		if sel := a.Selects(p); sel != (a.Name == "l2-ok") {
+			t.Errorf("%s selects pool p: %v", a.Name, sel)
+		}
+	}
 }

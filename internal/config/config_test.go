@@ -193,3 +193,51 @@ func TestOurs(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolWarnings(t *testing.T) {
+	p := func(avoid bool, addrs ...string) *v1beta1.IPAddressPool {
+		return &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs, AvoidBuggyIPs: avoid}}
+	}
+	for _, tc := range []struct {
+		name string
+		pool *v1beta1.IPAddressPool
+		want int
+	}{
+		{"IPv6 only, avoidBuggyIPs", p(true, "fd00::/120"), 1},
+		{"dual stack, avoidBuggyIPs", p(true, "fd00::/120", "10.0.0.0/24"), 0},
+		{"IPv4, avoidBuggyIPs", p(true, "10.0.0.0/24"), 0},
+		{"IPv6 only, no avoidBuggyIPs", p(false, "fd00::/120"), 0},
+		{"invalid", p(true, "fd00::/200"), 0},
+	} {
+		if got := PoolWarnings(tc.pool); len(got) != tc.want {
+			t.Errorf("%s: %q, want %d warnings", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestInfraOverlaps(t *testing.T) {
+	in := Infra{
+		NodeAddrs:  map[string][]netip.Addr{"b": {netip.MustParseAddr("172.18.0.3")}, "a": {netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("fd00::2")}},
+		PodCIDRs:   map[string][]netip.Prefix{"a": {netip.MustParsePrefix("10.244.0.0/24")}, "c": {netip.MustParsePrefix("10.244.2.0/24")}},
+		ServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+	}
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		want  []string
+	}{
+		{"clear of everything", []string{"172.18.255.200-172.18.255.250"}, nil},
+		{"two node addresses, in node order", []string{"172.18.0.0/28"}, []string{
+			"the pool holds 172.18.0.2, an address of node a", "the pool holds 172.18.0.3, an address of node b"}},
+		{"an IPv6 node address", []string{"fd00::/120"}, []string{"the pool holds fd00::2, an address of node a"}},
+		{"inside a pod CIDR", []string{"10.244.2.10-10.244.2.20"}, []string{"the pool overlaps 10.244.2.0/24, the pod CIDR of node c"}},
+		{"around a pod CIDR", []string{"10.244.0.0/16"}, []string{"the pool overlaps 10.244.0.0/24, the pod CIDR of node a", "the pool overlaps 10.244.2.0/24, the pod CIDR of node c"}},
+		{"the kubernetes Service", []string{"10.96.0.0/30"}, []string{"the pool holds 10.96.0.1, in the Service CIDR (the kubernetes Service, the apiserver's in-cluster address)"}},
+		{"invalid pool", []string{"10.96.0.0/33"}, nil},
+	} {
+		got := InfraOverlaps(&v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: tc.addrs}}, in)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

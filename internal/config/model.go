@@ -83,15 +83,21 @@ type L2Advertisement struct {
 	election.Advertisement
 	// Pools are the pools it names (spec.ipAddressPools).
 	Pools []string
-	// PoolSelectors are its spec.ipAddressPoolSelectors that parse; one that does not is left out
-	// (and reported), as the speaker always did. Note that an advertisement whose only selector does
-	// not parse then names no pool and selects no pool by label: it selects every pool.
+	// PoolSelectors are its spec.ipAddressPoolSelectors.
 	PoolSelectors []labels.Selector
+	// Invalid is set when one of its selectors (pool, node or Service) does not parse: the
+	// advertisement then selects nothing (fails closed) and is in Model.Dropped as InvalidSelector.
+	// Leaving out only the bad selector would widen it: with no pool selector left it would cover
+	// every pool.
+	Invalid *SelectorError
 }
 
 // Selects reports whether the advertisement covers pool p: by name, by pool selector, or every pool
-// when it names and selects none (MetalLB's rule).
+// when it names and selects none (MetalLB's rule). An Invalid advertisement selects nothing.
 func (a *L2Advertisement) Selects(p *Pool) bool {
+	if a.Invalid != nil {
+		return false
+	}
 	if len(a.Pools) == 0 && len(a.PoolSelectors) == 0 || slices.Contains(a.Pools, p.Name) {
 		return true
 	}
@@ -134,9 +140,9 @@ const (
 	// InvalidPool: ParsePools refuses the IPAddressPool (bad address, overlap...); its addresses are
 	// served by no pool.
 	InvalidPool DropReason = "InvalidPool"
-	// InvalidPoolSelector: one of an L2Advertisement's ipAddressPoolSelectors does not parse; that
-	// selector is left out, the advertisement kept.
-	InvalidPoolSelector DropReason = "InvalidPoolSelector"
+	// InvalidSelector: one of an L2Advertisement's selectors (ipAddressPoolSelectors, nodeSelectors,
+	// serviceSelectors) does not parse; the advertisement selects nothing (fails closed).
+	InvalidSelector DropReason = "InvalidSelector"
 	// NotServed: the Service is not ours (not type LoadBalancer, or another loadBalancerClass). Not
 	// reported.
 	NotServed DropReason = "NotServed"
@@ -203,12 +209,14 @@ func BuildModel(in ModelInput) *Model {
 	for i := range ads {
 		a := &ads[i]
 		ad := L2Advertisement{Advertisement: election.Advertisement{Name: a.Name, Interfaces: a.Spec.Interfaces}, Pools: a.Spec.IPAddressPools}
+		if e := advertisementSelectorError("L2Advertisement", &a.ObjectMeta, a.Spec.IPAddressPoolSelectors, a.Spec.NodeSelectors, a.Spec.ServiceSelectors); e != nil {
+			ad.Invalid = e
+			drop("L2Advertisement", a.Namespace, a.Name, InvalidSelector, "%s: %v: the advertisement selects nothing", e.Field, e.Err)
+			m.L2Advertisements = append(m.L2Advertisements, ad)
+			continue
+		}
 		for j := range a.Spec.IPAddressPoolSelectors {
-			sel, err := metav1.LabelSelectorAsSelector(&a.Spec.IPAddressPoolSelectors[j])
-			if err != nil {
-				drop("L2Advertisement", a.Namespace, a.Name, InvalidPoolSelector, "spec.ipAddressPoolSelectors[%d] is ignored: %v", j, err)
-				continue
-			}
+			sel, _ := metav1.LabelSelectorAsSelector(&a.Spec.IPAddressPoolSelectors[j]) // parses: checked above
 			ad.PoolSelectors = append(ad.PoolSelectors, sel)
 		}
 		for _, ns := range a.Spec.NodeSelectors {

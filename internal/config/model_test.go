@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -111,9 +112,19 @@ func TestModelDrops(t *testing.T) {
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good, bad}, Services: []*corev1.Service{lbService("s", "bad", "10.0.0.5")}},
 		want: want{drops: []Dropped{{Kind: "IPAddressPool", Name: "bad", Reason: InvalidPool}, {Kind: "Service", Namespace: "ns", Name: "s", Reason: AddressInNoPool}}},
 	}, {
-		name: "InvalidPoolSelector: that selector is ignored, the advertisement kept",
+		name: "InvalidSelector: a pool selector that does not parse; the advertisement selects nothing",
 		in:   ModelInput{L2Advertisements: []v1beta1.L2Advertisement{badSel}},
-		want: want{drops: []Dropped{{Kind: "L2Advertisement", Namespace: "metallb-system", Name: "bad-selector", Reason: InvalidPoolSelector}}, ads: 1},
+		want: want{drops: []Dropped{{Kind: "L2Advertisement", Namespace: "metallb-system", Name: "bad-selector", Reason: InvalidSelector}}, ads: 0},
+	}, {
+		name: "InvalidSelector: a node selector that does not parse",
+		in: ModelInput{L2Advertisements: []v1beta1.L2Advertisement{{ObjectMeta: metav1.ObjectMeta{Name: "bad-node", Namespace: "metallb-system"},
+			Spec: v1beta1.L2AdvertisementSpec{NodeSelectors: []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpNotIn}}}}}}}},
+		want: want{drops: []Dropped{{Kind: "L2Advertisement", Namespace: "metallb-system", Name: "bad-node", Reason: InvalidSelector}}},
+	}, {
+		name: "InvalidSelector: a service selector that does not parse",
+		in: ModelInput{L2Advertisements: []v1beta1.L2Advertisement{{ObjectMeta: metav1.ObjectMeta{Name: "bad-svc", Namespace: "metallb-system"},
+			Spec: v1beta1.L2AdvertisementSpec{ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "a b"}}}}}}},
+		want: want{drops: []Dropped{{Kind: "L2Advertisement", Namespace: "metallb-system", Name: "bad-svc", Reason: InvalidSelector}}},
 	}, {
 		name: "NotServed: not LoadBalancer, or another class (not reported)",
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good}, Services: []*corev1.Service{svcNotLB, svcOtherClass}},
@@ -164,8 +175,8 @@ func TestModelDrops(t *testing.T) {
 }
 
 // TestModelServices: what a served Service carries for both modes, and which advertisements select
-// its pool (by name, by selector, all pools when naming none; today's rule for a selector that does
-// not parse).
+// its pool (by name, by selector, all pools when naming none; none at all when a selector of the
+// advertisement does not parse: fail closed).
 func TestModelServices(t *testing.T) {
 	p := pool("p", "172.18.255.200-172.18.255.250")
 	p.Labels = map[string]string{"tier": "front"}
@@ -186,7 +197,7 @@ func TestModelServices(t *testing.T) {
 		Pools: []v1beta1.IPAddressPool{p, q},
 		L2Advertisements: []v1beta1.L2Advertisement{
 			ad("all", nil), ad("by-name", []string{"p"}), ad("by-label", nil, metav1.LabelSelector{MatchLabels: map[string]string{"tier": "front"}}),
-			ad("other-pool", []string{"q"}), ad("only-bad-selector", nil, bogus),
+			ad("other-pool", []string{"q"}), ad("only-bad-selector", nil, bogus), ad("named-and-bad-selector", []string{"p"}, bogus),
 		},
 		Services: []*corev1.Service{svc},
 		EndpointSlices: []*discoveryv1.EndpointSlice{
@@ -203,7 +214,7 @@ func TestModelServices(t *testing.T) {
 	want := []Service{{Key: "ns/web", Labels: map[string]string{"app": "web"}, Pool: "p", Addrs: []netip.Addr{netip.MustParseAddr("172.18.255.201")},
 		Local: true, Spread: true,
 		Endpoints: []election.Endpoint{{Node: "n1", Ready: true}, {Ready: true}, {Node: "n2", Serving: true}},
-		L2:        []election.Advertisement{adv("all"), adv("by-label"), adv("by-name"), adv("only-bad-selector")}}}
+		L2:        []election.Advertisement{adv("all"), adv("by-label"), adv("by-name")}}} // not the two with a bad selector
 	if diff := cmp.Diff(want, m.Services, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
@@ -289,7 +300,7 @@ func FuzzBuildModel(f *testing.F) {
 		rev.Pools = []v1beta1.IPAddressPool{p2, p1}
 		rev.Services = []*corev1.Service{s2, s1}
 		if diff := cmp.Diff(m, BuildModel(rev), cmpopts.EquateComparable(netip.Addr{}), cmpopts.IgnoreUnexported(Pool{}),
-			cmpopts.IgnoreFields(Pool{}, "ServiceSelectors"), cmpopts.IgnoreFields(L2Advertisement{}, "PoolSelectors"), cmp.Comparer(func(a, b error) bool { return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error()) })); diff != "" {
+			cmpopts.IgnoreFields(Pool{}, "ServiceSelectors"), cmpopts.IgnoreFields(L2Advertisement{}, "PoolSelectors"), cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
 			t.Fatalf("the input order changes the model (-fwd +rev):\n%s", diff)
 		}
 	})

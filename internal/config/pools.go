@@ -288,3 +288,79 @@ func lastOf(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
+
+// PoolWarnings returns what a pool says that is valid but has no effect, for the controller to warn
+// about (MetalLB accepts these silently): avoidBuggyIPs on a pool without IPv4 ranges (it only skips
+// IPv4 addresses ending in .0 and .255). A pool that does not parse gives none (ParsePools reports it).
+func PoolWarnings(cr *v1beta1.IPAddressPool) []string {
+	p, err := parsePool(cr, nil)
+	if err != nil || !p.AvoidBuggyIPs {
+		return nil
+	}
+	for _, r := range p.Ranges {
+		if r.First.Is4() {
+			return nil
+		}
+	}
+	return []string{"avoidBuggyIPs has no effect: the pool has no IPv4 range (only IPv4 addresses ending in .0 and .255 are avoided)"}
+}
+
+// Infra is the cluster's own addresses, which a pool should not hand out: a Service given one would
+// take traffic meant for a node, a pod or the Service network. MetalLB does not check this; ironlb
+// warns (InfraOverlaps) and still uses the pool, so that MetalLB configurations keep working.
+type Infra struct {
+	// NodeAddrs maps each node's name to its InternalIP and ExternalIP addresses.
+	NodeAddrs map[string][]netip.Addr
+	// PodCIDRs maps each node's name to its spec.podCIDRs.
+	PodCIDRs map[string][]netip.Prefix
+	// ServiceIPs are addresses known to lie in the Service CIDR (the kubernetes Service's ClusterIPs,
+	// which are also the apiserver's in-cluster address).
+	ServiceIPs []netip.Addr
+}
+
+// InfraOverlaps returns one warning for each of the cluster's addresses or pod CIDRs that the pool
+// holds, in node-name order. A pool that does not parse gives none (ParsePools reports it).
+func InfraOverlaps(cr *v1beta1.IPAddressPool, in Infra) []string {
+	p, err := parsePool(cr, nil)
+	if err != nil {
+		return nil
+	}
+	overlaps := func(pr netip.Prefix) bool {
+		r := allocator.Range{First: pr.Masked().Addr(), Last: lastOf(pr)}
+		for _, pr := range p.Ranges {
+			if rangesOverlap(r, pr) {
+				return true
+			}
+		}
+		return false
+	}
+	names := make([]string, 0, len(in.NodeAddrs)+len(in.PodCIDRs))
+	for n := range in.NodeAddrs {
+		names = append(names, n)
+	}
+	for n := range in.PodCIDRs {
+		if _, ok := in.NodeAddrs[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		for _, a := range in.NodeAddrs[n] {
+			if p.Contains(a.Unmap()) {
+				out = append(out, fmt.Sprintf("the pool holds %s, an address of node %s", a.Unmap(), n))
+			}
+		}
+		for _, c := range in.PodCIDRs[n] {
+			if overlaps(c) {
+				out = append(out, fmt.Sprintf("the pool overlaps %s, the pod CIDR of node %s", c, n))
+			}
+		}
+	}
+	for _, a := range in.ServiceIPs {
+		if p.Contains(a.Unmap()) {
+			out = append(out, fmt.Sprintf("the pool holds %s, in the Service CIDR (the kubernetes Service, the apiserver's in-cluster address)", a.Unmap()))
+		}
+	}
+	return out
+}

@@ -33,15 +33,30 @@ import (
 func TestBadInput(t *testing.T) {
 	h := newHarness(t)
 	// A node, for BGPAdvertisements' nodeSelectors (the webhook reads the nodes' labels).
-	if _, err := h.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
-		Labels: map[string]string{"rack": "a"}}}, metav1.CreateOptions{}); err != nil {
+	// Its address and pod CIDR are what pools must not hold (the controller warns).
+	node, err := h.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+		Labels: map[string]string{"rack": "a"}}, Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24", PodCIDRs: []string{"10.244.0.0/24"}}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}
+	if _, err := h.cs.CoreV1().Nodes().UpdateStatus(context.Background(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubernetesSvc, err := h.cs.CoreV1().Services("default").Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiIP := kubernetesSvc.Spec.ClusterIP
 	h.installWebhookConfig()
 	done := h.startWithWebhook()
 	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
 	h.apply(pool("main", "172.18.255.200-172.18.255.250"))
 	h.apply(pool("tiny", "10.60.0.1/32"))
+	h.apply(poolYAML("avoid", ns, `["10.61.0.0/24"]`, "  avoidBuggyIPs: true\n  autoAssign: false\n")) // only asked for by address
+	h.apply(poolYAML("pinned", ns, `["10.62.0.0/28"]`, "  serviceAllocation:\n    namespaces: [team-a]\n"))
+	// A BGPPeer rows may duplicate (speakerErrors builds every BGPPeer row beside it).
+	h.apply(peerYAML("r-base", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.253\n"))
 	// Objects rows are checked against: the alias gold, and an advertisement of pool tiny with
 	// localPref 100 (advertisement rows name a pool, so that they do not all clash with it).
 	h.apply(metallbYAML("v1beta1", "Community", "base", ns, "  communities: [{name: gold, value: \"65000:1\"}]\n"))
@@ -100,6 +115,21 @@ func TestBadInput(t *testing.T) {
 		{name: "pool: unknown field", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, "  autoassign: false\n"), refused: `unknown field "spec.autoassign"`},
 		{name: "pool: valid, beside the others", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`, ""),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded"},
+		// MetalLB does not check pools against the cluster's own addresses; ironlb accepts them too
+		// (configurations keep working) and warns on the pool, once per change.
+		{name: "pool: holds a node's address", yaml: poolYAML("NAME", ns, `["172.18.0.0/28"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool holds 172.18.0.2, an address of node node-a"},
+		{name: "pool: overlaps a pod CIDR", yaml: poolYAML("NAME", ns, `["10.244.0.128-10.244.0.140"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool overlaps 10.244.0.0/24, the pod CIDR of node node-a"},
+		{name: "pool: holds the kubernetes Service's address (Service CIDR, apiserver)", yaml: poolYAML("NAME", ns, `["`+apiIP+`/32"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool holds " + apiIP + ", in the Service CIDR"},
+		// MetalLB accepts avoidBuggyIPs on an IPv6 pool and ignores it; ironlb too, with a warning.
+		{name: "pool: IPv6 with avoidBuggyIPs", yaml: poolYAML("NAME", ns, `["fd00:61::/120"]`, "  avoidBuggyIPs: true\n"),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "avoidBuggyIPs has no effect: the pool has no IPv4 range"},
 
 		// L2Advertisements: MetalLB's refusals, and interface names no host can have. Pools named
 		// need not exist (accepted as MetalLB does: the pool may come later; they select nothing,
@@ -246,6 +276,17 @@ func TestBadInput(t *testing.T) {
 		{name: "bgppeer: missing passwordSecret (may come later)", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  passwordSecret: {name: bgp-auth}\n"),
 			speaker: `BGPPeer NAME: spec.passwordSecret: password secret not found: secret "bgp-auth"`},
 		{name: "bgppeer: valid", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 9s\n"), speaker: "-"},
+		// MetalLB accepts a link-local peerAddress, whose session can never open (no zone); ironlb
+		// refuses it (BGP unnumbered, spec.interface, is the way to a link-local peer).
+		{name: "bgppeer: link-local address, no interface", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: fe80::1\n"),
+			refused: "BGPPeer NAME: spec.peerAddress: invalid address: fe80::1 is link-local"},
+		// The same router twice on the same nodes: the speakers refuse the second (MetalLB's FRR
+		// mode refuses it in its config check, not at admission).
+		{name: "bgppeer: same peer twice", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.253\n"),
+			speaker: "BGPPeer NAME: spec.peerAddress: conflict: peer address 172.18.255.253 is already used by BGPPeer r-base"},
+		// Different myASN per peer: GoBGP (ironlb) and MetalLB's native mode allow it; only
+		// MetalLB's FRR mode refuses it within a VRF.
+		{name: "bgppeer: another local ASN beside r-base", yaml: peerYAML("NAME", ns, "  myASN: 64600\n  peerASN: 64512\n  peerAddress: 172.18.255.252\n"), speaker: "-"},
 
 		// Services: what contradicts itself is refused by the Service webhook; what the pools
 		// cannot give is accepted and fails with an AllocationFailed event naming the reason.
@@ -287,6 +328,32 @@ func TestBadInput(t *testing.T) {
 		{name: "service: possible sharing", yaml: svcYAML("NAME",
 			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "", 443),
 			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
+		// avoidBuggyIPs also applies to requested addresses (MetalLB: the address is "not allowed in config").
+		{name: "service: .0 requested from a pool avoiding buggy IPs", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "10.61.0.0"}, ""),
+			reason: "AllocationFailed", event: `AddressNotInPool: service default/NAME: address 10.61.0.0 is in pool "avoid", which avoids addresses ending in .0 and .255`},
+		{name: "service: .255 requested from a pool avoiding buggy IPs", yaml: svcYAML("NAME", nil, "  loadBalancerIP: 10.61.0.255\n"),
+			reason: "AllocationFailed", event: `AddressNotInPool: service default/NAME: address 10.61.0.255 is in pool "avoid", which avoids addresses ending in .0 and .255`},
+		{name: "service: pool whose serviceAllocation excludes the namespace", yaml: svcYAML("NAME", map[string]string{"metallb.io/address-pool": "pinned"}, ""),
+			reason: "AllocationFailed", event: "PoolNotAllowed"},
+		{name: "service: address in a pool whose serviceAllocation excludes the namespace", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "10.62.0.3"}, ""),
+			reason: "AllocationFailed", event: "PoolNotAllowed"},
+		{name: "service: sharing, UDP beside TCP on the same port", yaml: strings.Replace(svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, ""), "protocol: TCP", "protocol: UDP", 1),
+			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
+		{name: "service: sharer pinned to another pool", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web", "metallb.io/address-pool": "tiny"}, "", 443),
+			reason: "AllocationFailed", event: `PoolMismatch: service default/NAME: address 172.18.255.200 is in pool "main", not in the requested pool "tiny"`},
+		{name: "service: dual-stack (preferred) sharer beside a single-stack one", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"},
+			"  ipFamilyPolicy: PreferDualStack\n  ipFamilies: [IPv4, IPv6]\n", 444),
+			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
+		{name: "service: dual-stack (required) sharer beside a single-stack one", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"},
+			"  ipFamilyPolicy: RequireDualStack\n  ipFamilies: [IPv4, IPv6]\n", 445),
+			reason: "AllocationFailed", event: "service requires dual-stack, got only IPv4 requested address 172.18.255.200"},
+		{name: "service: RequireDualStack with one address", yaml: svcYAML("NAME", map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.241"},
+			"  ipFamilyPolicy: RequireDualStack\n  ipFamilies: [IPv4, IPv6]\n"),
+			reason: "AllocationFailed", event: "service requires dual-stack, got only IPv4 requested address 172.18.255.241"},
 		{name: "service: deprecated annotation still works", yaml: svcYAML("NAME", map[string]string{"metallb.universe.tf/address-pool": "main"}, ""),
 			reason: "deprecatedAnnotation", event: "annotation metallb.universe.tf/address-pool is deprecated; use metallb.io/address-pool", ip: "172.18.255.201"},
 	}
@@ -319,7 +386,7 @@ func TestBadInput(t *testing.T) {
 				}()
 				obj := decodeObject(t, r.yaml)
 				if r.reason != "" {
-					h.waitEventT(t, obj.Name, r.reason, r.event)
+					h.waitEventT(t, obj.Namespace, obj.Name, r.reason, r.event)
 				}
 				if r.ip != "" {
 					h.waitIP(obj.Name, r.ip)
@@ -379,6 +446,46 @@ func TestBadInput(t *testing.T) {
 		waitDryRun(false)
 		if out, err := del(false); err != nil {
 			t.Fatalf("deleting the profile no longer in use: %v\n%s", err, out)
+		}
+		h.checkHealthy(t, guard, done)
+	})
+
+	// Deleting or shrinking a pool in use is accepted, as in MetalLB (its webhook has no DELETE check
+	// for pools and it revokes addresses that left every pool): each Service holding an address that
+	// left gets AddressRevoked naming why, then AllocationFailed when no other pool may serve it, and
+	// its status is cleared (never left pointing at an address no pool holds). The healthy Service,
+	// in another pool, is not disturbed.
+	t.Run("pool: deleted or shrunk while in use", func(t *testing.T) {
+		h.apply(poolYAML("doomed", ns, `["10.64.0.0/30"]`, ""))
+		h.apply(poolYAML("shrinking", ns, `["10.65.0.0/29"]`, ""))
+		h.createService("on-doomed", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "doomed"} })
+		h.createService("on-shrinking", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "10.65.0.5"} })
+		h.waitIP("on-doomed", "10.64.0.0")
+		h.waitIP("on-shrinking", "10.65.0.5")
+		if out, err := h.env.Kubectl("delete", "-n", ns, "ipaddresspool.metallb.io", "doomed"); err != nil {
+			t.Fatalf("deleting a pool in use: %v\n%s", err, out)
+		}
+		h.apply(poolYAML("shrinking", ns, `["10.65.0.0/30"]`, ""))
+		for _, e := range []struct{ svc, reason, msg string }{
+			{"on-doomed", "AddressRevoked", "no longer in any IPAddressPool"},
+			{"on-doomed", "AllocationFailed", `UnknownPool: service default/on-doomed: unknown pool "doomed"`},
+			{"on-shrinking", "AddressRevoked", "no longer in any IPAddressPool"},
+			{"on-shrinking", "AllocationFailed", "AddressNotInPool: service default/on-shrinking: address 10.65.0.5 is in no pool"},
+		} {
+			h.waitEventT(t, "default", e.svc, e.reason, e.msg)
+		}
+		for _, svc := range []string{"on-doomed", "on-shrinking"} {
+			for deadline := time.Now().Add(15 * time.Second); h.ip(svc) != ""; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still holds %s after its pool lost the address", svc, h.ip(svc))
+				}
+			}
+			if err := h.cs.CoreV1().Services("default").Delete(context.Background(), svc, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := h.env.Kubectl("delete", "-n", ns, "ipaddresspool.metallb.io", "shrinking"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
 		}
 		h.checkHealthy(t, guard, done)
 	})
@@ -532,19 +639,19 @@ func (h *harness) checkHealthy(t *testing.T, g *ipGuard, done <-chan struct{}) {
 	}
 }
 
-// waitEventT is waitEvent reporting to a subtest.
-func (h *harness) waitEventT(t *testing.T, name, reason, contains string) {
+// waitEventT is waitEvent reporting to a subtest, for an object in namespace.
+func (h *harness) waitEventT(t *testing.T, namespace, name, reason, contains string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, m := range h.events(name, reason) {
+		for _, m := range h.eventsIn(namespace, name, reason) {
 			if strings.Contains(m, contains) {
 				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no %s event containing %q for %s (have %v)", reason, contains, name, h.events(name, reason))
+	t.Fatalf("no %s event containing %q for %s/%s (have %v)", reason, contains, namespace, name, h.eventsIn(namespace, name, reason))
 }
 
 // waitJSONPathT is waitJSONPath reporting to a subtest.
@@ -591,7 +698,9 @@ func speakerErrors(t *testing.T, kind string, stored []byte) string {
 	case "BGPPeer":
 		var p v1beta2.BGPPeer
 		err = json.Unmarshal(stored, &p)
-		in.Peers = append(in.Peers, p)
+		base := v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "r-base", Namespace: ns},
+			Spec: v1beta2.BGPPeerSpec{MyASN: 64513, ASN: 64512, Address: "172.18.255.253"}} // as TestBadInput stores it
+		in.Peers = append(in.Peers, base, p)
 	case "BGPAdvertisement":
 		var a v1beta1.BGPAdvertisement
 		err = json.Unmarshal(stored, &a)

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,12 +77,28 @@ type Config struct {
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
 	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
+
+	// writeHook, when set (tests only), is called before each write the reconciler makes: with
+	// stageLease before the leader checks its lease, and with stageWrite after that check, just
+	// before the API call; what names the object ("service default/x", "pool p",
+	// "configurationstate"). A hook that blocks plays a process paused (SIGSTOP) at that point.
+	writeHook func(stage writeStage, what string)
 }
+
+// writeStage is where a write is when Config.writeHook is called.
+type writeStage string
+
+const (
+	stageLease writeStage = "lease" // before the lease check
+	stageWrite writeStage = "write" // after the lease check, before the API call
+)
 
 const (
 	workers   = 8 // goroutines overlapping API round trips; decisions stay serial under mu
 	keyConfig = "~config"
 	keyFlush  = "~flush"
+	keyState  = "~state" // the ConfigurationState and the advertisements' selector errors
+	keyInfra  = "~infra" // pools overlapping nodes, pod CIDRs or the Service CIDR
 	component = "ironlb-controller"
 )
 
@@ -118,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if !cfg.LeaderElect {
 		m.leader.Set(1)
-		return newReconciler(cs, dyn, cfg, m, log).run(ctx)
+		return newReconciler(cs, dyn, cfg, m, log, nil).run(ctx)
 	}
 	id := cfg.Identity
 	if id == "" {
@@ -150,7 +167,8 @@ func Run(ctx context.Context, cfg Config) error {
 					started.Store(true)
 					log.Info("became leader", "identity", id)
 					m.leader.Set(1)
-					done <- newReconciler(cs, dyn, cfg, m, log).run(ctx)
+					f := &leaseFence{leases: cs.CoordinationV1().Leases(cfg.Namespace), name: lock.LeaseMeta.Name, id: id}
+					done <- newReconciler(cs, dyn, cfg, m, log, f).run(ctx)
 					cancel() // the reconciler failed on its own: end this term
 				},
 				OnStoppedLeading: func() {
@@ -185,9 +203,13 @@ type reconciler struct {
 	rec   record.EventRecorder
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	svcs  corelisters.ServiceLister
-	nss   corelisters.NamespaceLister
-	pools cache.SharedIndexInformer
+	// fence says whether this replica still holds the lease; nil without leader election.
+	fence fence
+
+	svcs                 corelisters.ServiceLister
+	nss                  corelisters.NamespaceLister
+	pools, l2Ads, bgpAds cache.SharedIndexInformer
+	nodes                cache.SharedIndexInformer // names, addresses and pod CIDRs only
 
 	mu         sync.Mutex // guards the allocator and the fields below; held for decisions, never for API calls
 	alloc      *allocator.Allocator
@@ -196,20 +218,27 @@ type reconciler struct {
 	dirtyPools map[string]bool
 	poolUIDs   map[string]types.UID
 	exhausted  map[string]bool
-	events     record.EventBroadcaster // shut down when run returns (a term ends)
+	// badSelectors maps "Kind/name" of each advertisement that selects nothing (a selector does not
+	// parse) to the message last reported for it, so that each problem gets one event and log line.
+	badSelectors map[string]string
+	// infraWarned maps each pool to the overlaps with the cluster's own addresses last reported for it.
+	infraWarned map[string]string
+	events      record.EventBroadcaster // shut down when run returns (a term ends)
 }
 
-func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger) *reconciler {
+func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m *metrics, log *slog.Logger, f fence) *reconciler {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return &reconciler{
-		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log, events: b,
-		rec:        b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		alloc:      allocator.New(),
-		dirtyPools: map[string]bool{},
-		poolUIDs:   map[string]types.UID{},
-		exhausted:  map[string]bool{},
+		cs: cs, dyn: dyn, cfg: cfg, m: m, log: log, events: b, fence: f,
+		rec:          b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
+		queue:        workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		alloc:        allocator.New(),
+		dirtyPools:   map[string]bool{},
+		poolUIDs:     map[string]types.UID{},
+		exhausted:    map[string]bool{},
+		badSelectors: map[string]string{},
+		infraWarned:  map[string]string{},
 	}
 }
 
@@ -223,6 +252,8 @@ func (r *reconciler) run(ctx context.Context) error {
 	nsInf := inf.Core().V1().Namespaces().Informer()
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.dyn, 0, r.cfg.Namespace, nil)
 	r.pools = dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
+	r.l2Ads = dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
+	r.bgpAds = dinf.ForResource(v1beta1.BGPAdvertisementGVR).Informer()
 	enqueueSvc := func(o any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 			r.queue.Add(k)
@@ -240,9 +271,37 @@ func (r *reconciler) run(ctx context.Context) error {
 			cfgChanged(n)
 		}
 	}, DeleteFunc: cfgChanged})
+	// Advertisements are read only to report those that select nothing (config.SelectorErrors).
+	adsChanged := func(any) { r.queue.Add(keyState) }
+	for _, inf := range []cache.SharedIndexInformer{r.l2Ads, r.bgpAds} {
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: adsChanged, UpdateFunc: func(o, n any) {
+			if specChanged(o, n) {
+				adsChanged(n)
+			}
+		}, DeleteFunc: adsChanged})
+	}
+	// Nodes are read only to warn about pools holding their addresses or pod CIDRs (keyInfra).
+	r.nodes = inf.Core().V1().Nodes().Informer()
+	if err := r.nodes.SetTransform(func(o any) (any, error) {
+		if n, ok := o.(*corev1.Node); ok {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion},
+				Spec: corev1.NodeSpec{PodCIDRs: n.Spec.PodCIDRs}, Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
+		}
+		return o, nil
+	}); err != nil {
+		return err
+	}
+	infraChanged := func(any) { r.queue.Add(keyInfra) }
+	r.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: infraChanged, UpdateFunc: func(o, n any) {
+		on, ok1 := o.(*corev1.Node)
+		nn, ok2 := n.(*corev1.Node)
+		if !ok1 || !ok2 || !slices.Equal(on.Spec.PodCIDRs, nn.Spec.PodCIDRs) || !slices.Equal(on.Status.Addresses, nn.Status.Addresses) {
+			infraChanged(n)
+		}
+	}, DeleteFunc: infraChanged})
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced, r.l2Ads.HasSynced, r.bgpAds.HasSynced, r.nodes.HasSynced) {
 		return ctx.Err()
 	}
 	// Initial load: pools first, then every Service that already holds addresses is re-registered before
@@ -295,13 +354,26 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 		r.mu.Lock()
 		err = r.flushPools(ctx)
 		r.mu.Unlock()
+	case keyState:
+		err = r.writeConfigState(ctx)
+	case keyInfra:
+		r.mu.Lock()
+		r.warnInfraOverlapsLocked()
+		r.mu.Unlock()
 	default:
 		t := time.Now()
 		err = r.syncService(ctx, key)
 		r.m.syncSeconds.Observe(time.Since(t).Seconds())
 	}
 	if err != nil && ctx.Err() == nil {
-		r.log.Warn("sync failed; retrying", "key", key, "err", err)
+		switch {
+		case errors.Is(err, errFenced):
+			r.log.Info("not written: this replica no longer holds the lease", "key", key, "err", err)
+		case apierrors.IsConflict(err):
+			r.log.Info("not written: the object changed since it was read; deciding again", "key", key, "err", err)
+		default:
+			r.log.Warn("sync failed; retrying", "key", key, "err", err)
+		}
 		r.queue.AddRateLimited(key)
 		return true
 	}
@@ -322,6 +394,10 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 		}
 		crs = append(crs, p)
 		r.poolUIDs[p.Name] = p.UID
+		for _, w := range config.PoolWarnings(&p) {
+			r.log.Warn("ipaddresspool setting has no effect", "pool", p.Name, "warning", w)
+			r.poolEvent(p.Name, corev1.EventTypeWarning, "ConfigurationWarning", w)
+		}
 	}
 	nsLabels := map[string]map[string]string{}
 	if nss, err := r.nss.List(everything()); err == nil {
@@ -351,13 +427,74 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 		r.dirtyPools[n] = true
 		r.poolEvent(n, corev1.EventTypeWarning, "InvalidConfiguration", err.Error())
 	}
-	r.writeConfigState(ctx)
+	r.queue.Add(keyState)
+	r.queue.Add(keyInfra)
 	if requeue {
 		svcs, _ := r.svcs.List(everything())
 		for _, s := range svcs {
 			if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
 				r.queue.Add(s.Namespace + "/" + s.Name)
 			}
+		}
+	}
+}
+
+// warnInfraOverlapsLocked warns, once per change, about each pool that holds a node's address, a pod
+// CIDR or the kubernetes Service's ClusterIP (config.InfraOverlaps): a ConfigurationWarning event on
+// the pool and a log line. The pool is still used, as MetalLB would.
+func (r *reconciler) warnInfraOverlapsLocked() {
+	in := config.Infra{NodeAddrs: map[string][]netip.Addr{}, PodCIDRs: map[string][]netip.Prefix{}}
+	if r.nodes != nil {
+		for _, o := range r.nodes.GetStore().List() {
+			n, ok := o.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			for _, a := range n.Status.Addresses {
+				if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+					continue
+				}
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					in.NodeAddrs[n.Name] = append(in.NodeAddrs[n.Name], ip)
+				}
+			}
+			for _, c := range n.Spec.PodCIDRs {
+				if pr, err := netip.ParsePrefix(c); err == nil {
+					in.PodCIDRs[n.Name] = append(in.PodCIDRs[n.Name], pr)
+				}
+			}
+		}
+	}
+	if k, err := r.svcs.Services(metav1.NamespaceDefault).Get("kubernetes"); err == nil {
+		for _, c := range k.Spec.ClusterIPs {
+			if ip, err := netip.ParseAddr(c); err == nil {
+				in.ServiceIPs = append(in.ServiceIPs, ip)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range r.pools.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		var p v1beta1.IPAddressPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+			continue
+		}
+		ws := config.InfraOverlaps(&p, in)
+		msg := strings.Join(ws, "; ")
+		if len(ws) == 0 || r.infraWarned[p.Name] == msg {
+			if len(ws) > 0 {
+				seen[p.Name] = true
+			}
+			continue
+		}
+		seen[p.Name] = true
+		r.infraWarned[p.Name] = msg
+		r.log.Warn("ipaddresspool overlaps the cluster's own addresses; Services may get them", "pool", p.Name, "overlaps", msg)
+		r.poolEvent(p.Name, corev1.EventTypeWarning, "ConfigurationWarning", msg)
+	}
+	for n := range r.infraWarned {
+		if !seen[n] {
+			delete(r.infraWarned, n)
 		}
 	}
 }
@@ -396,21 +533,48 @@ func (r *reconciler) reprocessAll(ctx context.Context) int {
 // allocation failures are reported on the Service and not retried until something changes.
 func (r *reconciler) syncService(ctx context.Context, key string) error {
 	r.mu.Lock()
-	write, err := r.decideLocked(key)
+	d, err := r.decideLocked(key)
 	r.mu.Unlock()
-	if err != nil || write == nil {
+	if err != nil || d == nil {
 		return err
 	}
-	return write(ctx)
+	return r.act(ctx, d)
 }
 
-type writeFunc func(ctx context.Context) error
-
-func (r *reconciler) statusWrite(svc *corev1.Service, ips []netip.Addr, pool string) writeFunc {
-	return func(ctx context.Context) error { return r.writeStatus(ctx, svc, ips, pool) }
+// decision is what decideLocked concluded for one Service: the addresses and pool its status and
+// annotation must show (none: clear them). The allocator already holds the addresses for it.
+type decision struct {
+	svc  *corev1.Service // the object decided from (its resourceVersion fences the write)
+	ips  []netip.Addr
+	pool string
+	// allocated: a new allocation (an IPAllocated event and a log line follow the write).
+	allocated bool
 }
 
-func (r *reconciler) decideLocked(key string) (writeFunc, error) {
+// act writes a decision (outside mu).
+func (r *reconciler) act(ctx context.Context, d *decision) error {
+	if err := r.writeStatus(ctx, d.svc, d.ips, d.pool); err != nil {
+		return err
+	}
+	if d.allocated {
+		ips := make([]string, len(d.ips))
+		for i, a := range d.ips {
+			ips[i] = fmt.Sprintf("%q", a.String())
+		}
+		r.rec.Eventf(d.svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
+		r.log.Info("address assigned", "service", d.svc.Namespace+"/"+d.svc.Name, "ip", d.ips, "pool", d.pool)
+	}
+	return nil
+}
+
+func (r *reconciler) statusWrite(svc *corev1.Service, ips []netip.Addr, pool string) *decision {
+	return &decision{svc: svc, ips: ips, pool: pool}
+}
+
+// decideLocked decides one Service from the informer's copy and the allocator (held under mu): nil
+// when its status and annotation are already right, else the decision to write. It makes no API
+// call; events about failures are recorded here.
+func (r *reconciler) decideLocked(key string) (*decision, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, nil
@@ -436,10 +600,12 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 		r.rec.Eventf(svc, corev1.EventTypeWarning, "deprecatedAnnotation", "annotation %s is deprecated; use %s", d, "metallb.io/"+strings.TrimPrefix(d, "metallb.universe.tf/"))
 	}
 	existing := config.IngressAddrs(svc)
+	// Any ingress entry, even one that is not an address (a forged status), is cleared on failure.
+	hasStatus := len(svc.Status.LoadBalancer.Ingress) > 0
 	if err != nil {
 		r.fail(svc, "InvalidService", err)
 		r.release(k)
-		if len(existing) > 0 {
+		if hasStatus {
 			return r.statusWrite(svc, nil, ""), nil
 		}
 		return nil, nil
@@ -447,7 +613,9 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	if len(existing) > 0 {
 		if asg, err := r.alloc.Assign(req, existing); err == nil && fits(req, asg) {
 			r.dirtyPools[asg.Pool] = true
-			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool {
+			// Kept: the status must show exactly these addresses (a forged extra entry, a hostname or
+			// an IPv4-mapped form is rewritten) and the annotation their pool.
+			if svc.Annotations[config.AnnotationAllocatedFromPool] != asg.Pool || !statusIs(svc, asg.IPs) {
 				return r.statusWrite(svc, asg.IPs, asg.Pool), nil
 			}
 			return nil, nil
@@ -459,25 +627,14 @@ func (r *reconciler) decideLocked(key string) (writeFunc, error) {
 	asg, err := r.alloc.Allocate(req)
 	if err != nil {
 		r.fail(svc, reason(err), err)
-		if len(existing) > 0 {
+		if hasStatus {
 			return r.statusWrite(svc, nil, ""), nil
 		}
 		return nil, nil
 	}
 	r.dirtyPools[asg.Pool] = true
 	r.m.allocations.WithLabelValues(asg.Pool).Inc()
-	return func(ctx context.Context) error {
-		if err := r.writeStatus(ctx, svc, asg.IPs, asg.Pool); err != nil {
-			return err
-		}
-		ips := make([]string, len(asg.IPs))
-		for i, a := range asg.IPs {
-			ips[i] = fmt.Sprintf("%q", a.String())
-		}
-		r.rec.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP [%s]", strings.Join(ips, " "))
-		r.log.Info("address assigned", "service", key, "ip", asg.IPs, "pool", asg.Pool)
-		return nil
-	}, nil
+	return &decision{svc: svc, ips: asg.IPs, pool: asg.Pool, allocated: true}, nil
 }
 
 // fits reports whether an assignment satisfies what the Service asks for now (pool annotation, dual stack).
@@ -524,38 +681,45 @@ func reason(err error) string {
 	return "Other"
 }
 
-// writeStatus sets (or with no ips clears) the Service's ingress and the ip-allocated-from-pool annotation.
+// writeStatus sets (or with no ips clears) the Service's ingress and the ip-allocated-from-pool
+// annotation. Both writes are fenced (beforeWrite) and carry the resourceVersion of svc, the object the
+// decision was made from (the status write the version the annotation write returned): if the Service
+// changed meanwhile, the write fails with a conflict and the Service is decided again.
 func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, pool string) error {
-	if ctx.Err() != nil {
-		return ctx.Err() // leadership or the process is ending: a former leader must not write
-	}
-	var ann string
-	if pool == "" {
-		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, config.AnnotationAllocatedFromPool)
-	} else {
-		ann = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, config.AnnotationAllocatedFromPool, pool)
-	}
-	if svc.Annotations[config.AnnotationAllocatedFromPool] != pool {
-		if _, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(ann), metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("annotating service %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-	}
+	what := "service " + svc.Namespace + "/" + svc.Name
 	want := make([]corev1.LoadBalancerIngress, 0, len(ips))
 	vip := corev1.LoadBalancerIPModeVIP
 	for _, a := range ips {
 		want = append(want, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
 	}
-	cur := config.IngressAddrs(svc)
-	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
-		same := true
-		for i := range cur {
-			same = same && cur[i] == ips[i]
-		}
-		if same {
-			return nil
-		}
+	annotate := svc.Annotations[config.AnnotationAllocatedFromPool] != pool
+	sameStatus := statusIs(svc, ips)
+	if !annotate && sameStatus {
+		return nil
 	}
-	patch, err := jsonMarshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": want}}})
+	if err := r.beforeWrite(ctx, what); err != nil {
+		return err
+	}
+	rv := svc.ResourceVersion
+	if annotate {
+		var v any = pool
+		if pool == "" {
+			v = nil
+		}
+		patch, err := jsonMarshal(withResourceVersion(map[string]any{"metadata": map[string]any{"annotations": map[string]any{config.AnnotationAllocatedFromPool: v}}}, rv))
+		if err != nil {
+			return err
+		}
+		out, err := r.cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("annotating service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		rv = out.ResourceVersion
+	}
+	if sameStatus {
+		return nil
+	}
+	patch, err := jsonMarshal(withResourceVersion(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": want}}}, rv))
 	if err != nil {
 		return err
 	}
@@ -563,6 +727,21 @@ func (r *reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ips [
 		return fmt.Errorf("updating status of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// statusIs reports whether the Service's status.loadBalancer.ingress is exactly ips, in order, each
+// entry an address in its canonical form and nothing else.
+func statusIs(svc *corev1.Service, ips []netip.Addr) bool {
+	ing := svc.Status.LoadBalancer.Ingress
+	if len(ing) != len(ips) {
+		return false
+	}
+	for i := range ing {
+		if ing[i].IP != ips[i].String() || ing[i].Hostname != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *reconciler) poolEvent(pool, typ, reason, msg string) {
@@ -595,9 +774,17 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 			}
 		}
 		conds := poolConditions(old, r.config.Invalid[name], r.exhausted[name], time.Now())
-		patch, _ := jsonMarshal(map[string]any{"status": map[string]any{
+		rv := ""
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			rv = u.GetResourceVersion()
+		}
+		patch, _ := jsonMarshal(withResourceVersion(map[string]any{"status": map[string]any{
 			"assignedIPv4": st.AssignedV4, "assignedIPv6": st.AssignedV6,
-			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}})
+			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}}, rv))
+		if err := r.beforeWrite(ctx, "pool "+name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		_, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
@@ -631,27 +818,101 @@ func poolConditions(old []metav1.Condition, invalid error, exhausted bool, now t
 	return out
 }
 
-// writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState).
-func (r *reconciler) writeConfigState(ctx context.Context) {
-	result, summary := "Valid", ""
+// configStateName is the controller's ConfigurationState (MetalLB's name for it).
+const configStateName = "controller"
+
+// configState computes the ConfigurationState's status from the loaded pools and the advertisements,
+// and reports each advertisement that selects nothing (config.SelectorErrors) once: a log line and a
+// Warning event naming it and its bad selector.
+func (r *reconciler) configState() map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bad := config.SelectorErrors(listAs[v1beta1.L2Advertisement](r.l2Ads), listAs[v1beta1.BGPAdvertisement](r.bgpAds))
+	seen := map[string]bool{}
+	var msgs []string
+	for _, e := range bad {
+		k := e.Kind + "/" + e.Name
+		seen[k] = true
+		msgs = append(msgs, e.Error())
+		if r.badSelectors[k] == e.Error() {
+			continue
+		}
+		r.badSelectors[k] = e.Error()
+		r.log.Warn("advertisement selects nothing: a selector does not parse", "kind", e.Kind, "advertisement", e.Name, "field", e.Field, "err", e.Err)
+		ref := &corev1.ObjectReference{Kind: e.Kind, APIVersion: "metallb.io/v1beta1", Namespace: e.Namespace, Name: e.Name}
+		if inf := map[string]cache.SharedIndexInformer{"L2Advertisement": r.l2Ads, "BGPAdvertisement": r.bgpAds}[e.Kind]; inf != nil {
+			if o, ok, _ := inf.GetStore().GetByKey(e.Namespace + "/" + e.Name); ok {
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					ref.UID = u.GetUID()
+				}
+			}
+		}
+		r.rec.Event(ref, corev1.EventTypeWarning, "InvalidSelector", e.Error())
+	}
+	for k := range r.badSelectors {
+		if !seen[k] {
+			delete(r.badSelectors, k)
+		}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	pools := metav1.Condition{Type: "poolReconcilerValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
+	ads := metav1.Condition{Type: "advertisementSelectorsValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
+	result, summary := "Valid", []string{}
 	if r.configErr != nil {
-		result, summary = "Invalid", r.configErr.Error()
+		pools.Status, pools.Reason, pools.Message = metav1.ConditionFalse, "ConfigurationError", r.configErr.Error()
+		summary = append(summary, r.configErr.Error())
 	}
+	if len(msgs) > 0 {
+		ads.Status, ads.Reason, ads.Message = metav1.ConditionFalse, "ConfigurationError", strings.Join(msgs, "; ")
+		summary = append(summary, msgs...)
+	}
+	if len(summary) > 0 {
+		result = "Invalid"
+	}
+	return map[string]any{"result": result, "errorSummary": strings.Join(summary, "\n"), "conditions": []metav1.Condition{pools, ads}}
+}
+
+// writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState,
+// with a condition for the pools and one for the advertisements' selectors). Like every write it is
+// fenced and carries the resourceVersion it read; a conflict is retried through the queue.
+func (r *reconciler) writeConfigState(ctx context.Context) error {
+	status := r.configState()
 	c := r.dyn.Resource(v1beta1.ConfigurationStateGVR).Namespace(r.cfg.Namespace)
-	name := "controller"
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
-		"metadata": map[string]any{"name": name, "namespace": r.cfg.Namespace,
-			"labels": map[string]any{"metallb.io/component-type": "controller"}},
-	}}
-	if _, err := c.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.log.Warn("creating ConfigurationState", "err", err)
-		return
+	if err := r.beforeWrite(ctx, "configurationstate"); err != nil {
+		return err
 	}
-	status := map[string]any{"result": result, "errorSummary": summary}
-	patch := map[string]any{"status": status}
-	b, _ := jsonMarshal(patch)
-	if _, err := c.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
-		r.log.Warn("updating ConfigurationState", "err", err)
+	cur, err := c.Get(ctx, configStateName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
+			"metadata": map[string]any{"name": configStateName, "namespace": r.cfg.Namespace,
+				"labels": map[string]any{"metallb.io/component-type": "controller"}},
+		}}
+		cur, err = c.Create(ctx, obj, metav1.CreateOptions{})
 	}
+	if err != nil {
+		return fmt.Errorf("configurationstate %s: %w", configStateName, err)
+	}
+	// Keep the transition times of conditions whose status did not change.
+	if raw, found, _ := unstructured.NestedSlice(cur.Object, "status", "conditions"); found {
+		var old []metav1.Condition
+		if b, err := jsonMarshal(raw); err == nil && json.Unmarshal(b, &old) == nil {
+			conds := status["conditions"].([]metav1.Condition)
+			for i := range conds {
+				for _, o := range old {
+					if o.Type == conds[i].Type && o.Status == conds[i].Status {
+						conds[i].LastTransitionTime = o.LastTransitionTime
+					}
+				}
+			}
+		}
+	}
+	b, err := jsonMarshal(withResourceVersion(map[string]any{"status": status}, cur.GetResourceVersion()))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Patch(ctx, configStateName, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("updating configurationstate %s: %w", configStateName, err)
+	}
+	return nil
 }

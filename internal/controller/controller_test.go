@@ -143,8 +143,11 @@ func (h *harness) ip(name string) string {
 	return s.Status.LoadBalancer.Ingress[0].IP
 }
 
-func (h *harness) events(name, reason string) []string {
-	evs, _ := h.cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+func (h *harness) events(name, reason string) []string { return h.eventsIn("default", name, reason) }
+
+// eventsIn lists the messages of the events with reason about the object name in namespace.
+func (h *harness) eventsIn(namespace, name, reason string) []string {
+	evs, _ := h.cs.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
 		FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
 	var out []string
 	for _, e := range evs.Items {

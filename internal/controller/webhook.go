@@ -131,8 +131,12 @@ func (w *webhook) handleWithDelete(validate, onDelete func(raw []byte) error) ht
 		switch review.Request.Operation {
 		case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
 			if err := check(raw); err != nil {
+				msg := err.Error()
+				if msg == "" {
+					msg = "refused by ironlb's admission webhook" // a refusal always says something
+				}
 				resp.Allowed = false
-				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
+				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: msg, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity}
 				w.log.Info("refused at admission", "kind", review.Request.Kind.Kind, "name", review.Request.Namespace+"/"+review.Request.Name, "err", err)
 			}
 		}

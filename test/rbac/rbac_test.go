@@ -88,6 +88,7 @@ func matrix() []resource {
 		named(ns("", "secrets", ""), "ironlb-webhook-cert", webhookNS),
 		named(ns("", "secrets", ""), "ironlb-heartbeat-key", configNS),
 		named(ns("coordination.k8s.io", "leases", ""), "ironlb-controller", configNS),
+		named(ns("metallb.io", "configurationstates", ""), "controller", configNS),
 		named(ns("", "configmaps", ""), "kube-proxy", "kube-system"),
 		named(cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"), "ironlb-validating-webhook"),
 	}
