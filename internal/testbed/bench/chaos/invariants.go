@@ -946,3 +946,21 @@ func CheckCoverage(kinds []string, injected map[string]int, checks, minChecks in
 	}
 	return out
 }
+
+// ProbeEnd is where a probe's log may be judged up to: end, or the start of its last HTTP request
+// when that is earlier. The probes run for a fixed time (--duration and a margin); a fault that
+// overruns the run (a kube-apiserver slow to come back is waited for) can outlast them, and the
+// silence after a probe's last line is the probe gone, not an address unanswered. The probe sends
+// an HTTP request every interval whether or not ARP is answered, so its last request is its end.
+func ProbeEnd(ev []failover.Event, end time.Time) time.Time {
+	var last time.Time
+	for _, e := range ev {
+		if e.Kind == "http" && e.At.After(last) {
+			last = e.At
+		}
+	}
+	if !last.IsZero() && last.Before(end) {
+		return last
+	}
+	return end
+}

@@ -501,3 +501,30 @@ func TestJudgePeerEventsFlood(t *testing.T) {
 		t.Errorf("findings %+v, want 2, each counting 300 unknown names", fs)
 	}
 }
+
+// TestProbeEnd: a probe that stopped before the run did (a fault overran --duration) is judged up
+// to its last request, not as an address unanswered from its last line to the run's end; and a
+// probe that ran past the judged end is cut at it.
+func TestProbeEnd(t *testing.T) {
+	t0 := time.Unix(2000, 0)
+	a := "02:42:ac:12:00:03"
+	vip := netip.MustParseAddr("172.18.200.1")
+	ev := events(t0, []span{{0, 10 * time.Second, []string{a}}}, nil) // requests every 100 ms for 10 s
+	runEnd := t0.Add(27 * time.Second)
+	if r := AnalyzeProbe(vip, ev, t0, runEnd, 100*time.Millisecond, time.Second, nil); !slices.Equal(invariantsOf(r.Findings), []string{InvNoAnswer}) {
+		t.Fatalf("judged to the run's end: findings %+v, want the 17 s silence as %s (the case ProbeEnd is for)", r.Findings, InvNoAnswer)
+	}
+	end := ProbeEnd(ev, runEnd)
+	if want := t0.Add(9900 * time.Millisecond); !end.Equal(want) {
+		t.Fatalf("ProbeEnd = %s, want the last request's start %s", end, want)
+	}
+	if r := AnalyzeProbe(vip, ev, t0, end, 100*time.Millisecond, time.Second, nil); len(r.Findings) != 0 {
+		t.Errorf("judged to the probe's end: findings %+v, want none", r.Findings)
+	}
+	if early := t0.Add(5 * time.Second); !ProbeEnd(ev, early).Equal(early) {
+		t.Errorf("ProbeEnd(ev, %s) = %s: a probe running past end is cut at end", early, ProbeEnd(ev, early))
+	}
+	if !ProbeEnd(nil, runEnd).Equal(runEnd) {
+		t.Errorf("a probe with no requests is judged to end (and found unanswered), not cut")
+	}
+}

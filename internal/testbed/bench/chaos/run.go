@@ -323,9 +323,10 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		// The client's own forged ARP (forged-arp, the address it takes over in replayed-heartbeat) is
 		// the attack, not an answer.
 		ev = WithoutMACs(ev, l.Plan.Client.MAC)
-		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack))
-		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond), macNode, spans, spanSlack, probeJitter, time.Second))
-		pr := AnalyzeProbe(probeAddrs[i], ev, start, probeEnd.Add(-time.Second), 100*time.Millisecond, time.Second, r.wins)
+		pend := ProbeEnd(ev, probeEnd.Add(-time.Second))
+		r.record(JudgeFailovers(Failovers(probeAddrs[i], ev, start, pend, 100*time.Millisecond), macNode, spans, spanSlack))
+		r.record(JudgeDisturbances(Disturbances(probeAddrs[i], ev, start, pend, 100*time.Millisecond), macNode, spans, spanSlack, probeJitter, time.Second))
+		pr := AnalyzeProbe(probeAddrs[i], ev, start, pend, 100*time.Millisecond, time.Second, r.wins)
 		r.res.Probes = append(r.res.Probes, pr)
 		r.res.Requests += pr.Sent
 		r.res.Failed += pr.Failed
@@ -691,6 +692,11 @@ func (r *runner) inject(ctx context.Context, kind string) (string, error) {
 		return "5% loss on " + node + "'s link for 10 s", nil
 	case FaultAPIServer:
 		t0 := time.Now()
+		// Nothing reconciles while the apiserver is away, however long its return takes (minutes on a
+		// loaded machine, and a failed restart is tried again): no allocation finding ages meanwhile.
+		r.mu.Lock()
+		r.track.ControlPlaneBack = t0.Add(24 * time.Hour)
+		r.mu.Unlock()
 		err := r.l.RestartAPIServer(ctx)
 		// Allocation findings age from the control plane's return: the apiserver, then the controller's
 		// leader re-elected (a lease of 15 s at worst).
