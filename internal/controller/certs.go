@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -23,8 +24,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -292,10 +297,12 @@ func mergeBundle(now time.Time, bundles ...[]byte) []byte {
 // once) writes; GetCertificate reads.
 type certs struct {
 	cs         kubernetes.Interface
+	dyn        dynamic.Interface // for the conversion CRD's caBundle; nil for none
 	secretNS   string
 	secrets    corev1client.SecretInterface
 	hookConfig string // the ValidatingWebhookConfiguration, "" for none
 	names      []string
+	service    string // the webhook's Service, namespace/name: the conversion CRD must name it
 	validity   time.Duration
 	now        func() time.Time
 	log        *slog.Logger
@@ -310,7 +317,7 @@ type served struct {
 	bundle []byte
 }
 
-func newCerts(cs kubernetes.Interface, cfg Config, log *slog.Logger) *certs {
+func newCerts(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) *certs {
 	ns := cfg.WebhookSecretNamespace
 	if ns == "" {
 		ns = cfg.Namespace
@@ -319,8 +326,9 @@ func newCerts(cs kubernetes.Interface, cfg Config, log *slog.Logger) *certs {
 	if validity <= 0 {
 		validity = DefaultWebhookCertValidity
 	}
-	return &certs{cs: cs, secretNS: ns, secrets: cs.CoreV1().Secrets(ns), hookConfig: cfg.WebhookConfig,
-		names: webhookNames(cfg.WebhookService, cfg.Namespace), validity: validity, now: time.Now, log: log}
+	return &certs{cs: cs, dyn: dyn, secretNS: ns, secrets: cs.CoreV1().Secrets(ns), hookConfig: cfg.WebhookConfig,
+		names: webhookNames(cfg.WebhookService, cfg.Namespace), service: cfg.Namespace + "/" + cfg.WebhookService,
+		validity: validity, now: time.Now, log: log}
 }
 
 // interval is how often run reads the Secret when nothing changes: a twentieth of the lifetime, at
@@ -373,7 +381,8 @@ func (c *certs) run(ctx context.Context) {
 	}
 }
 
-// watch starts informers, until ctx ends, on the Secret and the webhook configuration by name
+// watch starts informers, until ctx ends, on the Secret, the webhook configuration and the
+// conversion CRD by name
 // (RBAC grants list and watch on those names only), calling notify on every change. The informers
 // only signal: run owns the syncing.
 func (c *certs) watch(ctx context.Context, notify func()) {
@@ -391,6 +400,13 @@ func (c *certs) watch(ctx context.Context, notify func()) {
 		hf := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, byName(c.hookConfig))
 		_, _ = hf.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer().AddEventHandler(h)
 		hf.Start(ctx.Done())
+	}
+	if c.dyn != nil {
+		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dyn, 0, "", func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", conversionCRD).String()
+		})
+		_, _ = df.ForResource(crdGVR).Informer().AddEventHandler(h)
+		df.Start(ctx.Done())
 	}
 }
 
@@ -410,10 +426,8 @@ func (c *certs) sync(ctx context.Context) error {
 	if old != nil {
 		want = append(want, old.bundle) // served until the switch below
 	}
-	if c.hookConfig != "" {
-		if err := c.trust(ctx, want); err != nil {
-			return fmt.Errorf("writing the caBundle of %s: %w", c.hookConfig, err)
-		}
+	if err := c.trust(ctx, want); err != nil {
+		return err
 	}
 	if old == nil || !old.cert.Leaf.Equal(pair.Leaf) {
 		c.cur.Store(&served{cert: &pair, bundle: data[keyCACert]})
@@ -464,10 +478,26 @@ func (c *certs) stored(ctx context.Context) (map[string][]byte, error) {
 	return nil, errors.New("could not create or renew the webhook certificate secret (conflicts)")
 }
 
-// trust makes every caBundle of the webhook configuration trust the CAs of want, keeping those it
-// trusts already (mergeBundle). The patch is conditional on the resourceVersion read: a concurrent
-// write (another replica's merge) makes it fail with a conflict, and it merges again.
+// trust makes every caBundle of the webhook configuration, and the conversion CRD's, trust the CAs
+// of want, keeping those they trust already (mergeBundle).
 func (c *certs) trust(ctx context.Context, want [][]byte) error {
+	if c.hookConfig != "" {
+		if err := c.trustWebhookConfig(ctx, want); err != nil {
+			return fmt.Errorf("writing the caBundle of %s: %w", c.hookConfig, err)
+		}
+	}
+	if c.dyn != nil {
+		if err := c.trustCRD(ctx, want); err != nil {
+			return fmt.Errorf("writing the caBundle of CRD %s: %w", conversionCRD, err)
+		}
+	}
+	return nil
+}
+
+// trustWebhookConfig merges want into every caBundle of the webhook configuration. The patch is
+// conditional on the resourceVersion read: a concurrent write (another replica's merge) makes it
+// fail with a conflict, and it merges again.
+func (c *certs) trustWebhookConfig(ctx context.Context, want [][]byte) error {
 	vwcs := c.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	for try := 0; ; try++ {
 		vwc, err := vwcs.Get(ctx, c.hookConfig, metav1.GetOptions{})
@@ -505,7 +535,8 @@ func patchBundles[T any](ctx context.Context, p patcher[T], name, rv string, bun
 	ops := []map[string]any{{"op": "replace", "path": "/metadata/resourceVersion", "value": rv}}
 	for _, b := range bundles {
 		if merged := mergeBundle(now, append([][]byte{b.bundle}, want...)...); !bytes.Equal(merged, b.bundle) {
-			ops = append(ops, map[string]any{"op": "replace", "path": b.path, "value": merged})
+			// add sets a member whether or not it is there already.
+			ops = append(ops, map[string]any{"op": "add", "path": b.path, "value": merged})
 		}
 	}
 	if len(ops) == 1 {
@@ -517,4 +548,45 @@ func patchBundles[T any](ctx context.Context, p patcher[T], name, rv string, bun
 	}
 	_, err = p.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
 	return err
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// trustCRD merges want into the caBundle of the conversion webhook of CRD conversionCRD, when its
+// conversion is this webhook's: its clientConfig names this webhook's Service, or a URL (a test, or a
+// webhook reached from outside the cluster). A CRD converted by another webhook (MetalLB's, during
+// a migration) is left alone, or the two would rewrite each other's caBundle. Conditional on the
+// resourceVersion read, like trustWebhookConfig.
+func (c *certs) trustCRD(ctx context.Context, want [][]byte) error {
+	crds := c.dyn.Resource(crdGVR)
+	for try := 0; ; try++ {
+		crd, err := crds.Get(ctx, conversionCRD, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // the watch sees it installed
+		}
+		if err != nil {
+			return err
+		}
+		if strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy"); strategy != "Webhook" {
+			return nil
+		}
+		cc, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+		svcName, _, _ := unstructured.NestedString(cc, "service", "name")
+		svcNS, _, _ := unstructured.NestedString(cc, "service", "namespace")
+		url, _, _ := unstructured.NestedString(cc, "url")
+		if url == "" && svcNS+"/"+svcName != c.service {
+			return nil
+		}
+		var have []byte
+		if s, _, _ := unstructured.NestedString(cc, "caBundle"); s != "" {
+			if have, err = base64.StdEncoding.DecodeString(s); err != nil {
+				have = nil // unreadable: replaced by what is wanted
+			}
+		}
+		at := []bundleAt{{"/spec/conversion/webhook/clientConfig/caBundle", have}}
+		err = patchBundles(ctx, crds, conversionCRD, crd.GetResourceVersion(), at, want, c.now())
+		if !apierrors.IsConflict(err) || try == 4 {
+			return err
+		}
+	}
 }

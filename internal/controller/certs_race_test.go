@@ -64,7 +64,7 @@ func newCertsHarness(t *testing.T, ctx context.Context, validity time.Duration) 
 // replica starts a replica as newWebhook does: a certs instance and its first sync.
 func (h *certsHarness) replica(name string) *certs {
 	h.t.Helper()
-	c := newCerts(h.cs, h.cfg, slog.New(slog.DiscardHandler).With("replica", name))
+	c := newCerts(h.cs, nil, h.cfg, slog.New(slog.DiscardHandler).With("replica", name))
 	if err := c.sync(h.ctx); err != nil {
 		h.t.Fatalf("replica %s: first sync: %v", name, err)
 	}

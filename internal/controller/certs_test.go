@@ -158,7 +158,7 @@ func TestCertRotationAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := newCerts(cs, Config{Namespace: ns, WebhookSecretNamespace: secretNS, WebhookService: "localhost",
+	c := newCerts(cs, nil, Config{Namespace: ns, WebhookSecretNamespace: secretNS, WebhookService: "localhost",
 		WebhookConfig: "test-webhook", WebhookCertValidity: 4 * time.Second}, slog.New(slog.DiscardHandler))
 	if err := c.sync(ctx); err != nil {
 		t.Fatal(err)

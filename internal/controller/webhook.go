@@ -51,7 +51,7 @@ type webhook struct {
 const webhookSecret = "ironlb-webhook-cert"
 
 func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) (*webhook, error) {
-	certs := newCerts(cs, cfg, log.With("part", "webhook"))
+	certs := newCerts(cs, dyn, cfg, log.With("part", "webhook"))
 	if err := certs.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -90,6 +90,7 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/validate-metallb-io-v1beta1-community", w.handle(w.validateCommunity))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handleWithDelete(w.validateBFDProfile, w.validateBFDProfileDeletion))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
+	mux.HandleFunc("/convert", w.convert)
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{GetCertificate: w.certs.GetCertificate, MinVersion: tls.VersionTLS12}}
 	go func() { <-ctx.Done(); srv.Close() }()
