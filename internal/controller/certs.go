@@ -44,8 +44,9 @@ import (
 // Every replica keeps it fresh (certs.run): it renews the certificate when a third of its lifetime
 // is left (and the CA likewise, keeping the old CA in the Secret's bundle until it expires),
 // recreates the Secret when it is gone, keeps the CA bundles of the webhook configuration (the
-// caBundle of every webhook of the ValidatingWebhookConfiguration) trusting what it serves, and
-// serves the Secret's certificate through tls.Config.GetCertificate, without a restart.
+// caBundle of every webhook of the ValidatingWebhookConfiguration, and of the BGPPeer CRD's
+// conversion webhook, conversion.go) trusting what it serves, and serves the Secret's certificate
+// through tls.Config.GetCertificate, without a restart.
 //
 // The rule that keeps the apiserver able to call every replica (issue 18): at no instant does a
 // replica serve a certificate the caBundle does not trust. Replicas share one Secret but read it
