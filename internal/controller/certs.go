@@ -347,8 +347,9 @@ func (c *certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 // Retries of a failed sync wait retryMin, doubling up to the interval.
 const retryMin = time.Second
 
-// run syncs when the Secret or the webhook configuration changes (watched by name), every interval
-// otherwise, and soon again after a failure (logged), until ctx ends.
+// run syncs when the Secret, the webhook configuration or the conversion CRD changes (watch), every
+// interval otherwise, and soon again after a failure (logged, retried after retryMin doubling), until
+// ctx ends.
 func (c *certs) run(ctx context.Context) {
 	kick := make(chan struct{}, 1)
 	notify := func() {
@@ -383,9 +384,8 @@ func (c *certs) run(ctx context.Context) {
 }
 
 // watch starts informers, until ctx ends, on the Secret, the webhook configuration and the
-// conversion CRD by name
-// (RBAC grants list and watch on those names only), calling notify on every change. The informers
-// only signal: run owns the syncing.
+// conversion CRD, each by name (RBAC grants list and watch on those names only), calling notify on
+// every change. The informers only signal: run owns the syncing.
 func (c *certs) watch(ctx context.Context, notify func()) {
 	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { notify() }, UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() }}
