@@ -22,6 +22,25 @@ controller_gen object paths=./api/...
 # Remove the CRDs first so a kind dropped from the types leaves no stale file behind.
 rm -f config/crd/bases/metallb.io_*.yaml config/crd/bases/frrk8s.metallb.io_*.yaml
 controller_gen crd paths=./api/... output:crd:dir=./config/crd/bases
+# BGPPeer is served as v1beta1 and v1beta2 and converted by the controller's webhook (/convert,
+# internal/controller/conversion.go), as MetalLB's is; controller-gen writes no conversion, so it is
+# added here (MetalLB: config/crd/patches/crd-conversion-patch-bgppeers.yaml). The controller keeps
+# its caBundle; genchart turns the namespace into the chart's.
+bgppeers=config/crd/bases/metallb.io_bgppeers.yaml
+awk '{ print } /^spec:$/ && !done { done = 1
+  print "  conversion:"
+  print "    strategy: Webhook"
+  print "    webhook:"
+  print "      clientConfig:"
+  print "        service:"
+  print "          name: ironlb-webhook-service"
+  print "          namespace: metallb-system"
+  print "          path: /convert"
+  print "          port: 443"
+  print "      conversionReviewVersions:"
+  print "      - v1" }' "$bgppeers" > "$bgppeers.tmp"
+mv "$bgppeers.tmp" "$bgppeers"
+grep -q '^    strategy: Webhook$' "$bgppeers" || { echo "no conversion added to $bgppeers" >&2; exit 1; }
 # From config/: the base folders' kustomization.yml (config/default) and the Helm chart charts/ironlb.
 go run ./hack/genchart
 

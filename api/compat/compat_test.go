@@ -91,7 +91,7 @@ func TestCRDsMatchMetalLB(t *testing.T) {
 				}
 				if ov == nil {
 					if ref.Spec.Names.Kind == "BGPPeer" && rv.Name == "v1beta1" {
-						continue // deprecated version served by MetalLB through a conversion webhook; ironlb serves v1beta2 only
+						continue // deprecated version served by MetalLB through a conversion webhook
 					}
 					t.Errorf("version %s not served", rv.Name)
 					continue

@@ -5,9 +5,8 @@ import (
 )
 
 // BGPPeer v1beta1 is served for compatibility with clients written against it (MetalLB's own
-// binaries among them); v1beta2 is the stored version. The two differ only in fields v1beta2 added,
-// so the apiserver converts between them without a webhook (strategy None); fields only v1beta2 has
-// are dropped when read as v1beta1.
+// binaries among them); v1beta2 is the stored version. The controller's conversion webhook converts
+// between them (bgppeer_conversion.go); fields only v1beta2 has are dropped when read as v1beta1.
 
 // MatchExpression is a node label requirement of a v1beta1 BGPPeer's nodeSelectors.
 type MatchExpression struct {

@@ -46,8 +46,8 @@ import (
 
 const crdDir = "../../config/crd/bases"
 
-// wantCRDs is the API MetalLB v0.16.1 serves. BGPPeer v1beta1 is converted by the apiserver
-// (strategy None) instead of MetalLB's conversion webhook: the versions share their fields.
+// wantCRDs is the API MetalLB v0.16.1 serves. BGPPeer v1beta1 and v1beta2 are converted by the
+// controller's webhook, as MetalLB's are.
 var wantCRDs = map[string]struct {
 	plural   string
 	versions []string // served; the last is the storage version
@@ -120,8 +120,17 @@ func TestCRDsServeMetalLBAPI(t *testing.T) {
 			if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
 				t.Errorf("scope = %s, want Namespaced", crd.Spec.Scope)
 			}
-			if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter {
-				t.Errorf("conversion strategy %s: ironlb runs no conversion webhook", crd.Spec.Conversion.Strategy)
+			switch c := crd.Spec.Conversion; {
+			case kind == "BGPPeer":
+				// The controller's conversion webhook, as MetalLB's (hack/generate.sh adds it).
+				if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil ||
+					c.Webhook.ClientConfig.Service == nil || c.Webhook.ClientConfig.Service.Name != "ironlb-webhook-service" ||
+					c.Webhook.ClientConfig.Service.Namespace != "metallb-system" || c.Webhook.ClientConfig.Service.Path == nil ||
+					*c.Webhook.ClientConfig.Service.Path != "/convert" || !slices.Contains(c.Webhook.ConversionReviewVersions, "v1") {
+					t.Errorf("conversion %+v: want the webhook at ironlb-webhook-service /convert, review v1", c)
+				}
+			case c != nil && c.Strategy != apiextensionsv1.NoneConverter:
+				t.Errorf("conversion strategy %s: only BGPPeer has two versions to convert", c.Strategy)
 			}
 			var served []string
 			for _, v := range crd.Spec.Versions {

@@ -261,9 +261,9 @@ func template(g group, name string, src []byte, im *images) ([]byte, error) {
 			return nil, errors.New("no metadata.annotations to add helm.sh/resource-policy to")
 		}
 		s = crdAnnot.ReplaceAllString(s, "metadata:\n  annotations:\n    helm.sh/resource-policy: keep\n")
-	} else {
-		s = nsLine.ReplaceAllString(s, "${1}${2}: {{ .Values.namespace }}${3}")
 	}
+	// In a CRD too: BGPPeer's conversion webhook names the controller's Service.
+	s = nsLine.ReplaceAllString(s, "${1}${2}: {{ .Values.namespace }}${3}")
 	toggle := g.toggle
 	// The configuration namespace only: the webhook certificate's (<namespace>-webhook) is always
 	// created.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -9,6 +10,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -21,8 +24,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // The webhook's serving certificate lives in the Secret webhookSecret, in its own namespace
@@ -30,16 +41,39 @@ import (
 // Secrets of the configuration namespace for their BGP passwords, and RBAC cannot hide one Secret
 // of a namespace from a list, so the certificate's key is kept where only the controller reads.
 //
-// Every replica keeps it fresh (certs.run): it reads the Secret every check interval, renews the
-// certificate when a third of its lifetime is left (and the CA likewise, keeping the old CA in the
-// bundle until it expires, so certificates it signed stay trusted), writes the CA bundle into the
-// ValidatingWebhookConfiguration, and serves the newest certificate through
-// tls.Config.GetCertificate, without a restart. Replicas racing to renew converge on whichever
-// write wins (the Secret's resourceVersion).
+// Every replica keeps it fresh (certs.run): it renews the certificate when a third of its lifetime
+// is left (and the CA likewise, keeping the old CA in the Secret's bundle until it expires),
+// recreates the Secret when it is gone, keeps the CA bundles of the webhook configuration (the
+// caBundle of every webhook of the ValidatingWebhookConfiguration, and of the BGPPeer CRD's
+// conversion webhook, conversion.go) trusting what it serves, and serves the Secret's certificate
+// through tls.Config.GetCertificate, without a restart.
+//
+// The rule that keeps the apiserver able to call every replica (issue 18): at no instant does a
+// replica serve a certificate the caBundle does not trust. Replicas share one Secret but read it
+// at different times, so for a while they serve certificates of different CAs: after the Secret is
+// deleted, the first replica to notice issues a new CA while the others still serve the old one.
+// Hence, in sync:
+//   - A replica serves only the certificate stored in the Secret: when its create or update loses
+//     (AlreadyExists, Conflict) it reads the Secret again and uses the winner's.
+//   - The caBundle only grows: a replica writes the union (mergeBundle) of the CAs already there,
+//     the Secret's CAs and the CAs of the certificate it serves now; a CA leaves the bundle only
+//     when it has expired (it can verify nothing then). The write is conditional on the
+//     resourceVersion read, so two replicas merging at once cannot drop each other's CA.
+//   - A replica switches to a new certificate only after the caBundle trusts its CA.
+//
+// So a replica still serving the previous CA's certificate stays trusted until it notices the new
+// Secret, however late, and the order replicas write in does not matter: the union is the same.
+// They notice within moments anyway: run watches the Secret and the webhook configuration by name
+// (a change, a deletion, or a caBundle overwritten by a reinstall starts a sync) besides the
+// periodic check, and retries a failed sync after a second or so, not an interval later.
+// The price: each deletion of the Secret leaves one more CA in the caBundle until that CA expires
+// (ten certificate lifetimes). To drop a CA on purpose (a leaked key), delete the Secret, wait
+// until every replica serves the new certificate, then remove the old CA from the caBundle; no
+// replica writes back a CA it no longer serves.
 //
 // Why not github.com/open-policy-agent/cert-controller, which MetalLB uses: it is a
 // controller-runtime Runnable and needs a manager, a cache and a scheme; ironlb uses none of
-// controller-runtime, and the part we need (one Secret, one caBundle, a loop) is this file.
+// controller-runtime, and the part we need (one Secret, a few caBundles, a loop) is this file.
 
 // Keys of the Secret. ca.crt holds the CA bundle (the current CA first, then the previous one
 // while it is still valid), ca.key the current CA's key.
@@ -222,21 +256,69 @@ func webhookNames(service, ns string) []string {
 	return []string{service, service + "." + ns, service + "." + ns + ".svc", service + "." + ns + ".svc.cluster.local"}
 }
 
-// certs keeps the webhook's certificate: in the Secret, in the ValidatingWebhookConfiguration's
-// caBundle and in memory for the TLS server. Only run (or sync) writes; GetCertificate reads.
+// mergeBundle returns the CA bundle that trusts every certificate of bundles (PEM) still valid at
+// now, each once, in a fixed order (latest expiry first), so that replicas merging the same CAs in
+// any order write the same bytes and do not undo each other's writes. Blocks that are not
+// certificates or do not parse are left out. It is pure.
+func mergeBundle(now time.Time, bundles ...[]byte) []byte {
+	var certs []*x509.Certificate
+	seen := map[string]bool{}
+	for _, b := range bundles {
+		for {
+			var blk *pem.Block
+			if blk, b = pem.Decode(b); blk == nil {
+				break
+			}
+			if blk.Type != "CERTIFICATE" || seen[string(blk.Bytes)] {
+				continue
+			}
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil || now.After(c.NotAfter) {
+				continue
+			}
+			seen[string(blk.Bytes)] = true
+			certs = append(certs, c)
+		}
+	}
+	slices.SortFunc(certs, func(a, b *x509.Certificate) int {
+		if c := b.NotAfter.Compare(a.NotAfter); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Raw, b.Raw)
+	})
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
+}
+
+// certs keeps the webhook's certificate: in the Secret, in the caBundles of the webhook
+// configuration and in memory for the TLS server. Only run (or sync, which run calls; never two at
+// once) writes; GetCertificate reads.
 type certs struct {
 	cs         kubernetes.Interface
+	dyn        dynamic.Interface // for the conversion CRD's caBundle; nil for none
+	secretNS   string
 	secrets    corev1client.SecretInterface
 	hookConfig string // the ValidatingWebhookConfiguration, "" for none
 	names      []string
+	service    string // the webhook's Service, namespace/name: the conversion CRD must name it
 	validity   time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 
-	cur atomic.Pointer[tls.Certificate] // the certificate served
+	cur atomic.Pointer[served] // the certificate served
 }
 
-func newCerts(cs kubernetes.Interface, cfg Config, log *slog.Logger) *certs {
+// served is a certificate being served and the CA bundle of the Secret it was read from, which
+// trusts it.
+type served struct {
+	cert   *tls.Certificate
+	bundle []byte
+}
+
+func newCerts(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) *certs {
 	ns := cfg.WebhookSecretNamespace
 	if ns == "" {
 		ns = cfg.Namespace
@@ -245,85 +327,267 @@ func newCerts(cs kubernetes.Interface, cfg Config, log *slog.Logger) *certs {
 	if validity <= 0 {
 		validity = DefaultWebhookCertValidity
 	}
-	return &certs{cs: cs, secrets: cs.CoreV1().Secrets(ns), hookConfig: cfg.WebhookConfig,
-		names: webhookNames(cfg.WebhookService, cfg.Namespace), validity: validity, now: time.Now, log: log}
+	return &certs{cs: cs, dyn: dyn, secretNS: ns, secrets: cs.CoreV1().Secrets(ns), hookConfig: cfg.WebhookConfig,
+		names: webhookNames(cfg.WebhookService, cfg.Namespace), service: cfg.Namespace + "/" + cfg.WebhookService,
+		validity: validity, now: time.Now, log: log}
 }
 
-// interval is how often run reads the Secret: a twentieth of the lifetime, at most an hour.
+// interval is how often run reads the Secret when nothing changes: a twentieth of the lifetime, at
+// most an hour.
 func (c *certs) interval() time.Duration { return min(time.Hour, c.validity/20) }
 
 // GetCertificate serves the newest certificate (tls.Config.GetCertificate).
 func (c *certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if p := c.cur.Load(); p != nil {
-		return p, nil
+		return p.cert, nil
 	}
 	return nil, errors.New("no webhook certificate yet")
 }
 
-// run calls sync every interval until ctx ends; an error is logged and tried again at the next.
+// Retries of a failed sync wait retryMin, doubling up to the interval.
+const retryMin = time.Second
+
+// run syncs when the Secret, the webhook configuration or the conversion CRD changes (watch), every
+// interval otherwise, and soon again after a failure (logged, retried after retryMin doubling), until
+// ctx ends.
 func (c *certs) run(ctx context.Context) {
-	t := time.NewTicker(c.interval())
+	kick := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	c.watch(ctx, notify)
+	t := time.NewTimer(c.interval())
 	defer t.Stop()
+	retry := retryMin
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-kick:
 		case <-t.C:
-			if err := c.sync(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error("webhook certificate", "err", err)
-			}
 		}
+		next := c.interval()
+		if err := c.sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Error("webhook certificate", "err", err, "retry", retry)
+			next, retry = retry, min(2*retry, c.interval())
+		} else {
+			retry = retryMin
+		}
+		t.Reset(next)
+	}
+}
+
+// watch starts informers, until ctx ends, on the Secret, the webhook configuration and the
+// conversion CRD, each by name (RBAC grants list and watch on those names only), calling notify on
+// every change. The informers only signal: run owns the syncing.
+func (c *certs) watch(ctx context.Context, notify func()) {
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { notify() }, UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() }}
+	byName := func(name string) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+	}
+	sf := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithNamespace(c.secretNS), byName(webhookSecret))
+	_, _ = sf.Core().V1().Secrets().Informer().AddEventHandler(h)
+	sf.Start(ctx.Done())
+	if c.hookConfig != "" {
+		hf := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, byName(c.hookConfig))
+		_, _ = hf.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer().AddEventHandler(h)
+		hf.Start(ctx.Done())
+	}
+	if c.dyn != nil {
+		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dyn, 0, "", func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", conversionCRD).String()
+		})
+		_, _ = df.ForResource(crdGVR).Informer().AddEventHandler(h)
+		df.Start(ctx.Done())
 	}
 }
 
 // sync reads the Secret, renews the certificate when needsRenewal says so (creating the Secret when
-// absent), serves it and writes its CA bundle into the webhook configuration.
+// absent), makes the webhook configuration trust its CAs, then serves it.
 func (c *certs) sync(ctx context.Context) error {
+	data, err := c.stored(ctx)
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(data[keyTLSCert], data[keyTLSKey])
+	if err != nil {
+		return fmt.Errorf("secret %s: %w", webhookSecret, err)
+	}
+	old := c.cur.Load()
+	want := [][]byte{data[keyCACert]}
+	if old != nil {
+		want = append(want, old.bundle) // served until the switch below
+	}
+	if err := c.trust(ctx, want); err != nil {
+		return err
+	}
+	if old == nil || !old.cert.Leaf.Equal(pair.Leaf) {
+		c.cur.Store(&served{cert: &pair, bundle: data[keyCACert]})
+	}
+	return nil
+}
+
+// stored returns the Secret's data, renewed first (and the Secret created) when needsRenewal says
+// so. What it returns is what the Secret holds: a write that loses a race to another replica's is
+// dropped, and the winner's read back.
+func (c *certs) stored(ctx context.Context) (map[string][]byte, error) {
 	for try := 0; try < 5; try++ {
 		s, err := c.secrets.Get(ctx, webhookSecret, metav1.GetOptions{})
 		missing := apierrors.IsNotFound(err)
 		if err != nil && !missing {
-			return fmt.Errorf("reading secret %s: %w", webhookSecret, err)
+			return nil, fmt.Errorf("reading secret %s: %w", webhookSecret, err)
 		}
 		var data map[string][]byte
 		if !missing {
 			data = s.Data
 		}
 		now := c.now()
-		if plan := needsRenewal(data, c.names, now); plan.reason != fresh {
-			nd, err := renew(data, plan, c.names, now, c.validity)
-			if err != nil {
-				return fmt.Errorf("issuing the webhook certificate: %w", err)
-			}
-			if missing {
-				_, err = c.secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookSecret},
-					Type: corev1.SecretTypeTLS, Data: nd}, metav1.CreateOptions{})
-			} else {
-				s.Data = nd
-				_, err = c.secrets.Update(ctx, s, metav1.UpdateOptions{})
-			}
-			if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-				continue // another replica renewed it first: use theirs
-			}
-			if err != nil {
-				return fmt.Errorf("writing secret %s: %w", webhookSecret, err)
-			}
-			c.log.Info("renewed the webhook certificate", "reason", string(plan.reason), "ca", plan.ca)
-			data = nd
+		plan := needsRenewal(data, c.names, now)
+		if plan.reason == fresh {
+			return data, nil
 		}
-		pair, err := tls.X509KeyPair(data[keyTLSCert], data[keyTLSKey])
+		nd, err := renew(data, plan, c.names, now, c.validity)
 		if err != nil {
-			return fmt.Errorf("secret %s: %w", webhookSecret, err)
+			return nil, fmt.Errorf("issuing the webhook certificate: %w", err)
 		}
-		if old := c.cur.Load(); old == nil || !old.Leaf.Equal(pair.Leaf) {
-			c.cur.Store(&pair)
+		var w *corev1.Secret
+		if missing {
+			w, err = c.secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookSecret},
+				Type: corev1.SecretTypeTLS, Data: nd}, metav1.CreateOptions{})
+		} else {
+			s.Data = nd
+			w, err = c.secrets.Update(ctx, s, metav1.UpdateOptions{})
 		}
-		if c.hookConfig != "" {
-			if err := patchCABundle(ctx, c.cs, c.hookConfig, data[keyCACert]); err != nil {
-				return fmt.Errorf("writing the caBundle of %s: %w", c.hookConfig, err)
-			}
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			continue // another replica wrote first: use theirs
 		}
+		if err != nil {
+			return nil, fmt.Errorf("writing secret %s: %w", webhookSecret, err)
+		}
+		c.log.Info("renewed the webhook certificate", "reason", string(plan.reason), "ca", plan.ca)
+		return w.Data, nil
+	}
+	return nil, errors.New("could not create or renew the webhook certificate secret (conflicts)")
+}
+
+// trust makes every caBundle of the webhook configuration, and the conversion CRD's, trust the CAs
+// of want, keeping those they trust already (mergeBundle).
+func (c *certs) trust(ctx context.Context, want [][]byte) error {
+	if c.hookConfig != "" {
+		if err := c.trustWebhookConfig(ctx, want); err != nil {
+			return fmt.Errorf("writing the caBundle of %s: %w", c.hookConfig, err)
+		}
+	}
+	if c.dyn != nil {
+		if err := c.trustCRD(ctx, want); err != nil {
+			return fmt.Errorf("writing the caBundle of CRD %s: %w", conversionCRD, err)
+		}
+	}
+	return nil
+}
+
+// trustWebhookConfig merges want into every caBundle of the webhook configuration. The patch is
+// conditional on the resourceVersion read: a concurrent write (another replica's merge) makes it
+// fail with a conflict, and it merges again.
+func (c *certs) trustWebhookConfig(ctx context.Context, want [][]byte) error {
+	vwcs := c.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	for try := 0; ; try++ {
+		vwc, err := vwcs.Get(ctx, c.hookConfig, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // not installed (tests, or webhooks disabled in the manifests); the watch sees it created
+		}
+		if err != nil {
+			return err
+		}
+		var bundles []bundleAt
+		for i, wh := range vwc.Webhooks {
+			bundles = append(bundles, bundleAt{fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), wh.ClientConfig.CABundle})
+		}
+		err = patchBundles(ctx, vwcs, c.hookConfig, vwc.ResourceVersion, bundles, want, c.now())
+		if !apierrors.IsConflict(err) || try == 4 {
+			return err
+		}
+	}
+}
+
+// bundleAt is a caBundle in an object, and its JSON pointer.
+type bundleAt struct {
+	path   string
+	bundle []byte
+}
+
+// patcher is the Patch method of a typed client.
+type patcher[T any] interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// patchBundles merges want into each of bundles and patches those that change in object name,
+// on condition that it is still at resourceVersion rv (else a conflict).
+func patchBundles[T any](ctx context.Context, p patcher[T], name, rv string, bundles []bundleAt, want [][]byte, now time.Time) error {
+	ops := []map[string]any{{"op": "replace", "path": "/metadata/resourceVersion", "value": rv}}
+	for _, b := range bundles {
+		if merged := mergeBundle(now, append([][]byte{b.bundle}, want...)...); !bytes.Equal(merged, b.bundle) {
+			// add sets a member whether or not it is there already.
+			ops = append(ops, map[string]any{"op": "add", "path": b.path, "value": merged})
+		}
+	}
+	if len(ops) == 1 {
 		return nil
 	}
-	return errors.New("could not create or renew the webhook certificate secret (conflicts)")
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = p.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// trustCRD merges want into the caBundle of the conversion webhook of CRD conversionCRD, when its
+// conversion is this webhook's: its clientConfig names this webhook's Service, or a URL (a test, or a
+// webhook reached from outside the cluster). A CRD converted by another webhook (MetalLB's, during
+// a migration) is left alone, or the two would rewrite each other's caBundle. Conditional on the
+// resourceVersion read, like trustWebhookConfig.
+func (c *certs) trustCRD(ctx context.Context, want [][]byte) error {
+	crds := c.dyn.Resource(crdGVR)
+	for try := 0; ; try++ {
+		crd, err := crds.Get(ctx, conversionCRD, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // the watch sees it installed
+		}
+		if err != nil {
+			return err
+		}
+		if strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy"); strategy != "Webhook" {
+			return nil
+		}
+		cc, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+		svcName, _, _ := unstructured.NestedString(cc, "service", "name")
+		svcNS, _, _ := unstructured.NestedString(cc, "service", "namespace")
+		url, _, _ := unstructured.NestedString(cc, "url")
+		if url == "" && svcNS+"/"+svcName != c.service {
+			return nil
+		}
+		var have []byte
+		if s, _, _ := unstructured.NestedString(cc, "caBundle"); s != "" {
+			if have, err = base64.StdEncoding.DecodeString(s); err != nil {
+				have = nil // unreadable: replaced by what is wanted
+			}
+		}
+		at := []bundleAt{{"/spec/conversion/webhook/clientConfig/caBundle", have}}
+		err = patchBundles(ctx, crds, conversionCRD, crd.GetResourceVersion(), at, want, c.now())
+		if !apierrors.IsConflict(err) || try == 4 {
+			return err
+		}
+	}
 }

@@ -1,16 +1,23 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,7 +158,7 @@ func TestCertRotationAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := newCerts(cs, Config{Namespace: ns, WebhookSecretNamespace: secretNS, WebhookService: "localhost",
+	c := newCerts(cs, nil, Config{Namespace: ns, WebhookSecretNamespace: secretNS, WebhookService: "localhost",
 		WebhookConfig: "test-webhook", WebhookCertValidity: 4 * time.Second}, slog.New(slog.DiscardHandler))
 	if err := c.sync(ctx); err != nil {
 		t.Fatal(err)
@@ -226,5 +233,90 @@ func TestCertRotationAgainstAPIServer(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, webhookSecret, metav1.GetOptions{}); err == nil {
 		t.Errorf("the certificate Secret is in %s too; it belongs in %s only", ns, secretNS)
+	}
+}
+
+// testCA returns a self-signed CA certificate, PEM-encoded, valid from nb to na.
+func testCA(t *testing.T, cn string, nb, na time.Time) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: cn}, NotBefore: nb, NotAfter: na,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestMergeBundle: the caBundle a replica writes keeps every valid CA it had and adds those wanted,
+// drops only expired CAs and what is not a certificate, and does not depend on the order of its
+// inputs (replicas merging at once converge on the same bytes).
+func TestMergeBundle(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := testCA(t, "old", t0.Add(-100*time.Hour), t0.Add(100*time.Hour))
+	cur := testCA(t, "cur", t0.Add(-time.Hour), t0.Add(1000*time.Hour))
+	newer := testCA(t, "newer", t0, t0.Add(2000*time.Hour))
+	expired := testCA(t, "expired", t0.Add(-100*time.Hour), t0.Add(-time.Hour))
+	notYet := testCA(t, "not-yet", t0.Add(time.Hour), t0.Add(500*time.Hour)) // a clock ahead of ours issued it
+	junk := []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
+	key := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte("secret")})
+	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+	tests := []struct {
+		name string
+		in   [][]byte
+		want []byte // newest expiry first
+	}{
+		{"nothing", nil, nil},
+		{"empty caBundle, the Secret's CA", [][]byte{nil, cur}, cur},
+		{"unchanged", [][]byte{cur, cur}, cur},
+		{"the Secret recreated with a new CA: the old stays", [][]byte{cur, newer}, cat(newer, cur)},
+		{"a replica still serving the previous CA", [][]byte{newer, newer, cur}, cat(newer, cur)},
+		{"three CAs from three deletions", [][]byte{cat(cur, old), newer}, cat(newer, cur, old)},
+		{"an expired CA is dropped", [][]byte{cat(cur, expired), newer}, cat(newer, cur)},
+		{"an expired CA wanted is dropped too", [][]byte{cur, expired}, cur},
+		{"not yet valid is kept", [][]byte{cur, notYet}, cat(cur, notYet)},
+		{"duplicates once", [][]byte{cat(cur, cur, old), cat(old, cur)}, cat(cur, old)},
+		{"junk and keys are dropped", [][]byte{cat(junk, cur, key), []byte("garbage")}, cur},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := mergeBundle(t0, tt.in...)
+			if diff := cmp.Diff(pemNames(t, tt.want), pemNames(t, got)); diff != "" {
+				t.Errorf("mergeBundle (-want +got):\n%s", diff)
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Errorf("mergeBundle: not the canonical encoding")
+			}
+			// Any order of the inputs, and merging the result again, gives the same bytes.
+			rev := slices.Clone(tt.in)
+			slices.Reverse(rev)
+			if again := mergeBundle(t0, rev...); !bytes.Equal(again, got) {
+				t.Errorf("inputs reversed: %v, want %v", pemNames(t, again), pemNames(t, got))
+			}
+			if again := mergeBundle(t0, got, got); !bytes.Equal(again, got) {
+				t.Errorf("merged again: %v, want %v", pemNames(t, again), pemNames(t, got))
+			}
+		})
+	}
+}
+
+// pemNames lists the common names of the certificates in b.
+func pemNames(t *testing.T, b []byte) []string {
+	t.Helper()
+	var names []string
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			return names
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.Subject.CommonName)
 	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -130,15 +131,20 @@ func TestMigrationFromMetalLB(t *testing.T) {
 
 	// Step 4, verbatim, from a checkout (its paths are the repository's).
 	t.Logf("step 4:\n%s", shell(4, repo, steps[4]))
-	if got := kubectl("get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.spec.conversion.strategy}"); got != "None" {
-		t.Errorf("after step 4 the BGPPeer CRD has conversion %q, want None", got)
+	if got := kubectl("get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.spec.conversion.strategy} {.spec.conversion.webhook.clientConfig.service.name}"); got != "Webhook ironlb-webhook-service" {
+		t.Errorf("after step 4 the BGPPeer CRD has conversion %q, want ironlb's webhook", got)
 	}
-	checkMetalLBObjects(t, dyn)
+	checkMetalLBObjects(t, dyn, false)
 
-	// Step 5: ironlb's controller with the Deployment's arguments (leader election included); the webhook
-	// is off because the apiserver could not reach it (no Service network here).
+	// Step 5: ironlb's controller with the Deployment's arguments (leader election included), its
+	// webhook on a local port: the apiserver cannot reach the Service here, so the CRD's conversion is
+	// pointed at the port (the certificate for --webhook-service=localhost covers it).
+	webhookAddr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(webhookAddr)
+	kubectl("patch", "crd", "bgppeers.metallb.io", "--type=json", "-p",
+		`[{"op":"replace","path":"/spec/conversion/webhook/clientConfig","value":{"url":"https://localhost:`+port+`/convert"}}]`)
 	logFile := filepath.Join(dir, "ironlb.log")
-	startIronlbController(t, ironlb, env.Kubeconfig, logFile)
+	startIronlbController(t, ironlb, env.Kubeconfig, logFile, webhookAddr)
 	waitLog(t, logFile, "initial load done", 60*time.Second)
 	t.Logf("%s: ironlb's initial load done", since())
 	var status []string
@@ -201,7 +207,7 @@ func TestMigrationFromMetalLB(t *testing.T) {
 	})
 
 	t.Run("MetalLB's objects read in both BGPPeer versions", func(t *testing.T) {
-		checkMetalLBObjects(t, dyn)
+		checkMetalLBObjects(t, dyn, true)
 	})
 
 	t.Run("a deleted Service's address is given again", func(t *testing.T) {
@@ -457,10 +463,10 @@ func startMetalLBController(t *testing.T, cs kubernetes.Interface, bin, kubeconf
 
 // startIronlbController runs `ironlb controller` with the Deployment's arguments (config/controller),
 // the webhook and metrics listeners off.
-func startIronlbController(t *testing.T, bin, kubeconfig, logFile string) (stop func()) {
+func startIronlbController(t *testing.T, bin, kubeconfig, logFile, webhookAddr string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(bin, "controller", "--namespace="+ns, "--kubeconfig", kubeconfig, "--identity=migration-test",
-		"--webhook-addr=", "--metrics-addr=")
+		"--webhook-addr="+webhookAddr, "--webhook-service=localhost", "--webhook-secret-namespace="+ns, "--metrics-addr=")
 	return startProcess(t, cmd, logFile)
 }
 
@@ -625,8 +631,9 @@ func waitServiceEvent(t *testing.T, cs kubernetes.Interface, namespace, name, re
 		serviceEvents(t, cs, namespace, name, reason), tailStr(string(b), 3000))
 }
 
-// checkMetalLBObjects reads every MetalLB configuration object back, the BGPPeer in both versions.
-func checkMetalLBObjects(t *testing.T, dyn dynamic.Interface) {
+// checkMetalLBObjects reads every MetalLB configuration object back, the BGPPeer as v1beta2 and, with
+// v1beta1 (ironlb's conversion webhook running), as v1beta1 too, waiting for the webhook a while.
+func checkMetalLBObjects(t *testing.T, dyn dynamic.Interface, v1beta1Too bool) {
 	t.Helper()
 	ctx := context.Background()
 	for _, r := range []struct {
@@ -642,7 +649,14 @@ func checkMetalLBObjects(t *testing.T, dyn dynamic.Interface) {
 		{v1beta1.BGPPeerGVR, "router"},
 		{v1beta2.BGPPeerGVR, "router"},
 	} {
+		if r.gvr == v1beta1.BGPPeerGVR && !v1beta1Too {
+			continue
+		}
 		u, err := dyn.Resource(r.gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{})
+		for deadline := time.Now().Add(30 * time.Second); err != nil && r.gvr == v1beta1.BGPPeerGVR && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			u, err = dyn.Resource(r.gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{})
+		}
 		if err != nil {
 			t.Errorf("reading %s %s/%s: %v", r.gvr, ns, r.name, err)
 			continue

@@ -14,11 +14,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -53,7 +51,7 @@ type webhook struct {
 const webhookSecret = "ironlb-webhook-cert"
 
 func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, log *slog.Logger) (*webhook, error) {
-	certs := newCerts(cs, cfg, log.With("part", "webhook"))
+	certs := newCerts(cs, dyn, cfg, log.With("part", "webhook"))
 	if err := certs.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -92,6 +90,7 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/validate-metallb-io-v1beta1-community", w.handle(w.validateCommunity))
 	mux.HandleFunc("/validate-metallb-io-v1beta1-bfdprofile", w.handleWithDelete(w.validateBFDProfile, w.validateBFDProfileDeletion))
 	mux.HandleFunc("/validate-service", w.handle(w.validateService))
+	mux.HandleFunc("/convert", w.convert)
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{GetCertificate: w.certs.GetCertificate, MinVersion: tls.VersionTLS12}}
 	go func() { <-ctx.Done(); srv.Close() }()
@@ -327,27 +326,4 @@ func portClash(a, b []allocator.Port) (allocator.Port, bool) {
 		}
 	}
 	return allocator.Port{}, false
-}
-
-// patchCABundle writes the CA into every webhook of the configuration.
-func patchCABundle(ctx context.Context, cs kubernetes.Interface, name string, ca []byte) error {
-	vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil // not installed (tests, or webhooks disabled in the manifests)
-	}
-	if err != nil {
-		return err
-	}
-	var ops []map[string]any
-	for i, wh := range vwc.Webhooks {
-		if string(wh.ClientConfig.CABundle) != string(ca) {
-			ops = append(ops, map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), "value": ca})
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(ops)
-	_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, b, metav1.PatchOptions{})
-	return err
 }
