@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -536,23 +535,7 @@ func (r *runner) services(ctx context.Context) ([]Svc, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Svc
-	for _, s := range sl.Items {
-		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
-		}
-		v := Svc{Key: s.Namespace + "/" + s.Name}
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
-				v.IPs = append(v.IPs, a)
-			}
-		}
-		for _, p := range s.Spec.Ports {
-			v.Ports = append(v.Ports, Port{string(p.Protocol), p.Port})
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return lbServices(sl.Items), nil
 }
 
 // webhookSecretName is the controller's serving certificate Secret (internal/controller/webhook.go).
