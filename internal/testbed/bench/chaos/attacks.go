@@ -163,9 +163,8 @@ func (r *runner) forgedHeartbeat(ctx context.Context) (string, error) {
 	}
 	defer s.Close()
 	from := time.Now()
-	mac := parseMAC(v.MAC)
-	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, mac, "eth0", time.Now()), attack.NotReady(v.Name, mac, "eth0", time.Now())}, 10*time.Millisecond, 3*time.Second)
-	ghosts := attack.Ghosts("chaos-ghost", 300, parseMAC(c.MAC), time.Now())
+	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, "eth0", time.Now()), attack.NotReady(v.Name, "eth0", time.Now())}, 10*time.Millisecond, 3*time.Second)
+	ghosts := attack.Ghosts("chaos-ghost", 300, time.Now())
 	sent += sendAll(s, r.l.Plan.Nodes, ghosts, 500*time.Millisecond, 2*time.Second)
 	r.spanSince(FaultForgedHeartbeat, v.Name, SpanAttack, from)
 	time.Sleep(2 * time.Second) // the views settle before the next fault
