@@ -81,6 +81,7 @@ var house = []struct {
 	// explain does no I/O either, but it makes the knftables Fake it traces through, which a core may not.
 	{"internal/proxy/explain", layer{kind: adapter, role: "proxy"}},
 	{"internal/proxy/nftrules/nftrulestest", layer{kind: testbed}}, // random models for tests and benchmarks
+	{"internal/testbed/fuzzbytes", layer{kind: testbed}},           // fuzz input as decisions, for the cores' fuzz targets
 	{"internal/status", layer{kind: role, role: "status"}},
 }
 

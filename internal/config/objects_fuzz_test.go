@@ -17,22 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/testbed/fuzzbytes"
 )
 
-// fuzzBytes hands out fuzz input; past the end it returns zeros.
-type fuzzBytes struct{ b []byte }
-
-func (r *fuzzBytes) byte() byte {
-	if len(r.b) == 0 {
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-// pick returns one of choices.
-func pick[T any](r *fuzzBytes, choices ...T) T { return choices[int(r.byte())%len(choices)] }
+// fuzzBytes draws the objects below from fuzz input (package fuzzbytes: past the end, zeros).
+type fuzzBytes struct{ *fuzzbytes.Reader }
 
 // Catalogues the objects are drawn from: small, so that pools overlap, Services share pools and
 // addresses, and selectors match; with the malformed values the API would refuse too (status can be
@@ -47,16 +36,16 @@ var (
 )
 
 func (r *fuzzBytes) labels() map[string]string {
-	return pick(r, map[string]string(nil), map[string]string{"k": "v"}, map[string]string{"k": "w"}, map[string]string{"zone": "a", "k": "v"})
+	return fuzzbytes.Pick(r, map[string]string(nil), map[string]string{"k": "v"}, map[string]string{"k": "w"}, map[string]string{"zone": "a", "k": "v"})
 }
 
 func (r *fuzzBytes) selector() metav1.LabelSelector {
-	if r.byte()%2 == 0 {
+	if r.Byte()%2 == 0 {
 		return metav1.LabelSelector{MatchLabels: r.labels()}
 	}
-	req := metav1.LabelSelectorRequirement{Key: pick(r, "k", "zone", "bad key!"), Operator: pick(r, fuzzOps...)}
-	for range int(r.byte() % 3) {
-		req.Values = append(req.Values, pick(r, "v", "w", "a"))
+	req := metav1.LabelSelectorRequirement{Key: fuzzbytes.Pick(r, "k", "zone", "bad key!"), Operator: fuzzbytes.Pick(r, fuzzOps...)}
+	for range int(r.Byte() % 3) {
+		req.Values = append(req.Values, fuzzbytes.Pick(r, "v", "w", "a"))
 	}
 	return metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req}}
 }
@@ -64,46 +53,46 @@ func (r *fuzzBytes) selector() metav1.LabelSelector {
 // modelInput draws a ModelInput: up to 4 pools, 3 advertisements, 5 Services, 4 EndpointSlices and
 // 3 Nodes, each kind with distinct names (as the API guarantees).
 func (r *fuzzBytes) modelInput() ModelInput {
-	in := ModelInput{LBClass: pick(r, "", "ironlb")}
-	for i := range int(r.byte() % 5) {
+	in := ModelInput{LBClass: fuzzbytes.Pick(r, "", "ironlb")}
+	for i := range int(r.Byte() % 5) {
 		p := pool(fmt.Sprintf("p%d", i))
 		p.Namespace = "metallb-system"
 		p.Labels = r.labels()
-		p.CreationTimestamp = metav1.NewTime(time.Unix(int64(r.byte()%3), 0))
-		for range int(r.byte()%2) + 1 {
-			p.Spec.Addresses = append(p.Spec.Addresses, pick(r, fuzzRanges...))
+		p.CreationTimestamp = metav1.NewTime(time.Unix(int64(r.Byte()%3), 0))
+		for range int(r.Byte()%2) + 1 {
+			p.Spec.Addresses = append(p.Spec.Addresses, fuzzbytes.Pick(r, fuzzRanges...))
 		}
-		if c := r.byte(); c%4 == 0 {
+		if c := r.Byte(); c%4 == 0 {
 			p.Spec.AllocateTo = &v1beta1.ServiceAllocation{Priority: int(c/4%3) - 1, ServiceSelectors: []metav1.LabelSelector{r.selector()}}
 		}
 		in.Pools = append(in.Pools, p)
 	}
-	for i := range int(r.byte() % 4) {
+	for i := range int(r.Byte() % 4) {
 		a := v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: "metallb-system", Name: fmt.Sprintf("ad%d", i)}}
-		for range int(r.byte() % 3) {
-			a.Spec.IPAddressPools = append(a.Spec.IPAddressPools, pick(r, "p0", "p1", "p2", "gone"))
+		for range int(r.Byte() % 3) {
+			a.Spec.IPAddressPools = append(a.Spec.IPAddressPools, fuzzbytes.Pick(r, "p0", "p1", "p2", "gone"))
 		}
-		for range int(r.byte() % 3) {
+		for range int(r.Byte() % 3) {
 			a.Spec.IPAddressPoolSelectors = append(a.Spec.IPAddressPoolSelectors, r.selector())
 		}
-		for range int(r.byte() % 2) {
+		for range int(r.Byte() % 2) {
 			a.Spec.NodeSelectors = append(a.Spec.NodeSelectors, r.selector())
 		}
-		if r.byte()%2 == 0 {
+		if r.Byte()%2 == 0 {
 			a.Spec.Interfaces = []string{"eth0"}
 		}
 		in.L2Advertisements = append(in.L2Advertisements, a)
 	}
-	for i := range int(r.byte() % 6) {
-		s := lbService(fmt.Sprintf("s%d", i), pick(r, "", "p0", "p1", "gone"))
-		s.Namespace = pick(r, "ns", "other")
+	for i := range int(r.Byte() % 6) {
+		s := lbService(fmt.Sprintf("s%d", i), fuzzbytes.Pick(r, "", "p0", "p1", "gone"))
+		s.Namespace = fuzzbytes.Pick(r, "ns", "other")
 		s.Labels = r.labels()
-		c := r.byte()
+		c := r.Byte()
 		if c&1 != 0 {
-			s.Spec.Type = pick(r, corev1.ServiceTypeNodePort, corev1.ServiceTypeClusterIP, corev1.ServiceTypeLoadBalancer)
+			s.Spec.Type = fuzzbytes.Pick(r, corev1.ServiceTypeNodePort, corev1.ServiceTypeClusterIP, corev1.ServiceTypeLoadBalancer)
 		}
 		if c&2 != 0 {
-			s.Spec.LoadBalancerClass = ptr(pick(r, "ironlb", "other"))
+			s.Spec.LoadBalancerClass = ptr(fuzzbytes.Pick(r, "ironlb", "other"))
 		}
 		if c&4 != 0 {
 			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -112,23 +101,23 @@ func (r *fuzzBytes) modelInput() ModelInput {
 			if s.Annotations == nil {
 				s.Annotations = map[string]string{}
 			}
-			s.Annotations[AnnotationSpread] = pick(r, "true", "false", "yes")
+			s.Annotations[AnnotationSpread] = fuzzbytes.Pick(r, "true", "false", "yes")
 		}
-		for range int(r.byte() % 4) {
-			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: pick(r, fuzzIngress...)})
+		for range int(r.Byte() % 4) {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: fuzzbytes.Pick(r, fuzzIngress...)})
 		}
 		in.Services = append(in.Services, s)
 	}
-	for i := range int(r.byte() % 5) {
-		es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: pick(r, "ns", "other"), Name: fmt.Sprintf("e%d", i)}}
-		if svc := pick(r, "", "s0", "s1", "s2", "s9"); svc != "" {
+	for i := range int(r.Byte() % 5) {
+		es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: fuzzbytes.Pick(r, "ns", "other"), Name: fmt.Sprintf("e%d", i)}}
+		if svc := fuzzbytes.Pick(r, "", "s0", "s1", "s2", "s9"); svc != "" {
 			es.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
 		}
-		for range int(r.byte() % 4) {
-			c := r.byte()
+		for range int(r.Byte() % 4) {
+			c := r.Byte()
 			e := discoveryv1.Endpoint{Addresses: []string{"10.244.0.1"}}
 			if c&1 != 0 {
-				e.NodeName = ptr(pick(r, "n0", "n1", ""))
+				e.NodeName = ptr(fuzzbytes.Pick(r, "n0", "n1", ""))
 			}
 			if c&2 != 0 {
 				e.Conditions.Ready = ptr(c&4 != 0)
@@ -140,13 +129,13 @@ func (r *fuzzBytes) modelInput() ModelInput {
 		}
 		in.EndpointSlices = append(in.EndpointSlices, es)
 	}
-	for i := range int(r.byte() % 4) {
+	for i := range int(r.Byte() % 4) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), Labels: r.labels()}}
-		for range int(r.byte() % 3) {
-			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: pick(r, corev1.NodeInternalIP, corev1.NodeExternalIP),
-				Address: pick(r, "172.18.0.2", "fd00::2", "::ffff:172.18.0.3", "nonsense")})
+		for range int(r.Byte() % 3) {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: fuzzbytes.Pick(r, corev1.NodeInternalIP, corev1.NodeExternalIP),
+				Address: fuzzbytes.Pick(r, "172.18.0.2", "fd00::2", "::ffff:172.18.0.3", "nonsense")})
 		}
-		if r.byte()%3 == 0 {
+		if r.Byte()%3 == 0 {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}
 		}
 		in.Nodes = append(in.Nodes, n)
@@ -199,7 +188,7 @@ func FuzzModelObjects(f *testing.F) {
 	f.Add([]byte(strings.Repeat("\x03\x01\x02\x00\x04\x05\x01\x02\x03\x00\x06\x07", 12)))
 	f.Add([]byte(strings.Repeat("\x04\x02\x01\x05\x03\x07\x02\x02\x01\x01\x03\x04\x09\x0a\x0b", 16)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &fuzzBytes{data}
+		r := &fuzzBytes{fuzzbytes.New(data)}
 		in := r.modelInput()
 		m := BuildModel(in)
 

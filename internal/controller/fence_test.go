@@ -22,22 +22,6 @@ import (
 func TestPausedLeaderCannotOverwrite(t *testing.T) {
 	h := newHarness(t)
 	h.apply(pool("p", "10.70.0.0/28"))
-	leases := h.cs.CoordinationV1().Leases(ns)
-	holder := func() string {
-		l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	waitFor := func(t *testing.T, what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (lease holder %q)", what, holder())
-			}
-		}
-	}
 	for _, tc := range []struct {
 		stage writeStage
 		svc   string
@@ -80,7 +64,7 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 			release := func() { releaseOnce.Do(func() { released.Store(true); close(hold) }) }
 			stopA := run("replica-a", hook)
 			t.Cleanup(func() { release(); stopA() })
-			waitFor(t, "replica-a to lead", func() bool { return holder() == "replica-a" })
+			h.waitHolderT(t, "replica-a", "replica-a to lead")
 			stopB := run("replica-b", nil)
 			t.Cleanup(stopB)
 
@@ -116,15 +100,7 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 			if _, err := h.cs.CoreV1().Services("default").Patch(context.Background(), tc.svc, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, now, secs := "replica-b", metav1.NewMicroTime(time.Now()), int32(20)
-			l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = &b, &now, &now, &secs
-			if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			h.takeLeaseT(t, "replica-b", 20)
 			h.waitIP(tc.svc, tc.want) // B's decision
 
 			// A resumes with its stale decision (10.70.0.0).
@@ -144,8 +120,8 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 			if tc.stage == stageLease && wroteAfterRelease.Load() {
 				t.Error("A passed its lease check after B took the lease over")
 			}
-			if holder() != "replica-b" {
-				t.Errorf("lease held by %q, want replica-b", holder())
+			if got := h.leaseHolder(); got != "replica-b" {
+				t.Errorf("lease held by %q, want replica-b", got)
 			}
 		})
 	}

@@ -175,37 +175,13 @@ func TestLeaderLosingLeaseCampaignsAgain(t *testing.T) {
 			RetryPeriod: 300 * time.Millisecond})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	leases := h.cs.CoordinationV1().Leases(ns)
-	holder := func() string {
-		l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (lease holder %q)", what, holder())
-			}
-		}
-	}
-	waitFor("replica-a to lead", func() bool { return holder() == "replica-a" })
+	h.waitHolderT(t, "replica-a", "replica-a to lead")
 	h.createService("before")
 	h.waitIP("before", "10.60.0.0")
 
 	// Steal the lease: replica-a's next renewal fails and its term ends.
-	l, err := leases.Get(context.Background(), "ironlb-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	thief, now, secs := "thief", metav1.NewMicroTime(time.Now()), int32(2)
-	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = &thief, &now, &now, &secs
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("replica-a to lead again after the thief's lease expired", func() bool { return holder() == "replica-a" })
+	h.takeLeaseT(t, "thief", 2)
+	h.waitHolderT(t, "replica-a", "replica-a to lead again after the thief's lease expired")
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned after losing the lease: %v", err)

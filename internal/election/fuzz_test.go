@@ -7,23 +7,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ironlb/ironlb/internal/testbed/fuzzbytes"
 )
 
-// gen decodes an election from fuzz input; once the input is exhausted it reads zeros.
-type gen struct{ b []byte }
+// gen decodes an election from fuzz input (package fuzzbytes: once the input is exhausted it reads
+// zeros). A choice among one reads nothing (fuzzbytes' N).
+type gen struct{ *fuzzbytes.Reader }
 
-func (g *gen) n(k int) int {
-	if len(g.b) == 0 || k <= 1 {
-		return 0
-	}
-	v := int(g.b[0])
-	g.b = g.b[1:]
-	return v % k
-}
+func (g *gen) bit() bool { return g.N(2) == 1 }
 
-func (g *gen) bit() bool { return g.n(2) == 1 }
-
-func pick[T any](g *gen, xs ...T) T { return xs[g.n(len(xs))] }
+func pick[T any](g *gen, xs ...T) T { return xs[g.N(len(xs))] }
 
 var fuzzNames = []string{"n0", "n1", "n2", "n3", "n4", "n5", ""}
 
@@ -42,7 +36,7 @@ func (g *gen) selector() Selector {
 	if g.bit() {
 		s.MatchLabels = map[string]string{pick(g, "zone", "role"): pick(g, "a", "b", "edge")}
 	}
-	for range g.n(3) {
+	for range g.N(3) {
 		s.MatchExpressions = append(s.MatchExpressions, Requirement{
 			Key:      pick(g, "zone", "role"),
 			Operator: pick(g, In, NotIn, Exists, DoesNotExist, Operator("Bogus")),
@@ -57,9 +51,9 @@ func (g *gen) input() (Input, []Node) {
 	for range pick(g, 0, 1, 2, 3, 3, 4, 5, 7) {
 		n := Node{
 			Name:               pick(g, fuzzNames...),
-			Alive:              g.n(6) > 0,
-			Excluded:           g.n(8) == 0,
-			NetworkUnavailable: g.n(8) == 0,
+			Alive:              g.N(6) > 0,
+			Excluded:           g.N(8) == 0,
+			NetworkUnavailable: g.N(8) == 0,
 			Interfaces:         g.subset("eth0", "eth1"),
 			ReadySince:         pick(g, now.Add(-time.Hour), now.Add(-10*time.Second), now.Add(-time.Minute), time.Time{}, now.Add(5*time.Second), now.Add(-3*time.Hour)),
 			Labels:             map[string]string{},
@@ -307,7 +301,7 @@ func FuzzElect(f *testing.F) {
 	f.Add(make([]byte, 200))
 	f.Add([]byte("\x07\x01\x03\x05\x00\x00\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := &gen{b: data}
+		g := &gen{fuzzbytes.New(data)}
 		in, nodes := g.input()
 		checkElect(t, in, nodes)
 	})
@@ -323,7 +317,7 @@ func TestElectRandom(t *testing.T) {
 			state = state*6364136223846793005 + 1442695040888963407
 			b[j] = byte(state >> 56)
 		}
-		g := &gen{b: b}
+		g := &gen{fuzzbytes.New(b)}
 		in, nodes := g.input()
 		checkElect(t, in, nodes)
 		reasons[Elect(in, nodes, now).Reason]++

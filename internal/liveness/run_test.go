@@ -13,38 +13,20 @@ import (
 // A peer that says it leaves (SIGTERM) or turns ready wakes the speaker's loop at once, as one that
 // comes alive does: the elections depend on it. Two monitors on loopback UDP.
 func TestMonitorReportsStateChanges(t *testing.T) {
-	listen := func() net.PacketConn {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	ca, cb := listen(), listen()
 	var leaving, ready atomic.Bool
 	var changes atomic.Int32
-	a := NewMonitor(ca, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: "a"} },
-		func() { changes.Add(1) }, slog.New(slog.DiscardHandler))
-	b := NewMonitor(cb, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat {
+	a, b := monitorPair(t, func() Heartbeat { return Heartbeat{Node: "a"} }, func() Heartbeat {
 		return Heartbeat{Node: "b", Ready: ready.Load(), Leaving: leaving.Load()}
-	}, func() {}, slog.New(slog.DiscardHandler))
+	}, func() { changes.Add(1) })
 	a.SetKeys(testKey, nil)
 	b.SetKeys(testKey, nil)
-	a.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort(cb.LocalAddr().String())}})
-	b.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort(ca.LocalAddr().String())}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = a.Run(ctx) }()
-	go func() { _ = b.Run(ctx) }()
+	runMonitors(t, a, b)
 
 	wait := func(what string, want int32, check func() bool) {
 		t.Helper()
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			if changes.Load() >= want && check() {
-				return
-			}
+		if !eventually(func() bool { return changes.Load() >= want && check() }) {
+			t.Fatalf("%s: %d changes reported, want %d", what, changes.Load(), want)
 		}
-		t.Fatalf("%s: %d changes reported, want %d", what, changes.Load(), want)
 	}
 	wait("b comes alive", 1, func() bool { alive, _ := a.Alive("b"); return alive })
 	time.Sleep(50 * time.Millisecond)
@@ -79,36 +61,16 @@ func TestChanged(t *testing.T) {
 // rotated key (the new primary, the old one as secondary) both sides hear each other; a forged
 // packet from a stranger is counted by reason and never creates a peer.
 func TestMonitorAuth(t *testing.T) {
-	listen := func() net.PacketConn {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	ca, cb := listen(), listen()
 	var rejected [numReasons]atomic.Int32
-	mk := func(c net.PacketConn, name string) *Monitor {
-		m := NewMonitor(c, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: name} },
-			func() {}, slog.New(slog.DiscardHandler))
-		m.OnReject = func(r Reason) { rejected[r].Add(1) }
-		return m
-	}
-	a, b := mk(ca, "a"), mk(cb, "b")
-	a.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort(cb.LocalAddr().String())}})
-	b.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort(ca.LocalAddr().String())}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = a.Run(ctx) }()
-	go func() { _ = b.Run(ctx) }()
+	a, b := monitorPair(t, func() Heartbeat { return Heartbeat{Node: "a"} }, func() Heartbeat { return Heartbeat{Node: "b"} }, func() {})
+	a.OnReject = func(r Reason) { rejected[r].Add(1) }
+	b.OnReject = a.OnReject
+	runMonitors(t, a, b)
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			if cond() {
-				return
-			}
+		if !eventually(cond) {
+			t.Fatalf("%s: timed out", what)
 		}
-		t.Fatalf("%s: timed out", what)
 	}
 	alive := func(m *Monitor, n string) bool { ok, _ := m.Alive(n); return ok }
 
@@ -136,7 +98,7 @@ func TestMonitorAuth(t *testing.T) {
 	for _, hb := range []Heartbeat{{Node: "b", Leaving: true}, {Node: "evil"}} {
 		s := NewSigner(1)
 		s.SetKey(newKey) // even with the key: the source address is wrong
-		if _, err := cx.WriteTo(s.Sign(hb, time.Now()), ca.LocalAddr()); err != nil {
+		if _, err := cx.WriteTo(s.Sign(hb, time.Now()), a.conn.LocalAddr()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,4 +109,43 @@ func TestMonitorAuth(t *testing.T) {
 	if _, ok := a.Info("evil"); ok {
 		t.Error("an unknown node entered the table")
 	}
+}
+
+// monitorPair builds two monitors, a and b, on loopback UDP, each the other's one peer, with a 10 ms
+// interval (5 misses make a death); hbA and hbB say what each sends, changedA is a's change callback.
+// Keys and callbacks are the caller's to set before runMonitors.
+func monitorPair(t *testing.T, hbA, hbB func() Heartbeat, changedA func()) (a, b *Monitor) {
+	t.Helper()
+	listen := func() net.PacketConn {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca, cb := listen(), listen()
+	a = NewMonitor(ca, NewDetector(10*time.Millisecond, 5), 0, hbA, changedA, slog.New(slog.DiscardHandler))
+	b = NewMonitor(cb, NewDetector(10*time.Millisecond, 5), 0, hbB, func() {}, slog.New(slog.DiscardHandler))
+	a.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort(cb.LocalAddr().String())}})
+	b.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort(ca.LocalAddr().String())}})
+	return a, b
+}
+
+// runMonitors runs ms until the test ends (Run closes their sockets then).
+func runMonitors(t *testing.T, ms ...*Monitor) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, m := range ms {
+		go func() { _ = m.Run(ctx) }()
+	}
+}
+
+// eventually polls cond every 5 ms for up to 2 s and reports whether it held.
+func eventually(cond func() bool) bool {
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
 }

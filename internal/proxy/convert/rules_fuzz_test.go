@@ -19,24 +19,16 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/fuzzbytes"
 )
 
-// fuzzBytes hands out fuzz input; past the end it returns zeros.
-type fuzzBytes struct{ b []byte }
-
-func (r *fuzzBytes) byte() byte {
-	if len(r.b) == 0 {
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func pick[T any](r *fuzzBytes, choices ...T) T { return choices[int(r.byte())%len(choices)] }
+// fuzzBytes draws the objects below from fuzz input (package fuzzbytes: past the end, zeros).
+type fuzzBytes struct{ *fuzzbytes.Reader }
 
 // boolPtr is unset, true or false.
-func (r *fuzzBytes) boolPtr() *bool { return pick(r, (*bool)(nil), ptr.To(true), ptr.To(false)) }
+func (r *fuzzBytes) boolPtr() *bool {
+	return fuzzbytes.Pick(r, (*bool)(nil), ptr.To(true), ptr.To(false))
+}
 
 // Small catalogues, so that ports, endpoints and addresses collide, with malformed values too.
 var (
@@ -50,60 +42,60 @@ var (
 // service draws Service ns1/<name> with up to 7 ports and up to 4 EndpointSlices of up to 6
 // endpoints each.
 func (r *fuzzBytes) service(name string) (*corev1.Service, []*discoveryv1.EndpointSlice) {
-	ips := pick(r, []string{"10.96.0.10"}, []string{"10.96.0.10", "fd00:96::10"}, []string{"fd00:96::10"}, []string{"10.96.0.11"}, []string{"bad"})
+	ips := fuzzbytes.Pick(r, []string{"10.96.0.10"}, []string{"10.96.0.10", "fd00:96::10"}, []string{"fd00:96::10"}, []string{"10.96.0.11"}, []string{"bad"})
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: name},
-		Spec: corev1.ServiceSpec{Type: pick(r, corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort, corev1.ServiceTypeClusterIP),
+		Spec: corev1.ServiceSpec{Type: fuzzbytes.Pick(r, corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort, corev1.ServiceTypeClusterIP),
 			ClusterIP: ips[0], ClusterIPs: ips}}
-	c := r.byte()
+	c := r.Byte()
 	if c&1 != 0 {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-		svc.Spec.HealthCheckNodePort = int32(pick(r, 0, 32000, 70000))
+		svc.Spec.HealthCheckNodePort = int32(fuzzbytes.Pick(r, 0, 32000, 70000))
 	}
 	if c&2 != 0 {
 		svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 	}
 	if c&4 != 0 {
 		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(pick(r, 0, 5, 10800)))}}
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(fuzzbytes.Pick(r, 0, 5, 10800)))}}
 	}
 	if c&8 != 0 {
-		svc.Annotations = map[string]string{AnnotationAlgorithm: pick(r, "random", "round-robin", "maglev", "bogus")}
+		svc.Annotations = map[string]string{AnnotationAlgorithm: fuzzbytes.Pick(r, "random", "round-robin", "maglev", "bogus")}
 	}
-	for range int(r.byte() % 3) {
-		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, pick(r, fuzzSvcAddrs...))
+	for range int(r.Byte() % 3) {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, fuzzbytes.Pick(r, fuzzSvcAddrs...))
 	}
-	for range int(r.byte() % 3) {
-		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: pick(r, fuzzSvcAddrs...),
-			IPMode: pick(r, (*corev1.LoadBalancerIPMode)(nil), ptr.To(corev1.LoadBalancerIPModeVIP), ptr.To(corev1.LoadBalancerIPModeProxy))})
+	for range int(r.Byte() % 3) {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: fuzzbytes.Pick(r, fuzzSvcAddrs...),
+			IPMode: fuzzbytes.Pick(r, (*corev1.LoadBalancerIPMode)(nil), ptr.To(corev1.LoadBalancerIPModeVIP), ptr.To(corev1.LoadBalancerIPModeProxy))})
 	}
-	for range int(r.byte() % 3) {
-		svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, pick(r, "192.0.2.0/24", "10.0.0.1", "fd00::/64", "x/99"))
+	for range int(r.Byte() % 3) {
+		svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, fuzzbytes.Pick(r, "192.0.2.0/24", "10.0.0.1", "fd00::/64", "x/99"))
 	}
-	for range int(r.byte() % 8) {
-		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: pick(r, fuzzPortNames...), Protocol: pick(r, fuzzProtos...),
-			Port: int32(pick(r, 80, 443, 53, 8080, 0, 70000)), NodePort: int32(pick(r, 0, 0, 30080, 30443, 70000)),
-			TargetPort: intstr.FromString(pick(r, fuzzPortNames...))})
+	for range int(r.Byte() % 8) {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fuzzbytes.Pick(r, fuzzPortNames...), Protocol: fuzzbytes.Pick(r, fuzzProtos...),
+			Port: int32(fuzzbytes.Pick(r, 80, 443, 53, 8080, 0, 70000)), NodePort: int32(fuzzbytes.Pick(r, 0, 0, 30080, 30443, 70000)),
+			TargetPort: intstr.FromString(fuzzbytes.Pick(r, fuzzPortNames...))})
 	}
 	var ess []*discoveryv1.EndpointSlice
-	for i := range int(r.byte() % 5) {
+	for i := range int(r.Byte() % 5) {
 		es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: fmt.Sprintf("%s-%d", name, i),
 			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: pick(r, discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN)}
-		for range int(r.byte() % 4) {
-			p := discoveryv1.EndpointPort{Port: pick(r, ptr.To(int32(8080)), ptr.To(int32(8443)), ptr.To(int32(0)), (*int32)(nil))}
-			if n := pick(r, fuzzPortNames...); n != "" || r.byte()%2 == 0 {
+			AddressType: fuzzbytes.Pick(r, discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN)}
+		for range int(r.Byte() % 4) {
+			p := discoveryv1.EndpointPort{Port: fuzzbytes.Pick(r, ptr.To(int32(8080)), ptr.To(int32(8443)), ptr.To(int32(0)), (*int32)(nil))}
+			if n := fuzzbytes.Pick(r, fuzzPortNames...); n != "" || r.Byte()%2 == 0 {
 				p.Name = &n
 			}
-			if pr := pick(r, fuzzProtos...); pr != "" {
+			if pr := fuzzbytes.Pick(r, fuzzProtos...); pr != "" {
 				p.Protocol = &pr
 			}
 			es.Ports = append(es.Ports, p)
 		}
-		for range int(r.byte() % 7) {
+		for range int(r.Byte() % 7) {
 			e := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: r.boolPtr(), Serving: r.boolPtr(), Terminating: r.boolPtr()},
-				NodeName: pick(r, ptr.To(thisNode), ptr.To("node-b"), ptr.To(""), (*string)(nil))}
-			for range int(r.byte()%2) + 1 {
-				e.Addresses = append(e.Addresses, pick(r, fuzzEPAddrs...))
+				NodeName: fuzzbytes.Pick(r, ptr.To(thisNode), ptr.To("node-b"), ptr.To(""), (*string)(nil))}
+			for range int(r.Byte()%2) + 1 {
+				e.Addresses = append(e.Addresses, fuzzbytes.Pick(r, fuzzEPAddrs...))
 			}
 			es.Endpoints = append(es.Endpoints, e)
 		}
@@ -161,11 +153,11 @@ func FuzzServiceRules(f *testing.F) {
 	f.Add([]byte(strings.Repeat("\x02\x01\x05\x03\x01\x00\x02\x04\x01\x03\x02\x05\x06\x01\x02\x00\x01", 20)))
 	f.Add([]byte(strings.Repeat("\x03\x00\x07\x02\x01\x01\x01\x01\x00\x04\x02\x01\x03\x02\x01\x00\x02\x01\x06", 24)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &fuzzBytes{data}
+		r := &fuzzBytes{fuzzbytes.New(data)}
 		m := &nftrules.Model{Node: fuzzNode(), Services: map[nftrules.ServiceKey]*nftrules.Service{}}
 		shuffledModel := &nftrules.Model{Node: fuzzNode(), Services: map[nftrules.ServiceKey]*nftrules.Service{}}
 		rng := rand.New(rand.NewPCG(uint64(len(data)), 7))
-		for i := range int(r.byte()%3) + 1 {
+		for i := range int(r.Byte()%3) + 1 {
 			svc, eps := r.service([]string{"web", "api", "db"}[i])
 			out, skip, _ := Service(svc, eps, thisNode)
 			if out == nil {

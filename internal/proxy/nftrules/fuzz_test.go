@@ -11,83 +11,73 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
+	"github.com/ironlb/ironlb/internal/testbed/fuzzbytes"
 	"sigs.k8s.io/knftables"
 )
 
-// bytesReader hands out fuzz input; past the end it returns zeros.
-type bytesReader struct{ b []byte }
-
-func (r *bytesReader) byte() byte {
-	if len(r.b) == 0 {
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *bytesReader) u16() uint16 { return uint16(r.byte())<<8 | uint16(r.byte()) }
+// bytesReader draws models from fuzz input (package fuzzbytes: past the end, zeros).
+type bytesReader struct{ *fuzzbytes.Reader }
 
 // addr draws from a small pool most of the time (so Services collide) and raw bytes otherwise.
 func (r *bytesReader) addr() netip.Addr {
-	switch c := r.byte(); c % 8 {
+	switch c := r.Byte(); c % 8 {
 	case 0:
 		var b [16]byte
 		for i := range b {
-			b[i] = r.byte()
+			b[i] = r.Byte()
 		}
 		return netip.AddrFrom16(b)
 	case 1:
-		return netip.AddrFrom4([4]byte{r.byte(), r.byte(), r.byte(), r.byte()})
+		return netip.AddrFrom4([4]byte{r.Byte(), r.Byte(), r.Byte(), r.Byte()})
 	case 2:
 		return netip.Addr{}
 	case 3:
-		return netip.MustParseAddr(fmt.Sprintf("fd00::%x", r.byte()%8))
+		return netip.MustParseAddr(fmt.Sprintf("fd00::%x", r.Byte()%8))
 	default:
-		return netip.AddrFrom4([4]byte{10, 0, 0, r.byte() % 8})
+		return netip.AddrFrom4([4]byte{10, 0, 0, r.Byte() % 8})
 	}
 }
 
 func (r *bytesReader) name() string {
 	names := []string{"a", "b", "web", "x-1", "", "Bad", "a b", "a}", "-x", "abcdefghijklmnopq"}
-	return names[int(r.byte())%len(names)]
+	return names[int(r.Byte())%len(names)]
 }
 
 func (r *bytesReader) model() *nftrules.Model {
 	m := model(testNode())
-	if r.byte()%2 == 0 {
+	if r.Byte()%2 == 0 {
 		m.Node.NodePortAddresses = []netip.Addr{r.addr(), r.addr()}
 	}
-	if r.byte()%3 == 0 {
+	if r.Byte()%3 == 0 {
 		m.Node.DeadNodes = map[string]bool{r.name(): true}
 	}
-	for range int(r.byte() % 5) {
+	for range int(r.Byte() % 5) {
 		s := &nftrules.Service{Namespace: r.name(), Name: r.name()}
-		for range int(r.byte() % 3) {
+		for range int(r.Byte() % 3) {
 			s.ClusterIPs = append(s.ClusterIPs, r.addr())
 		}
-		for range int(r.byte() % 3) {
+		for range int(r.Byte() % 3) {
 			s.ExternalIPs = append(s.ExternalIPs, r.addr())
 		}
-		for range int(r.byte() % 3) {
+		for range int(r.Byte() % 3) {
 			s.LoadBalancerIPs = append(s.LoadBalancerIPs, r.addr())
 		}
-		for range int(r.byte() % 3) {
-			s.LoadBalancerSourceRanges = append(s.LoadBalancerSourceRanges, netip.PrefixFrom(r.addr(), int(r.byte()%129)))
+		for range int(r.Byte() % 3) {
+			s.LoadBalancerSourceRanges = append(s.LoadBalancerSourceRanges, netip.PrefixFrom(r.addr(), int(r.Byte()%129)))
 		}
-		flags := r.byte()
+		flags := r.Byte()
 		s.ExternalTrafficPolicyLocal = flags&1 != 0
 		s.InternalTrafficPolicyLocal = flags&2 != 0
 		s.SessionAffinityClientIP = flags&4 != 0
-		s.SessionAffinityTimeout = time.Duration(r.byte()) * time.Second
-		s.Algorithm = nftrules.Algorithm(r.byte() % 4)
-		for range int(r.byte() % 3) {
-			p := nftrules.Port{Name: r.name(), Port: r.u16() % 4, NodePort: r.u16() % 4}
-			p.Protocol = []nftrules.Protocol{nftrules.TCP, nftrules.UDP, nftrules.SCTP, "icmp"}[r.byte()%4]
-			for range int(r.byte() % 5) {
-				c := r.byte()
+		s.SessionAffinityTimeout = time.Duration(r.Byte()) * time.Second
+		s.Algorithm = nftrules.Algorithm(r.Byte() % 4)
+		for range int(r.Byte() % 3) {
+			p := nftrules.Port{Name: r.name(), Port: r.U16() % 4, NodePort: r.U16() % 4}
+			p.Protocol = []nftrules.Protocol{nftrules.TCP, nftrules.UDP, nftrules.SCTP, "icmp"}[r.Byte()%4]
+			for range int(r.Byte() % 5) {
+				c := r.Byte()
 				p.Endpoints = append(p.Endpoints, nftrules.Endpoint{
-					Addr: r.addr(), Port: r.u16() % 3, Node: []string{thisNode, "b", ""}[int(r.byte())%3],
+					Addr: r.addr(), Port: r.U16() % 3, Node: []string{thisNode, "b", ""}[int(r.Byte())%3],
 					Ready: c&1 != 0, Serving: c&2 != 0, Terminating: c&4 != 0, Local: c&8 != 0,
 				})
 			}
@@ -106,7 +96,7 @@ func FuzzBuild(f *testing.F) {
 	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17"))
 	f.Add([]byte(strings.Repeat("\x04\x02\x01\x05\x03\x07\x02\x02\x01\x01\x03\x04", 20)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &bytesReader{data}
+		r := &bytesReader{fuzzbytes.New(data)}
 		m1, m2 := r.model(), r.model()
 		for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
 			b := builder(t, nftrules.Config{Family: fam, MaglevTableSize: 13})

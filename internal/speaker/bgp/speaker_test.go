@@ -188,6 +188,18 @@ func waitFor(t *testing.T, sp *Speaker, name string, timeout time.Duration, ok f
 
 func established(st SessionStatus) bool { return st.Established() }
 
+// The BFD timing of the loopback test, the same on the speaker's and the router's side: 300 ms ×
+// 10, a detection time of 3 s. The fake network delivers every packet at once, so a live session
+// goes down only when the process is not scheduled for a whole detection time (the router's loop
+// sends nothing, the speaker's then finds the peer silent): at 50 ms × 3 (150 ms) that happened on
+// a loaded machine, and session a flapped. What the test checks of BFD (up with the session, a cut
+// holds the session down and withdraws the routes, healing brings it back) does not depend on how
+// fast detection is; the waits for the cut allow for the detection time and a loaded machine.
+const (
+	loopbackBFDInterval = 300 // ms, receive and transmit
+	loopbackBFDMult     = 10
+)
+
 // loopbackInput is the configuration of the loopback tests: an iBGP peer "a" with BFD, an eBGP peer
 // "b", and two Services, one with externalTrafficPolicy Local.
 func loopbackInput(ra, rb *testRouter) bgpconfig.Input {
@@ -197,14 +209,15 @@ func loopbackInput(ra, rb *testRouter) bgpconfig.Input {
 		DefaultRouterID: netip.MustParseAddr("10.0.0.10"),
 		Peers: []v1beta2.BGPPeer{
 			{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1beta2.BGPPeerSpec{MyASN: 64512, ASN: 64512,
-				Address: ra.addr.String(), Port: uint16(ra.port), SrcAddress: "127.0.0.11", BFDProfile: "fast",
+				Address: ra.addr.String(), Port: uint16(ra.port), SrcAddress: "127.0.0.11", BFDProfile: "loopback",
 				ConnectTime: &metav1.Duration{Duration: 2 * time.Second}}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1beta2.BGPPeerSpec{MyASN: 64512, ASN: 64600,
 				Address: rb.addr.String(), Port: uint16(rb.port), SrcAddress: "127.0.0.12",
 				ConnectTime: &metav1.Duration{Duration: 2 * time.Second}}},
 		},
-		BFDProfiles: []v1beta1.BFDProfile{{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
-			Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u32(50), TransmitInterval: u32(50), DetectMultiplier: u32(3)}}},
+		BFDProfiles: []v1beta1.BFDProfile{{ObjectMeta: metav1.ObjectMeta{Name: "loopback"},
+			Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u32(loopbackBFDInterval), TransmitInterval: u32(loopbackBFDInterval),
+				DetectMultiplier: u32(loopbackBFDMult)}}},
 		Communities: []v1beta1.Community{{ObjectMeta: metav1.ObjectMeta{Name: "aliases"},
 			Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "no-advertise", Value: "65535:65282"}}}}},
 		Advertisements: []v1beta1.BGPAdvertisement{
@@ -248,8 +261,9 @@ func TestSpeakerLoopback(t *testing.T) {
 	// BFD: the router's side runs its own Manager on the fake network.
 	bnet := bfd.NewFakeNetwork()
 	routerBFD := bfd.New(bnet.Host(ra.addr), bfd.Config{})
-	fast := bfd.Profile{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 50 * time.Millisecond, DetectMultiplier: 3}
-	if err := routerBFD.AddPeer(ra.addr, netip.MustParseAddr("127.0.0.11"), fast); err != nil {
+	prof := bfd.Profile{ReceiveInterval: loopbackBFDInterval * time.Millisecond, TransmitInterval: loopbackBFDInterval * time.Millisecond,
+		DetectMultiplier: loopbackBFDMult}
+	if err := routerBFD.AddPeer(ra.addr, netip.MustParseAddr("127.0.0.11"), prof); err != nil {
 		t.Fatal(err)
 	}
 	bctx, stopRouterBFD := context.WithCancel(context.Background())
@@ -280,8 +294,8 @@ func TestSpeakerLoopback(t *testing.T) {
 	}
 	defer stop()
 
-	// 30 s, not the few a quiet machine needs: on a loaded one (CI runs every package at once) the
-	// 50 ms BFD session may flap before it settles, and GoBGP waits out its connect-retry timer.
+	// 30 s, not the few a quiet machine needs: on a loaded one (CI runs every package at once) GoBGP
+	// may wait out its connect-retry timer.
 	a := waitFor(t, sp, "a", 30*time.Second, func(st SessionStatus) bool { return st.Established() && st.BFDStatus == "up" })
 	waitFor(t, sp, "b", 30*time.Second, established)
 	if a.Local != netip.MustParseAddr("127.0.0.11") || a.Reason != "" || a.Paths != 2 {
@@ -369,8 +383,8 @@ func TestSpeakerLoopback(t *testing.T) {
 	for _, dir := range [][2]string{{"127.0.0.1", "127.0.0.11"}, {"127.0.0.11", "127.0.0.1"}} {
 		bnet.Cut(netip.MustParseAddr(dir[0]), netip.MustParseAddr(dir[1]), true)
 	}
-	down := waitFor(t, sp, "a", 2*time.Second, func(st SessionStatus) bool { return st.Reason == BFDDown && !st.Established() })
-	ra.waitRoutes(t, "bfd down", nil, 2*time.Second)
+	down := waitFor(t, sp, "a", 30*time.Second, func(st SessionStatus) bool { return st.Reason == BFDDown && !st.Established() })
+	ra.waitRoutes(t, "bfd down", nil, 10*time.Second)
 	t.Logf("BFD cut → session a %s (%s: %s) and router A without routes after %v", down.BGPStatus, down.Reason, down.Message,
 		time.Since(cutAt).Round(time.Millisecond))
 	if down.BFDStatus != "down" {
@@ -380,7 +394,7 @@ func TestSpeakerLoopback(t *testing.T) {
 		bnet.Cut(netip.MustParseAddr(dir[0]), netip.MustParseAddr(dir[1]), false)
 	}
 	healedAt := time.Now()
-	waitFor(t, sp, "a", 20*time.Second, func(st SessionStatus) bool { return st.Established() && st.BFDStatus == "up" })
+	waitFor(t, sp, "a", 30*time.Second, func(st SessionStatus) bool { return st.Established() && st.BFDStatus == "up" })
 	ra.waitRoutes(t, "bfd up", map[netip.Prefix]route{p1: ibgp2}, 5*time.Second)
 	t.Logf("BFD healed → session a established again after %v", time.Since(healedAt).Round(time.Millisecond))
 	if b := waitFor(t, sp, "b", time.Second, established); b.Since.After(cutAt) {

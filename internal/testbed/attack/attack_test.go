@@ -75,7 +75,6 @@ func FuzzParseUDP4(f *testing.F) {
 }
 
 func TestForgedHeartbeats(t *testing.T) {
-	mac := net.HardwareAddr{2, 0x42, 0xac, 0x12, 0, 3}
 	now := time.Unix(1_800_000_000, 0)
 	node := netip.MustParseAddrPort("172.18.0.3:7947")
 	// A receiver holding the cluster's key, which the forger does not have.
@@ -87,8 +86,8 @@ func TestForgedHeartbeats(t *testing.T) {
 		b    []byte
 		want liveness.Heartbeat
 	}{
-		{"leaving", Leaving("myk8s-worker", mac, "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Leaving: true, Interfaces: []string{"eth0"}}},
-		{"not ready", NotReady("myk8s-worker", mac, "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Interfaces: []string{"eth0"}}},
+		{"leaving", Leaving("myk8s-worker", "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Leaving: true, Interfaces: []string{"eth0"}}},
+		{"not ready", NotReady("myk8s-worker", "eth0", now), liveness.Heartbeat{Node: "myk8s-worker", Interfaces: []string{"eth0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := liveness.Parse(tc.b[:len(tc.b)-liveness.TagLen])
@@ -105,7 +104,7 @@ func TestForgedHeartbeats(t *testing.T) {
 			}
 		})
 	}
-	gs := Ghosts("ghost", 300, mac, now)
+	gs := Ghosts("ghost", 300, now)
 	seen := map[string]bool{}
 	for _, g := range gs {
 		h, err := liveness.Parse(g[:len(g)-liveness.TagLen])

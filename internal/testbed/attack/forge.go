@@ -24,21 +24,20 @@ func forge(hb Heartbeat, now time.Time) []byte {
 type Heartbeat = liveness.Heartbeat
 
 // Leaving is a heartbeat forged in node's name saying it shuts down (hand its addresses over now)
-// and is not ready: what a speaker sends on SIGTERM. mac is the node's announcing MAC as its own
-// heartbeats carry it (nil: none), iface its announcing interface.
-func Leaving(node string, _ net.HardwareAddr, iface string, now time.Time) []byte {
+// and is not ready: what a speaker sends on SIGTERM. iface is its announcing interface.
+func Leaving(node, iface string, now time.Time) []byte {
 	return forge(Heartbeat{Node: node, Ready: false, Leaving: true, Interfaces: []string{iface}}, now)
 }
 
 // NotReady is a heartbeat forged in node's name saying it is alive but not ready (not synced with
 // the API): not eligible in any election.
-func NotReady(node string, _ net.HardwareAddr, iface string, now time.Time) []byte {
+func NotReady(node, iface string, now time.Time) []byte {
 	return forge(Heartbeat{Node: node, Interfaces: []string{iface}}, now)
 }
 
 // Ghosts returns n ready heartbeats in the names of nodes that do not exist (prefix-0, prefix-1,
-// ...), each claiming mac: a flood of unknown names that a speaker must neither track nor elect.
-func Ghosts(prefix string, n int, _ net.HardwareAddr, now time.Time) [][]byte {
+// ...): a flood of unknown names that a speaker must neither track nor elect.
+func Ghosts(prefix string, n int, now time.Time) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
 		out[i] = forge(Heartbeat{Node: fmt.Sprintf("%s-%d", prefix, i), Ready: true,

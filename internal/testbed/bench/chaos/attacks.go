@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -164,9 +163,8 @@ func (r *runner) forgedHeartbeat(ctx context.Context) (string, error) {
 	}
 	defer s.Close()
 	from := time.Now()
-	mac := parseMAC(v.MAC)
-	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, mac, "eth0", time.Now()), attack.NotReady(v.Name, mac, "eth0", time.Now())}, 10*time.Millisecond, 3*time.Second)
-	ghosts := attack.Ghosts("chaos-ghost", 300, parseMAC(c.MAC), time.Now())
+	sent := sendAll(s, r.l.Plan.Nodes, [][]byte{attack.Leaving(v.Name, "eth0", time.Now()), attack.NotReady(v.Name, "eth0", time.Now())}, 10*time.Millisecond, 3*time.Second)
+	ghosts := attack.Ghosts("chaos-ghost", 300, time.Now())
 	sent += sendAll(s, r.l.Plan.Nodes, ghosts, 500*time.Millisecond, 2*time.Second)
 	r.spanSince(FaultForgedHeartbeat, v.Name, SpanAttack, from)
 	time.Sleep(2 * time.Second) // the views settle before the next fault
@@ -536,23 +534,7 @@ func (r *runner) services(ctx context.Context) ([]Svc, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Svc
-	for _, s := range sl.Items {
-		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
-		}
-		v := Svc{Key: s.Namespace + "/" + s.Name}
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
-				v.IPs = append(v.IPs, a)
-			}
-		}
-		for _, p := range s.Spec.Ports {
-			v.Ports = append(v.Ports, Port{string(p.Protocol), p.Port})
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return lbServices(sl.Items), nil
 }
 
 // webhookSecretName is the controller's serving certificate Secret (internal/controller/webhook.go).

@@ -223,42 +223,18 @@ type ProbeReport struct {
 // fault windows are findings.
 func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket, maxFailover time.Duration, windows []Window) ProbeReport {
 	r := ProbeReport{Addr: addr}
-	n := int(end.Sub(start) / bucket)
-	if n <= 0 {
+	macs := bucketMACs(ev, start, end, bucket)
+	n := len(macs)
+	if n == 0 {
 		return r
-	}
-	macs := make([]map[string]bool, n)
-	for _, e := range ev {
-		if e.Kind != "reply" && e.Kind != "garp" {
-			continue
-		}
-		i := int(e.At.Sub(start) / bucket)
-		if i < 0 || i >= n {
-			continue
-		}
-		if macs[i] == nil {
-			macs[i] = map[string]bool{}
-		}
-		macs[i][strings.ToLower(e.MAC)] = true
 	}
 	// A change of announcer (a handover, make-before-break or not) resets the connections in flight at
 	// that moment: the client's next packets reach a node without their conntrack entry. Those requests
 	// may fail, for up to maxFailover after the change, as inside a fault's window.
 	windows = slices.Clone(windows)
-	prev := ""
-	for i, m := range macs {
-		if len(m) != 1 {
-			continue
-		}
-		var mac string
-		for k := range m {
-			mac = k
-		}
-		if prev != "" && mac != prev {
-			at := start.Add(time.Duration(i) * bucket)
-			windows = append(windows, Window{From: at.Add(-bucket), To: at.Add(maxFailover), Fault: "handover"})
-		}
-		prev = mac
+	for _, c := range macChanges(macs) {
+		at := start.Add(time.Duration(c.bucket) * bucket)
+		windows = append(windows, Window{From: at.Add(-bucket), To: at.Add(maxFailover), Fault: "handover"})
 	}
 	for _, e := range ev {
 		switch e.Kind {
@@ -322,6 +298,59 @@ func AnalyzeProbe(addr netip.Addr, ev []failover.Event, start, end time.Time, bu
 		i = j
 	}
 	return r
+}
+
+// bucketMACs cuts [start, end) into buckets of bucket and returns, for each, the set of MACs (lower
+// case) whose ARP reply or gratuitous ARP the probe saw in it: the one bucketing that AnalyzeProbe,
+// Failovers and Disturbances share, so that they agree on what a bucket held. Nil when the span holds
+// no whole bucket; events outside it are ignored.
+func bucketMACs(ev []failover.Event, start, end time.Time, bucket time.Duration) []map[string]bool {
+	n := int(end.Sub(start) / bucket)
+	if n <= 0 {
+		return nil
+	}
+	macs := make([]map[string]bool, n)
+	for _, e := range ev {
+		if e.Kind != "reply" && e.Kind != "garp" {
+			continue
+		}
+		i := int(e.At.Sub(start) / bucket)
+		if i < 0 || i >= n {
+			continue
+		}
+		if macs[i] == nil {
+			macs[i] = map[string]bool{}
+		}
+		macs[i][strings.ToLower(e.MAC)] = true
+	}
+	return macs
+}
+
+// macChange is a change of the one answering MAC: bucket is the first bucket with to alone after one
+// with from alone (buckets with none or several MACs between them do not count).
+type macChange struct {
+	bucket   int
+	from, to string
+}
+
+// macChanges lists the changes of answering MAC over bucketMACs' buckets, in order.
+func macChanges(macs []map[string]bool) []macChange {
+	var out []macChange
+	prev := ""
+	for i, m := range macs {
+		if len(m) != 1 {
+			continue
+		}
+		var mac string
+		for k := range m {
+			mac = k
+		}
+		if prev != "" && mac != prev {
+			out = append(out, macChange{bucket: i, from: prev, to: mac})
+		}
+		prev = mac
+	}
+	return out
 }
 
 // Sample is one reading of an ironlb process' metrics.
@@ -502,38 +531,9 @@ type Failover struct {
 // buckets with two MACs, or a failover's with none, lie between them), when the new MAC's first
 // packet of the first bucket with it alone arrived.
 func Failovers(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Failover {
-	n := int(end.Sub(start) / bucket)
-	if n <= 0 {
-		return nil
-	}
-	macs := make([]map[string]bool, n)
-	for _, e := range ev {
-		if e.Kind != "reply" && e.Kind != "garp" {
-			continue
-		}
-		i := int(e.At.Sub(start) / bucket)
-		if i < 0 || i >= n {
-			continue
-		}
-		if macs[i] == nil {
-			macs[i] = map[string]bool{}
-		}
-		macs[i][strings.ToLower(e.MAC)] = true
-	}
 	var out []Failover
-	prev := ""
-	for i, m := range macs {
-		if len(m) != 1 {
-			continue
-		}
-		var mac string
-		for k := range m {
-			mac = k
-		}
-		if prev != "" && mac != prev {
-			out = append(out, Failover{At: firstSeen(ev, mac, start.Add(time.Duration(i)*bucket), bucket), Addr: addr, From: prev, To: mac})
-		}
-		prev = mac
+	for _, c := range macChanges(bucketMACs(ev, start, end, bucket)) {
+		out = append(out, Failover{At: firstSeen(ev, c.to, start.Add(time.Duration(c.bucket)*bucket), bucket), Addr: addr, From: c.from, To: c.to})
 	}
 	return out
 }
@@ -595,22 +595,8 @@ type Disturbance struct {
 
 // Disturbances lists the stretches without exactly one answering MAC (bucketed as AnalyzeProbe does).
 func Disturbances(addr netip.Addr, ev []failover.Event, start, end time.Time, bucket time.Duration) []Disturbance {
-	n := int(end.Sub(start) / bucket)
-	if n <= 0 {
-		return nil
-	}
-	macs := make([]map[string]bool, n)
-	for _, e := range ev {
-		if e.Kind != "reply" && e.Kind != "garp" {
-			continue
-		}
-		if i := int(e.At.Sub(start) / bucket); i >= 0 && i < n {
-			if macs[i] == nil {
-				macs[i] = map[string]bool{}
-			}
-			macs[i][strings.ToLower(e.MAC)] = true
-		}
-	}
+	macs := bucketMACs(ev, start, end, bucket)
+	n := len(macs)
 	first := slices.IndexFunc(macs, func(m map[string]bool) bool { return len(m) > 0 })
 	if first < 0 {
 		return nil

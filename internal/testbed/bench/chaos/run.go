@@ -560,8 +560,19 @@ func (r *runner) check(ctx context.Context) {
 		}
 		pools = append(pools, p)
 	}
-	var svcs []Svc
-	for _, s := range sl.Items {
+	svcs := lbServices(sl.Items)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Checks++
+	r.track.Observe(time.Now(), CheckAllocations(svcs, pools))
+}
+
+// lbServices converts the LoadBalancer Services among items to the invariants' view (the others are
+// left out; an ingress IP that does not parse is skipped): the one conversion the allocation check and
+// the nft-fail attack's dataplane check share.
+func lbServices(items []corev1.Service) []Svc {
+	var out []Svc
+	for _, s := range items {
 		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
@@ -576,12 +587,9 @@ func (r *runner) check(ctx context.Context) {
 		for _, p := range s.Spec.Ports {
 			v.Ports = append(v.Ports, Port{string(p.Protocol), p.Port})
 		}
-		svcs = append(svcs, v)
+		out = append(out, v)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.res.Checks++
-	r.track.Observe(time.Now(), CheckAllocations(svcs, pools))
+	return out
 }
 
 // faults injects one fault at a time, at random intervals, until end: the kinds in shuffled rounds
