@@ -90,6 +90,12 @@ func TestBadInput(t *testing.T) {
 	h.waitIP("healthy", "172.18.255.200")
 	h.createService("tiny-holder", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "tiny"} })
 	h.waitIP("tiny-holder", "10.60.0.1")
+	// A Local Service sharing .210 (key "loc"): Local sharers must select the same pods.
+	h.createService("local-holder", func(s *corev1.Service) {
+		s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "loc", "metallb.io/loadBalancerIPs": "172.18.255.210"}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	h.waitIP("local-holder", "172.18.255.210")
 	guard := h.guardIP("healthy", "172.18.255.200")
 
 	type row struct {
@@ -362,6 +368,13 @@ func TestBadInput(t *testing.T) {
 		{name: "service: impossible sharing, other traffic policy", yaml: svcYAML("NAME",
 			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "  externalTrafficPolicy: Local\n", 443),
 			refused: "which has a different externalTrafficPolicy or selector"},
+		{name: "service: impossible sharing, ETP Local beside a Local sharer with another selector", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.210", "metallb.io/allow-shared-ip": "loc"}, "  externalTrafficPolicy: Local\n", 443),
+			refused: `172.18.255.210 is shared (key "loc") with default/local-holder, which has a different externalTrafficPolicy or selector`},
+		{name: "service: possible sharing, ETP Local beside a Local sharer with the same selector", yaml: strings.Replace(svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.210", "metallb.io/allow-shared-ip": "loc"}, "  externalTrafficPolicy: Local\n", 443),
+			"selector: {app: NAME}", "selector: {app: local-holder}", 1),
+			reason: "IPAllocated", event: `Assigned IP ["172.18.255.210"]`, ip: "172.18.255.210"},
 		{name: "service: possible sharing", yaml: svcYAML("NAME",
 			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "", 443),
 			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
