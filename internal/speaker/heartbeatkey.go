@@ -76,7 +76,8 @@ type heartbeatKeys struct {
 	sink     keySink
 	log      *slog.Logger
 
-	// synced says whether the informer has listed the Secret (nil before informer is called).
+	// synced says whether the informer has listed the Secret: set once by informer, before anything
+	// reads it (nil without an informer).
 	synced func() bool
 
 	mu      sync.Mutex // guards the following fields
@@ -102,6 +103,9 @@ func (k *heartbeatKeys) informer(cs kubernetes.Interface) informers.SharedInform
 		AddFunc:    func(o any) { k.set(o) },
 		UpdateFunc: func(_, o any) { k.set(o) },
 		DeleteFunc: func(any) {
+			k.mu.Lock()
+			k.invalid = nil // gone, no longer invalid: missing says so
+			k.mu.Unlock()
 			k.log.Warn("heartbeat key Secret deleted: keeping the last keys until a new one is written", "secret", k.ns+"/"+k.name)
 		},
 	})
