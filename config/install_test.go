@@ -266,7 +266,9 @@ func TestChartRendersKustomize(t *testing.T) {
 			if name, _ := o["metadata"].(map[string]any)["name"].(string); o["kind"] == "Namespace" && name != "lb-system-webhook" {
 				t.Errorf("%s rendered with createNamespace=false", k)
 			}
-			if ns != "" && ns != "lb-system" && ns != "lb-system-webhook" && ns != "kube-system" {
+			// kube-system (kube-proxy's ConfigMap) and default (the kubernetes Service's EndpointSlices)
+			// hold what ironlb reads, wherever it is installed.
+			if ns != "" && ns != "lb-system" && ns != "lb-system-webhook" && ns != "kube-system" && ns != "default" {
 				t.Errorf("%s: namespace %s", k, ns)
 			}
 		}

@@ -48,7 +48,7 @@ func Build(in Input) (State, []*ConfigError) {
 			continue
 		}
 		seen[p.Name] = true
-		pp, err := parsePeer(p, profiles, in.Passwords)
+		pp, err := parsePeer(p, profiles, in.Passwords, in.UnusableSecrets)
 		if err != nil {
 			note(err)
 			continue

@@ -364,6 +364,10 @@ func TestBuildErrors(t *testing.T) {
 		{"password with newline", peer(func(s *v1beta2.BGPPeerSpec) { s.Password = "a\nb" }), "BGPPeer", "spec.password", ErrInvalidPassword},
 		{"password too long", peer(func(s *v1beta2.BGPPeerSpec) { s.Password = string(make([]byte, 81)) }), "BGPPeer", "spec.password", ErrInvalidPassword},
 		{"missing secret", peer(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = corev1.SecretReference{Name: "nope"} }), "BGPPeer", "spec.passwordSecret", ErrSecretNotFound},
+		{"secret of the wrong type", func(in *Input) {
+			in.UnusableSecrets = map[string]string{"opaque": `Secret "opaque" has type Opaque, want kubernetes.io/basic-auth`}
+			peer(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = corev1.SecretReference{Name: "opaque"} })(in)
+		}, "BGPPeer", "spec.passwordSecret", ErrUnusableSecret},
 		{"unknown BFD profile", peer(func(s *v1beta2.BGPPeerSpec) { s.BFDProfile = "nope" }), "BGPPeer", "spec.bfdProfile", ErrUnknownBFDProfile},
 		{"BFD multihop", func(in *Input) {
 			in.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}

@@ -20,6 +20,9 @@ var (
 	ErrInvalidPassword = errors.New("invalid password")
 	// ErrSecretNotFound: passwordSecret names a Secret that Input.Passwords does not hold.
 	ErrSecretNotFound = errors.New("password secret not found")
+	// ErrUnusableSecret: passwordSecret names a Secret that exists but holds no password MetalLB
+	// would read (a type other than kubernetes.io/basic-auth, or no "password" key).
+	ErrUnusableSecret = errors.New("unusable password secret")
 	// ErrUnknownBFDProfile: bfdProfile names no valid BFDProfile.
 	ErrUnknownBFDProfile = errors.New("unknown bfd profile")
 	// ErrInvalidBFDProfile: a BFDProfile field is out of range.

@@ -86,7 +86,7 @@ func FuzzBuild(f *testing.F) {
 		}
 		in.Services = []Service{svc("ns/a", "198.51.100.7"), b}
 		st, errs := Build(in)
-		sentinels := []error{ErrInvalidASN, ErrInvalidAddress, ErrInvalidTimers, ErrInvalidPassword, ErrSecretNotFound,
+		sentinels := []error{ErrInvalidASN, ErrInvalidAddress, ErrInvalidTimers, ErrInvalidPassword, ErrSecretNotFound, ErrUnusableSecret,
 			ErrUnknownBFDProfile, ErrInvalidBFDProfile, ErrInvalidCommunity, ErrUnknownCommunity, ErrInvalidAggregation,
 			ErrInvalidSelector, ErrConflict, ErrUnsupported}
 		for _, e := range errs {

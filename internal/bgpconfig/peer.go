@@ -34,7 +34,7 @@ type peer struct {
 }
 
 // parsePeer validates a BGPPeer. Every error is a *ConfigError.
-func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfdprofile.Profile, passwords map[string]string) (*peer, error) {
+func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfdprofile.Profile, passwords, unusable map[string]string) (*peer, error) {
 	bad := func(field string, err error) error {
 		return &ConfigError{Kind: "BGPPeer", Name: p.Name, Field: field, Err: err}
 	}
@@ -140,6 +140,9 @@ func parsePeer(p *v1beta2.BGPPeer, profiles map[string]bfdprofile.Profile, passw
 		s.Password = sp.Password
 	case sp.PasswordSecret.Name != "":
 		pw, ok := passwords[sp.PasswordSecret.Name]
+		if why, unusable := unusable[sp.PasswordSecret.Name]; !ok && unusable {
+			return nil, bad("spec.passwordSecret", errf(ErrUnusableSecret, "%s", why))
+		}
 		if !ok {
 			return nil, bad("spec.passwordSecret", errf(ErrSecretNotFound, "secret %q", sp.PasswordSecret.Name))
 		}

@@ -25,8 +25,13 @@ type Input struct {
 	Pools          []Pool
 	// Passwords maps the name of a Secret a BGPPeer's passwordSecret names to its password (the
 	// "password" key of a kubernetes.io/basic-auth Secret in the configuration namespace, as MetalLB
-	// reads it). A missing entry makes the BGPPeer invalid (ErrSecretNotFound).
+	// reads it). A missing entry makes the BGPPeer invalid: ErrUnusableSecret when UnusableSecrets
+	// names the Secret, else ErrSecretNotFound.
 	Passwords map[string]string
+	// UnusableSecrets maps the name of each Secret of the configuration namespace that holds no
+	// password MetalLB would read to why, naming it ("Secret \"x\" has type Opaque, want
+	// kubernetes.io/basic-auth"): a BGPPeer naming it is told so rather than that it is missing.
+	UnusableSecrets map[string]string
 
 	// Services are the LoadBalancer Services with addresses, in any order.
 	Services []Service

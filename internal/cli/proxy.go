@@ -31,6 +31,7 @@ func proxyCmd() *cobra.Command {
 	f.DurationVar(&cfg.HealthzTimeout, "healthz-timeout", time.Minute, "/healthz fails when a change has waited this long to be applied")
 	f.StringVar(&cfg.HealthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address of the proxy's /healthz and /livez (kube-proxy's format; empty disables)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "127.0.0.1:10249", "Prometheus metrics address (empty disables)")
+	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-bind-address to 127.0.0.1")
 	f.BoolVar(&cfg.ConntrackCleanup, "conntrack-cleanup", true, "delete stale UDP conntrack entries when endpoints go (needs the conntrack tool)")
 	f.BoolVar(&cfg.NodeLiveness, "node-liveness", true, "probe every other node with ICMP echoes and stop using the endpoints of a node that stops answering")
 	f.DurationVar(&cfg.EchoInterval, "echo-interval", 10*time.Millisecond, "ICMP echo probe interval to every other node")

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
@@ -44,4 +46,36 @@ func ValidatePeer(p *v1beta2.BGPPeer) error {
 		out[i] = e
 	}
 	return errors.Join(out...)
+}
+
+// BGPPasswords reads the BGP passwords of the configuration namespace's Secrets as MetalLB does: the
+// "password" key of a kubernetes.io/basic-auth Secret. It returns them by Secret name
+// (bgpconfig.Input.Passwords), and, for every other Secret, why it holds none
+// (bgpconfig.Input.UnusableSecrets), so that a BGPPeer naming one is told the Secret has the wrong
+// type or lacks the key, not that it is missing. Secrets that are not *corev1.Secret are skipped.
+func BGPPasswords(secrets []any) (passwords, unusable map[string]string) {
+	for _, o := range secrets {
+		sec, ok := o.(*corev1.Secret)
+		if !ok {
+			continue
+		}
+		why := ""
+		switch p, has := sec.Data[corev1.BasicAuthPasswordKey]; {
+		case sec.Type != corev1.SecretTypeBasicAuth:
+			why = fmt.Sprintf("Secret %q has type %s, want %s", sec.Name, cmp.Or(sec.Type, corev1.SecretTypeOpaque), corev1.SecretTypeBasicAuth)
+		case !has:
+			why = fmt.Sprintf("Secret %q has no %q key", sec.Name, corev1.BasicAuthPasswordKey)
+		default:
+			if passwords == nil {
+				passwords = map[string]string{}
+			}
+			passwords[sec.Name] = string(p)
+			continue
+		}
+		if unusable == nil {
+			unusable = map[string]string{}
+		}
+		unusable[sec.Name] = why
+	}
+	return passwords, unusable
 }

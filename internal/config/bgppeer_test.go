@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -84,5 +85,41 @@ func TestValidatePeer(t *testing.T) {
 				t.Fatalf("error %v does not wrap %v", err, tt.is)
 			}
 		})
+	}
+}
+
+// TestBGPPasswords: only a basic-auth Secret's "password" key is a password (MetalLB's rule); every
+// other Secret is named with why it holds none.
+func TestBGPPasswords(t *testing.T) {
+	sec := func(name string, typ corev1.SecretType, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "metallb-system"}, Type: typ, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	pw, unusable := BGPPasswords([]any{
+		sec("auth", corev1.SecretTypeBasicAuth, map[string]string{"password": "s3cret", "username": "ignored"}),
+		sec("empty-password", corev1.SecretTypeBasicAuth, map[string]string{"password": ""}),
+		sec("opaque", corev1.SecretTypeOpaque, map[string]string{"password": "x"}),
+		sec("untyped", "", map[string]string{"password": "x"}),
+		sec("tls", corev1.SecretTypeTLS, nil),
+		sec("nokey", corev1.SecretTypeBasicAuth, map[string]string{"username": "x"}),
+		"not a secret",
+	})
+	if diff := cmp.Diff(map[string]string{"auth": "s3cret", "empty-password": ""}, pw); diff != "" {
+		t.Errorf("passwords (-want +got):\n%s", diff)
+	}
+	want := map[string]string{
+		"opaque":  `Secret "opaque" has type Opaque, want kubernetes.io/basic-auth`,
+		"untyped": `Secret "untyped" has type Opaque, want kubernetes.io/basic-auth`,
+		"tls":     `Secret "tls" has type kubernetes.io/tls, want kubernetes.io/basic-auth`,
+		"nokey":   `Secret "nokey" has no "password" key`,
+	}
+	if diff := cmp.Diff(want, unusable); diff != "" {
+		t.Errorf("unusable (-want +got):\n%s", diff)
+	}
+	if pw, unusable := BGPPasswords(nil); pw != nil || unusable != nil {
+		t.Errorf("no Secrets: %v, %v; want nil maps", pw, unusable)
 	}
 }

@@ -219,7 +219,11 @@ func TestInfraOverlaps(t *testing.T) {
 	in := Infra{
 		NodeAddrs:  map[string][]netip.Addr{"b": {netip.MustParseAddr("172.18.0.3")}, "a": {netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("fd00::2")}},
 		PodCIDRs:   map[string][]netip.Prefix{"a": {netip.MustParsePrefix("10.244.0.0/24")}, "c": {netip.MustParsePrefix("10.244.2.0/24")}},
-		ServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+		ServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("10.100.0.1")},
+		ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": {netip.MustParsePrefix("10.100.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")},
+			"extra": {netip.MustParsePrefix("10.101.0.0/24")}},
+		// One on a node (172.18.0.2 is node a's), one not.
+		APIServerAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("172.18.1.9")},
 	}
 	for _, tc := range []struct {
 		name  string
@@ -233,6 +237,14 @@ func TestInfraOverlaps(t *testing.T) {
 		{"inside a pod CIDR", []string{"10.244.2.10-10.244.2.20"}, []string{"the pool overlaps 10.244.2.0/24, the pod CIDR of node c"}},
 		{"around a pod CIDR", []string{"10.244.0.0/16"}, []string{"the pool overlaps 10.244.0.0/24, the pod CIDR of node a", "the pool overlaps 10.244.2.0/24, the pod CIDR of node c"}},
 		{"the kubernetes Service", []string{"10.96.0.0/30"}, []string{"the pool holds 10.96.0.1, in the Service CIDR (the kubernetes Service, the apiserver's in-cluster address)"}},
+		{"inside a ServiceCIDR, its kubernetes Service's address reported once", []string{"10.100.0.0-10.100.0.9"},
+			[]string{"the pool overlaps 10.100.0.0/16, the Service CIDR (ServiceCIDR kubernetes)"}},
+		{"around two ServiceCIDRs, in name order", []string{"10.100.0.0/14"}, []string{
+			"the pool overlaps 10.101.0.0/24, the Service CIDR (ServiceCIDR extra)", "the pool overlaps 10.100.0.0/16, the Service CIDR (ServiceCIDR kubernetes)"}},
+		{"an IPv6 ServiceCIDR", []string{"fd00:10:96::80-fd00:10:96::90"}, []string{"the pool overlaps fd00:10:96::/112, the Service CIDR (ServiceCIDR kubernetes)"}},
+		{"the apiserver's address, not a node's", []string{"172.18.1.0/28"},
+			[]string{"the pool holds 172.18.1.9, an address of the apiserver (an endpoint of the kubernetes Service)"}},
+		{"the apiserver's address on a node: reported as the node's", []string{"172.18.0.2/32"}, []string{"the pool holds 172.18.0.2, an address of node a"}},
 		{"invalid pool", []string{"10.96.0.0/33"}, nil},
 	} {
 		got := InfraOverlaps(&v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: tc.addrs}}, in)

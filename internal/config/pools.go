@@ -313,9 +313,16 @@ type Infra struct {
 	NodeAddrs map[string][]netip.Addr
 	// PodCIDRs maps each node's name to its spec.podCIDRs.
 	PodCIDRs map[string][]netip.Prefix
+	// ServiceCIDRs maps each networking.k8s.io ServiceCIDR object's name to its spec.cidrs: the
+	// Service CIDR as a whole (clusters without that API have none; ServiceIPs then stand for it).
+	ServiceCIDRs map[string][]netip.Prefix
 	// ServiceIPs are addresses known to lie in the Service CIDR (the kubernetes Service's ClusterIPs,
-	// which are also the apiserver's in-cluster address).
+	// which are also the apiserver's in-cluster address). Those within a ServiceCIDR are not reported
+	// again.
 	ServiceIPs []netip.Addr
+	// APIServerAddrs are the apiserver's own addresses (the endpoints of the kubernetes Service).
+	// Those that are also a node's address are reported as the node's only.
+	APIServerAddrs []netip.Addr
 }
 
 // InfraOverlaps returns one warning for each of the cluster's addresses or pod CIDRs that the pool
@@ -357,9 +364,46 @@ func InfraOverlaps(cr *v1beta1.IPAddressPool, in Infra) []string {
 			}
 		}
 	}
+	cidrNames := make([]string, 0, len(in.ServiceCIDRs))
+	for n := range in.ServiceCIDRs {
+		cidrNames = append(cidrNames, n)
+	}
+	sort.Strings(cidrNames)
+	inServiceCIDR := func(a netip.Addr) bool {
+		for _, n := range cidrNames {
+			for _, c := range in.ServiceCIDRs[n] {
+				if c.Contains(a) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, n := range cidrNames {
+		for _, c := range in.ServiceCIDRs[n] {
+			if overlaps(c) {
+				out = append(out, fmt.Sprintf("the pool overlaps %s, the Service CIDR (ServiceCIDR %s)", c, n))
+			}
+		}
+	}
 	for _, a := range in.ServiceIPs {
-		if p.Contains(a.Unmap()) {
-			out = append(out, fmt.Sprintf("the pool holds %s, in the Service CIDR (the kubernetes Service, the apiserver's in-cluster address)", a.Unmap()))
+		if a := a.Unmap(); p.Contains(a) && !inServiceCIDR(a) {
+			out = append(out, fmt.Sprintf("the pool holds %s, in the Service CIDR (the kubernetes Service, the apiserver's in-cluster address)", a))
+		}
+	}
+	isNodeAddr := func(a netip.Addr) bool {
+		for _, as := range in.NodeAddrs {
+			for _, na := range as {
+				if na.Unmap() == a {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, a := range in.APIServerAddrs {
+		if a := a.Unmap(); p.Contains(a) && !isNodeAddr(a) {
+			out = append(out, fmt.Sprintf("the pool holds %s, an address of the apiserver (an endpoint of the kubernetes Service)", a))
 		}
 	}
 	return out

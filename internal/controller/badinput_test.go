@@ -15,6 +15,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
@@ -22,6 +24,7 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
+	"github.com/ironlb/ironlb/internal/config"
 )
 
 // TestBadInput applies every kind of invalid object a user can write, one row each, to a real
@@ -48,6 +51,24 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiIP := kubernetesSvc.Spec.ClusterIP
+	// The apiserver's addresses, as its endpoint reconciler would publish them (the test's apiserver
+	// runs with --endpoint-reconciler-type=none): one on node-a, one on no node.
+	if _, err := h.cs.DiscoveryV1().EndpointSlices("default").Create(context.Background(), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"172.18.0.2"}}, {Addresses: []string{"172.18.0.100"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Secrets BGPPeers' passwordSecret may name that hold no password MetalLB reads.
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "bgp-opaque", Namespace: ns}, Type: corev1.SecretTypeOpaque, StringData: map[string]string{"password": "s3cret"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bgp-nokey", Namespace: ns}, Type: corev1.SecretTypeBasicAuth, StringData: map[string]string{"username": "ironlb"}},
+	} {
+		if _, err := h.cs.CoreV1().Secrets(ns).Create(context.Background(), sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h.installWebhookConfig()
 	done := h.startWithWebhook()
 	h.waitWebhook() // pools are refused while it is down (failurePolicy Fail)
@@ -69,6 +90,12 @@ func TestBadInput(t *testing.T) {
 	h.waitIP("healthy", "172.18.255.200")
 	h.createService("tiny-holder", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "tiny"} })
 	h.waitIP("tiny-holder", "10.60.0.1")
+	// A Local Service sharing .210 (key "loc"): Local sharers must select the same pods.
+	h.createService("local-holder", func(s *corev1.Service) {
+		s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "loc", "metallb.io/loadBalancerIPs": "172.18.255.210"}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	h.waitIP("local-holder", "172.18.255.210")
 	guard := h.guardIP("healthy", "172.18.255.200")
 
 	type row struct {
@@ -123,9 +150,20 @@ func TestBadInput(t *testing.T) {
 		{name: "pool: overlaps a pod CIDR", yaml: poolYAML("NAME", ns, `["10.244.0.128-10.244.0.140"]`, ""),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
 			reason: "ConfigurationWarning", event: "the pool overlaps 10.244.0.0/24, the pod CIDR of node node-a"},
-		{name: "pool: holds the kubernetes Service's address (Service CIDR, apiserver)", yaml: poolYAML("NAME", ns, `["`+apiIP+`/32"]`, ""),
+		// The Service CIDR as a whole, from the ServiceCIDR the apiserver makes of its
+		// --service-cluster-ip-range (10.96.0.0/16,fd00:10:96::/112).
+		{name: "pool: holds the kubernetes Service's address (in ServiceCIDR kubernetes)", yaml: poolYAML("NAME", ns, `["`+apiIP+`/32"]`, ""),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
-			reason: "ConfigurationWarning", event: "the pool holds " + apiIP + ", in the Service CIDR"},
+			reason: "ConfigurationWarning", event: "the pool overlaps 10.96.0.0/16, the Service CIDR (ServiceCIDR kubernetes)"},
+		{name: "pool: overlaps the Service CIDR, not the kubernetes Service's address", yaml: poolYAML("NAME", ns, `["10.96.200.0/24"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool overlaps 10.96.0.0/16, the Service CIDR (ServiceCIDR kubernetes)"},
+		{name: "pool: overlaps the IPv6 Service CIDR", yaml: poolYAML("NAME", ns, `["fd00:10:96::/120"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool overlaps fd00:10:96::/112, the Service CIDR (ServiceCIDR kubernetes)"},
+		{name: "pool: holds the apiserver's address, not a node's", yaml: poolYAML("NAME", ns, `["172.18.0.96/29"]`, ""),
+			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
+			reason: "ConfigurationWarning", event: "the pool holds 172.18.0.100, an address of the apiserver (an endpoint of the kubernetes Service)"},
 		// MetalLB accepts avoidBuggyIPs on an IPv6 pool and ignores it; ironlb too, with a warning.
 		{name: "pool: IPv6 with avoidBuggyIPs", yaml: poolYAML("NAME", ns, `["fd00:61::/120"]`, "  avoidBuggyIPs: true\n"),
 			path: `{.status.conditions[?(@.type=="Valid")].reason}`, want: "Loaded",
@@ -275,6 +313,11 @@ func TestBadInput(t *testing.T) {
 			speaker: `BGPPeer NAME: spec.bfdProfile: unknown bfd profile: "nope" (missing or invalid)`},
 		{name: "bgppeer: missing passwordSecret (may come later)", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  passwordSecret: {name: bgp-auth}\n"),
 			speaker: `BGPPeer NAME: spec.passwordSecret: password secret not found: secret "bgp-auth"`},
+		// MetalLB reads basic-auth Secrets only ("secret type mismatch"); the speakers name the type.
+		{name: "bgppeer: passwordSecret of the wrong type", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  passwordSecret: {name: bgp-opaque}\n"),
+			speaker: `BGPPeer NAME: spec.passwordSecret: unusable password secret: Secret "bgp-opaque" has type Opaque, want kubernetes.io/basic-auth`},
+		{name: "bgppeer: passwordSecret without a password", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  passwordSecret: {name: bgp-nokey}\n"),
+			speaker: `BGPPeer NAME: spec.passwordSecret: unusable password secret: Secret "bgp-nokey" has no "password" key`},
 		{name: "bgppeer: valid", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  holdTime: 9s\n"), speaker: "-"},
 		// MetalLB accepts a link-local peerAddress, whose session can never open (no zone); ironlb
 		// refuses it (BGP unnumbered, spec.interface, is the way to a link-local peer).
@@ -325,6 +368,13 @@ func TestBadInput(t *testing.T) {
 		{name: "service: impossible sharing, other traffic policy", yaml: svcYAML("NAME",
 			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "  externalTrafficPolicy: Local\n", 443),
 			refused: "which has a different externalTrafficPolicy or selector"},
+		{name: "service: impossible sharing, ETP Local beside a Local sharer with another selector", yaml: svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.210", "metallb.io/allow-shared-ip": "loc"}, "  externalTrafficPolicy: Local\n", 443),
+			refused: `172.18.255.210 is shared (key "loc") with default/local-holder, which has a different externalTrafficPolicy or selector`},
+		{name: "service: possible sharing, ETP Local beside a Local sharer with the same selector", yaml: strings.Replace(svcYAML("NAME",
+			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.210", "metallb.io/allow-shared-ip": "loc"}, "  externalTrafficPolicy: Local\n", 443),
+			"selector: {app: NAME}", "selector: {app: local-holder}", 1),
+			reason: "IPAllocated", event: `Assigned IP ["172.18.255.210"]`, ip: "172.18.255.210"},
 		{name: "service: possible sharing", yaml: svcYAML("NAME",
 			map[string]string{"metallb.io/loadBalancerIPs": "172.18.255.200", "metallb.io/allow-shared-ip": "web"}, "", 443),
 			reason: "IPAllocated", event: `Assigned IP ["172.18.255.200"]`, ip: "172.18.255.200"},
@@ -399,7 +449,7 @@ func TestBadInput(t *testing.T) {
 					if err != nil {
 						t.Fatalf("reading back: %v\n%s", err, stored)
 					}
-					got := speakerErrors(t, obj.Kind, []byte(stored))
+					got := speakerErrors(t, obj.Kind, []byte(stored), h.secrets(t, ns))
 					if r.speaker == "-" && got != "" || r.speaker != "-" && !strings.Contains(got, r.speaker) {
 						t.Errorf("speakers' configuration errors %q, want %q", got, r.speaker)
 					}
@@ -485,6 +535,31 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 		if out, err := h.env.Kubectl("delete", "-n", ns, "ipaddresspool.metallb.io", "shrinking"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		h.checkHealthy(t, guard, done)
+	})
+
+	// A ServiceCIDR added after a pool that it overlaps (the Service CIDR grows): the pool, unchanged,
+	// is warned about then.
+	t.Run("pool: a ServiceCIDR created after the pool overlaps it", func(t *testing.T) {
+		h.apply(poolYAML("before-cidr", ns, `["10.97.0.128/25"]`, ""))
+		h.waitJSONPathT(t, "ipaddresspool.metallb.io", "before-cidr", `{.status.conditions[?(@.type=="Valid")].reason}`, "Loaded")
+		if evs := h.eventsIn(ns, "before-cidr", "ConfigurationWarning"); len(evs) > 0 {
+			t.Fatalf("warned before any ServiceCIDR overlaps it: %v", evs)
+		}
+		ctx := context.Background()
+		if _, err := h.cs.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.97.0.0/24"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := h.cs.NetworkingV1().ServiceCIDRs().Delete(ctx, "extra", metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		h.waitEventT(t, ns, "before-cidr", "ConfigurationWarning", "the pool overlaps 10.97.0.0/24, the Service CIDR (ServiceCIDR extra)")
+		if out, err := h.env.Kubectl("delete", "-n", ns, "ipaddresspool.metallb.io", "before-cidr"); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		h.checkHealthy(t, guard, done)
@@ -690,9 +765,11 @@ func decodeObject(t *testing.T, y string) objectHead {
 
 // speakerErrors runs the speakers' configuration check (bgpconfig.Build, whose errors become their
 // InvalidConfiguration events) on one stored BGP object, with the pool "main" (without prefixes,
-// and no Community: aliases are unknown to it).
-func speakerErrors(t *testing.T, kind string, stored []byte) string {
+// and no Community: aliases are unknown to it) and the passwords of the stored Secrets as the
+// speakers read them (config.BGPPasswords).
+func speakerErrors(t *testing.T, kind string, stored []byte, secrets []any) string {
 	in := bgpconfig.Input{Pools: []bgpconfig.Pool{{Name: "main"}}}
+	in.Passwords, in.UnusableSecrets = config.BGPPasswords(secrets)
 	var err error
 	switch kind {
 	case "BGPPeer":
@@ -725,6 +802,20 @@ func speakerErrors(t *testing.T, kind string, stored []byte) string {
 		msgs = append(msgs, e.Error())
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// secrets returns the Secrets stored in namespace, as the speakers' informer lists them.
+func (h *harness) secrets(t *testing.T, namespace string) []any {
+	t.Helper()
+	l, err := h.cs.CoreV1().Secrets(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]any, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
 }
 
 func poolYAML(name, namespace, addrs, extraSpec string) string {

@@ -210,6 +210,11 @@ type reconciler struct {
 	nss                  corelisters.NamespaceLister
 	pools, l2Ads, bgpAds cache.SharedIndexInformer
 	nodes                cache.SharedIndexInformer // names, addresses and pod CIDRs only
+	// serviceCIDRs (nil when the apiserver does not serve networking.k8s.io/v1 ServiceCIDRs) and
+	// apiSlices (the kubernetes Service's EndpointSlices) are read only to warn about pools holding
+	// the Service CIDR or the apiserver's addresses (keyInfra). Neither is waited for: a warning
+	// must never hold up allocation.
+	serviceCIDRs, apiSlices cache.SharedIndexInformer
 
 	mu         sync.Mutex // guards the allocator and the fields below; held for decisions, never for API calls
 	alloc      *allocator.Allocator
@@ -299,6 +304,9 @@ func (r *reconciler) run(ctx context.Context) error {
 			infraChanged(n)
 		}
 	}, DeleteFunc: infraChanged})
+	if err := r.watchInfra(ctx, infraChanged); err != nil {
+		return err
+	}
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, nsInf.HasSynced, r.pools.HasSynced, r.l2Ads.HasSynced, r.bgpAds.HasSynced, r.nodes.HasSynced) {
@@ -440,7 +448,8 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 }
 
 // warnInfraOverlapsLocked warns, once per change, about each pool that holds a node's address, a pod
-// CIDR or the kubernetes Service's ClusterIP (config.InfraOverlaps): a ConfigurationWarning event on
+// CIDR, the Service CIDR (ServiceCIDR objects, else the kubernetes Service's ClusterIP) or an address
+// of the apiserver (config.InfraOverlaps): a ConfigurationWarning event on
 // the pool and a log line. The pool is still used, as MetalLB would.
 func (r *reconciler) warnInfraOverlapsLocked() {
 	in := config.Infra{NodeAddrs: map[string][]netip.Addr{}, PodCIDRs: map[string][]netip.Prefix{}}
@@ -472,6 +481,7 @@ func (r *reconciler) warnInfraOverlapsLocked() {
 			}
 		}
 	}
+	in.ServiceCIDRs, in.APIServerAddrs = r.infraObjects()
 	seen := map[string]bool{}
 	for _, o := range r.pools.GetStore().List() {
 		u := o.(*unstructured.Unstructured)

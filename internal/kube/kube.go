@@ -59,7 +59,7 @@ type Route struct {
 }
 
 // ServeMetrics serves reg (plus Go and process collectors) on addr at /metrics over plain HTTP until
-// ctx ends, to anyone who reaches addr (the proxy binds it to 127.0.0.1), and the routes given. An
+// ctx ends, to anyone who reaches addr (bind it to 127.0.0.1), and the routes given. An
 // empty addr serves nothing. See ServeSecureMetrics.
 func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, routes ...Route) {
 	_ = ServeSecureMetrics(ctx, addr, nil, reg, log, routes...)

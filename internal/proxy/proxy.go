@@ -68,6 +68,10 @@ type Config struct {
 
 	HealthzAddr string // kube-proxy's health server (/healthz, /livez); "" disables
 	MetricsAddr string // Prometheus metrics; "" disables
+	// MetricsSecure serves MetricsAddr over HTTPS to clients the apiserver authorizes for get on
+	// /metrics only (kube.ServeSecureMetrics, as the controller and the speaker); false serves plain
+	// HTTP to anyone (bind it to 127.0.0.1).
+	MetricsSecure bool
 
 	ConntrackCleanup bool // flush stale UDP conntrack entries (needs the conntrack tool)
 
@@ -154,7 +158,13 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--healthz-bind-address: %w", err)
 		}
 	}
-	kube.ServeMetrics(ioctx, cfg.MetricsAddr, reg, log)
+	var auth *kube.Authorizer
+	if cfg.MetricsSecure {
+		auth = kube.NewAuthorizer(cs)
+	}
+	if err := kube.ServeSecureMetrics(ioctx, cfg.MetricsAddr, auth, reg, log); err != nil {
+		return err
+	}
 
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})

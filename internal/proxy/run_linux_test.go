@@ -2,11 +2,17 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -15,7 +21,8 @@ import (
 
 // TestRun runs `ironlb proxy` as the command does, against a real apiserver on loopback, its
 // rules going into a throwaway network namespace: informers, the first full sync, an incremental
-// sync on a new endpoint, and a clean stop. Skipped without root, nft or the Kubernetes binaries.
+// sync on a new endpoint, metrics over HTTPS for authorized tokens only (--metrics-secure), and a
+// clean stop. Skipped without root, nft or the Kubernetes binaries.
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an apiserver")
@@ -42,16 +49,25 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	l.Close()
+
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(rctx, Config{
 			Node: "node-a", Kubeconfig: env.Kubeconfig, IPFamilies: "ipv4",
 			HealthzAddr: "127.0.0.1:0", LogLevel: "warn", SyncPeriod: time.Hour,
+			MetricsAddr: metricsAddr, MetricsSecure: true,
 		})
 	}()
 	element := web.Spec.ClusterIP + " . tcp . 80 : goto service-"
 	waitFor(t, done, "the ClusterIP in the kernel", func() bool { return strings.Contains(list(), element) })
+	checkSecureMetrics(t, cs, metricsAddr)
 	waitFor(t, done, "no second endpoint yet", func() bool { return !strings.Contains(list(), "10.244.1.6") })
 
 	es.Endpoints = append(es.Endpoints, es.Endpoints[0])
@@ -88,5 +104,63 @@ func waitFor(t *testing.T, done <-chan error, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkSecureMetrics scrapes the proxy's metrics at addr: over HTTPS, 200 with the sync metrics
+// for a ServiceAccount allowed to get /metrics, 403 for one that is not, 401 without a token, and
+// never 200 over plain HTTP.
+func checkSecureMetrics(t *testing.T, cs kubernetes.Interface, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, sa := range []string{"scraper", "other"} {
+		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "scrape"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scrape"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scrape"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: "scraper"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(url, tok string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("https://"+addr+"/metrics", token("scraper")); code != http.StatusOK || !strings.Contains(body, "ironlb_proxy_sync_duration_seconds") {
+		t.Errorf("allowed token: %d, want 200 with ironlb_proxy_sync_duration_seconds:\n%.300s", code, body)
+	}
+	for _, tt := range []struct {
+		who, url, token string
+		want            int
+	}{
+		{"a ServiceAccount without the right", "https://" + addr + "/metrics", token("other"), http.StatusForbidden},
+		{"no token", "https://" + addr + "/metrics", "", http.StatusUnauthorized},
+		{"plain HTTP", "http://" + addr + "/metrics", token("scraper"), http.StatusBadRequest}, // Go's TLS server: "client sent an HTTP request to an HTTPS server"
+	} {
+		if code, _ := get(tt.url, tt.token); code != tt.want {
+			t.Errorf("%s: %d, want %d", tt.who, code, tt.want)
+		}
 	}
 }

@@ -398,10 +398,15 @@ func (s *speaker) startBGP(ctx, ioctx context.Context, dyn dynamic.Interface, cs
 	b.ads = dinf.ForResource(v1beta1.BGPAdvertisementGVR).Informer()
 	b.profiles = dinf.ForResource(v1beta1.BFDProfileGVR).Informer()
 	b.communities = dinf.ForResource(v1beta1.CommunityGVR).Informer()
-	// Only basic-auth Secrets, which is what passwordSecret names: the speaker caches no others.
-	sinf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeBasicAuth) }))
+	// The Secrets of the configuration namespace, which passwordSecret names: every type, so that a
+	// Secret of the wrong type is reported as such rather than as missing, but the cache keeps only
+	// what BGP needs (passwordSecretOnly). Its RBAC already lets the speaker list them all
+	// (docs/security.md); the webhook's Secret lives in another namespace.
+	sinf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace))
 	b.secrets = sinf.Core().V1().Secrets().Informer()
+	if err := b.secrets.SetTransform(passwordSecretOnly); err != nil {
+		log.Error("secrets informer", "err", err) // only when already started, which it is not
+	}
 	dinf.Start(ctx.Done())
 	sinf.Start(ctx.Done())
 
@@ -430,4 +435,21 @@ func (s *speaker) startBGP(ctx, ioctx context.Context, dyn dynamic.Interface, cs
 		}
 	}()
 	return done
+}
+
+// passwordSecretOnly is the Secrets informer's transform: it keeps a Secret's name, namespace,
+// resource version and type, and the "password" key of a basic-auth Secret, and drops everything
+// else (other keys, other Secrets' data, annotations such as last-applied-configuration), so that
+// the speaker holds no Secret content it does not use.
+func passwordSecretOnly(o any) (any, error) {
+	sec, ok := o.(*corev1.Secret)
+	if !ok {
+		return o, nil
+	}
+	out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec.Name, Namespace: sec.Namespace, UID: sec.UID, ResourceVersion: sec.ResourceVersion},
+		Type: sec.Type}
+	if p, has := sec.Data[corev1.BasicAuthPasswordKey]; has && sec.Type == corev1.SecretTypeBasicAuth {
+		out.Data = map[string][]byte{corev1.BasicAuthPasswordKey: p}
+	}
+	return out, nil
 }

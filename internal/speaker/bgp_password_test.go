@@ -3,6 +3,7 @@ package speaker
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,8 +49,8 @@ func TestInvalidPasswordsNeverReported(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A Secret of the wrong type holding a password: the speaker must treat it as missing, and say
-	// so without its content.
+	// A Secret of the wrong type holding a password: the speaker must not use it, and say so (its
+	// type) without its content.
 	opaque := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "opaque", Namespace: testNS}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"password": []byte(secrets["p-secret-type"])}}
 
@@ -91,6 +92,11 @@ func TestInvalidPasswordsNeverReported(t *testing.T) {
 		if !found {
 			t.Errorf("no InvalidConfiguration event for %s; events: %q", name, events)
 		}
+	}
+	// The Secret of the wrong type is named with its type, in the event and the log, not as missing.
+	const wrongType = `BGPPeer p-secret-type: spec.passwordSecret: unusable password secret: Secret "opaque" has type Opaque, want kubernetes.io/basic-auth`
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, wrongType) }) || !strings.Contains(logs.String(), strings.ReplaceAll(wrongType, `"`, `\"`)) {
+		t.Errorf("no event and log line %q; events %q, logs:\n%s", wrongType, events, logs.String())
 	}
 	if !strings.Contains(logs.String(), "p-undecodable") || !strings.Contains(logs.String(), "its last valid version stays in use") {
 		t.Fatalf("the logs do not report the undecodable peer and the held one:\n%s", logs.String())

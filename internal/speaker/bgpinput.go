@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
@@ -45,16 +43,8 @@ func bgpInput(o bgpObjects) (bgpconfig.Input, []error) {
 	sort.Slice(in.Communities, func(i, j int) bool { return in.Communities[i].Name < in.Communities[j].Name })
 
 	// MetalLB reads a BGPPeer's passwordSecret from a kubernetes.io/basic-auth Secret's "password"
-	// key; a Secret of another type, or without the key, counts as missing.
-	for _, obj := range o.secrets {
-		sec := obj.(*corev1.Secret)
-		if p, ok := sec.Data[corev1.BasicAuthPasswordKey]; ok && sec.Type == corev1.SecretTypeBasicAuth {
-			if in.Passwords == nil {
-				in.Passwords = map[string]string{}
-			}
-			in.Passwords[sec.Name] = string(p)
-		}
-	}
+	// key; a Secret of another type, or without the key, is reported as such (config.BGPPasswords).
+	in.Passwords, in.UnusableSecrets = config.BGPPasswords(o.secrets)
 
 	for _, n := range o.model.Pools.Names {
 		p := o.model.Pools.ByName[n]

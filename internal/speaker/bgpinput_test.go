@@ -117,7 +117,7 @@ func TestBGPInput(t *testing.T) {
 		want:     func(in *bgpconfig.Input) { in.Peers = []v1beta2.BGPPeer{} },
 		wantErrs: 1,
 	}, {
-		name: "passwords from basic-auth Secrets only",
+		name: "passwords from basic-auth Secrets only; the others named with why",
 		objs: func(o *bgpObjects) {
 			o.secrets = []any{
 				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth"}, Type: corev1.SecretTypeBasicAuth,
@@ -126,7 +126,11 @@ func TestBGPInput(t *testing.T) {
 				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nokey"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"username": []byte("x")}},
 			}
 		},
-		want: func(in *bgpconfig.Input) { in.Passwords = map[string]string{"auth": "s3cret"} },
+		want: func(in *bgpconfig.Input) {
+			in.Passwords = map[string]string{"auth": "s3cret"}
+			in.UnusableSecrets = map[string]string{"opaque": `Secret "opaque" has type Opaque, want kubernetes.io/basic-auth`,
+				"nokey": `Secret "nokey" has no "password" key`}
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,5 +215,42 @@ func TestEventLimiter(t *testing.T) {
 		if ok != s.ok || sup != s.suppressed {
 			t.Errorf("at %v: allow = %d, %v; want %d, %v", s.at, sup, ok, s.suppressed, s.ok)
 		}
+	}
+}
+
+// TestPasswordSecretOnly: the Secrets informer keeps a basic-auth Secret's password and, of every
+// Secret, only its name, namespace, version and type (enough to say a Secret has the wrong type).
+func TestPasswordSecretOnly(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: "s", Namespace: testNS, UID: "u", ResourceVersion: "7",
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"stringData":{"password":"leak"}}`},
+		Labels:      map[string]string{"a": "b"}}
+	for _, tt := range []struct {
+		name string
+		in   *corev1.Secret
+		want *corev1.Secret
+	}{{
+		name: "basic-auth: the password only",
+		in:   &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("p"), "username": []byte("u")}},
+		want: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: testNS, UID: "u", ResourceVersion: "7"}, Type: corev1.SecretTypeBasicAuth,
+			Data: map[string][]byte{"password": []byte("p")}},
+	}, {
+		name: "basic-auth without a password",
+		in:   &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"username": []byte("u")}},
+		want: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: testNS, UID: "u", ResourceVersion: "7"}, Type: corev1.SecretTypeBasicAuth},
+	}, {
+		name: "another type: no data at all",
+		in:   &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte("p"), "primary": []byte("k")}},
+		want: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: testNS, UID: "u", ResourceVersion: "7"}, Type: corev1.SecretTypeOpaque},
+	}} {
+		got, err := passwordSecretOnly(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	if got, _ := passwordSecretOnly("x"); got != "x" {
+		t.Errorf("a non-Secret: %v, want it unchanged", got)
 	}
 }

@@ -76,10 +76,15 @@ type heartbeatKeys struct {
 	sink     keySink
 	log      *slog.Logger
 
+	// synced says whether the informer has listed the Secret: set once by informer, before anything
+	// reads it (nil without an informer).
+	synced func() bool
+
 	mu      sync.Mutex // guards the following fields
 	has     bool       // a valid key was set
 	primary string     // fingerprints of the keys set, for the logs
 	second  string
+	invalid error         // why the Secret last seen holds no usable key, while has is false
 	ready   chan struct{} // closed when a valid key is first set
 }
 
@@ -93,10 +98,14 @@ func (k *heartbeatKeys) informer(cs kubernetes.Interface) informers.SharedInform
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(k.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + k.name }))
 	inf := f.Core().V1().Secrets().Informer()
+	k.synced = inf.HasSynced
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { k.set(o) },
 		UpdateFunc: func(_, o any) { k.set(o) },
 		DeleteFunc: func(any) {
+			k.mu.Lock()
+			k.invalid = nil // gone, no longer invalid: missing says so
+			k.mu.Unlock()
 			k.log.Warn("heartbeat key Secret deleted: keeping the last keys until a new one is written", "secret", k.ns+"/"+k.name)
 		},
 	})
@@ -113,6 +122,7 @@ func (k *heartbeatKeys) set(o any) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
+		k.invalid = err
 		if k.has {
 			k.log.Error("heartbeat key Secret invalid: keeping the last keys", "secret", k.ns+"/"+k.name, "err", err)
 		} else {
@@ -137,9 +147,28 @@ func (k *heartbeatKeys) set(o any) {
 	k.has, k.primary, k.second = true, fp, fs
 }
 
-// wait blocks until a valid key is set or ctx ends, logging every logEvery why this speaker is not
-// ready; it reports whether a key is set.
-func (k *heartbeatKeys) wait(ctx context.Context, logEvery time.Duration) bool {
+// missing says why this speaker has no heartbeat key, naming the Secret, for /readyz, the log and
+// the event; "" once a valid key was set (a Secret deleted or broken later keeps the last keys).
+// Before the informer has listed the Secret it cannot tell a missing Secret from one it may not read.
+func (k *heartbeatKeys) missing() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	secret := k.ns + "/" + k.name
+	switch {
+	case k.has:
+		return ""
+	case k.invalid != nil:
+		return fmt.Sprintf("no heartbeat key: Secret %s is invalid (%v)", secret, k.invalid)
+	case k.synced != nil && k.synced():
+		return fmt.Sprintf("no heartbeat key: Secret %s is missing (the controller creates it)", secret)
+	default:
+		return fmt.Sprintf("no heartbeat key: Secret %s not read yet (missing, or the speaker may not read it: check its RBAC)", secret)
+	}
+}
+
+// wait blocks until a valid key is set or ctx ends, saying every logEvery why this speaker is not
+// ready (a log line, and report with missing's text, for an event); it reports whether a key is set.
+func (k *heartbeatKeys) wait(ctx context.Context, logEvery time.Duration, report func(why string)) bool {
 	t := time.NewTicker(logEvery)
 	defer t.Stop()
 	for {
@@ -149,8 +178,14 @@ func (k *heartbeatKeys) wait(ctx context.Context, logEvery time.Duration) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
-			k.log.Warn("no heartbeat key: this speaker sends and accepts no heartbeats and stays unready (announces nothing); "+
-				"the controller creates the Secret, or check the speaker's RBAC", "secret", k.ns+"/"+k.name)
+			why := k.missing()
+			if why == "" {
+				continue // set meanwhile: ready is closed
+			}
+			k.log.Warn(why+": this speaker sends and accepts no heartbeats and stays unready (announces nothing)", "secret", k.ns+"/"+k.name)
+			if report != nil {
+				report(why)
+			}
 		}
 	}
 }

@@ -86,7 +86,12 @@ type deps struct {
 	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
 	Reopen     map[string]reopener
 	Neighbours neighbours // the kernel's neighbour table: the peers' MACs
+	// Keys says why the heartbeat key is missing, for /readyz; nil: never missing.
+	Keys keyState
 }
+
+// keyState says why this speaker has no heartbeat key ("" when it has one): *heartbeatKeys.
+type keyState interface{ missing() string }
 
 // newSpeaker builds the owner over its dependencies. It starts nothing: run does.
 func newSpeaker(cfg Config, d deps) *speaker {
@@ -94,7 +99,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		d.Clock = realClock{}
 	}
 	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
-		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock,
+		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
 		retries: &retries{pending: map[timer]struct{}{}}}
@@ -114,6 +119,7 @@ type speaker struct {
 	mon   heartbeats
 	echo  echoes     // nil when the echo detector is off
 	neigh neighbours // nil: no peer MAC is known
+	keys  keyState   // nil: the key is never missing
 	st    statusSink
 	sp    *spreadState
 	bgp   *bgpMode

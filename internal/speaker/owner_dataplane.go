@@ -62,6 +62,11 @@ func (s *speaker) readiness() (bool, string) {
 	case s.leaving:
 		return false, "leaving: handing addresses over"
 	case !s.ready:
+		if s.keys != nil {
+			if why := s.keys.missing(); why != "" {
+				return false, why
+			}
+		}
 		return false, "listening to peers before the first election"
 	case !s.dp.Ready(s.clock.Now()):
 		f, r := s.dp.Why(s.clock.Now())

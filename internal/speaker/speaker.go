@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Keys: keys, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if ndp != nil { // never a nil *Managed in the interface
@@ -233,7 +233,15 @@ func Run(ctx context.Context, cfg Config) error {
 	// every address itself. Wait for the key before listening; until then it is not ready. (The
 	// key's informer is not in the sync above: without RBAC for the Secret it would never sync, and
 	// wait says why every 10 s.)
-	if !keys.wait(ctx, 10*time.Second) {
+	// /readyz names the Secret meanwhile; a Warning event on this node says it once per reason.
+	reported := ""
+	if !keys.wait(ctx, 10*time.Second, func(why string) {
+		if why != reported {
+			reported = why
+			s.rec.Eventf(&corev1.ObjectReference{Kind: "Node", Name: cfg.Node, APIVersion: "v1"}, corev1.EventTypeWarning, "HeartbeatKeyMissing",
+				"node %q: %s: it sends and accepts no heartbeats and stays unready (announces nothing)", cfg.Node, why)
+		}
+	}) {
 		return nil
 	}
 	// Listen before speaking: a speaker that elected before hearing its peers would announce every

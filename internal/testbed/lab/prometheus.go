@@ -395,13 +395,13 @@ func (l *Lab) applyMonitorRBAC(ctx context.Context, stream string) error {
 	return l.kubectlApply(ctx, strings.Join(others, "\n---\n"))
 }
 
-// MetricsReader is the ServiceAccount of config/prometheus allowed to get the controller's and the
-// speakers' /metrics.
+// MetricsReader is the ServiceAccount of config/prometheus allowed to get the controller's, the
+// speakers' and the proxies' /metrics.
 const MetricsReader = "ironlb-metrics-reader"
 
 // MetricsToken returns a bearer token (valid for an hour) of MetricsReader, for reading the
-// controller's and the speakers' HTTPS metrics from the lab; it applies config/prometheus's RBAC
-// first.
+// controller's, the speakers' and the proxies' HTTPS metrics from the lab; it applies
+// config/prometheus's RBAC first.
 func (l *Lab) MetricsToken(ctx context.Context) (string, error) {
 	stream, err := manifests.Bundle("prometheus")
 	if err != nil {

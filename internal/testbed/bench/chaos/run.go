@@ -872,15 +872,15 @@ type procSample struct {
 	ok        bool // metrics read
 }
 
-// sample reads every ironlb pod's restart count and, over HTTP from the control-plane node, its
+// sample reads every ironlb pod's restart count and, over HTTPS from the control-plane node, its
 // go_goroutines and process_resident_memory_bytes.
 func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
 	pl, err := r.cs.CoreV1().Pods("metallb-system").List(ctx, metav1.ListOptions{LabelSelector: "app=ironlb"})
 	if err != nil {
 		return nil, err
 	}
-	// The controller's and the speakers' metrics are HTTPS for a token allowed to get /metrics
-	// (docs/security.md); the proxy's are plain HTTP.
+	// Every role's metrics (the controller's and the speakers' port "monitoring", the proxies'
+	// "metrics") are HTTPS for a token allowed to get /metrics (docs/security.md).
 	if r.metricsToken == "" {
 		if r.metricsToken, err = r.l.MetricsToken(ctx); err != nil {
 			return nil, err
@@ -899,11 +899,7 @@ func (r *runner) sample(ctx context.Context) (map[string]procSample, error) {
 				if (port.Name != "monitoring" && port.Name != "metrics") || p.Status.PodIP == "" {
 					continue
 				}
-				scheme, token := "http", ""
-				if port.Name == "monitoring" {
-					scheme, token = "https", r.metricsToken
-				}
-				m, err := scrape(ctx, client, fmt.Sprintf("%s://%s:%d/metrics", scheme, p.Status.PodIP, port.ContainerPort), token)
+				m, err := scrape(ctx, client, fmt.Sprintf("https://%s:%d/metrics", p.Status.PodIP, port.ContainerPort), r.metricsToken)
 				if err == nil {
 					s.m, s.ok = m, true
 				}

@@ -49,7 +49,7 @@ const (
 	kubeProxyNS     = "kube-system"
 	kubeProxyDS     = "kube-proxy"
 	servicePort     = 80                      // every Service's port and its endpoints' port
-	metricsPort     = 10249                   // both proxies' metrics (kube-proxy: metricsBindAddress 0.0.0.0; ironlb: $(POD_IP), the node's address)
+	metricsPort     = 10249                   // both proxies' metrics (kube-proxy: metricsBindAddress 0.0.0.0, HTTP; ironlb: $(POD_IP), the node's address, HTTPS)
 	serviceIPsMap   = "service-ips"           // both layouts: `daddr . l4proto . dport` -> goto service chain
 	proxyWorkers    = 32                      // concurrent API writers
 	syncPoll        = 20 * time.Millisecond   // probe for the full sync's last element
@@ -85,8 +85,9 @@ type bench struct {
 
 	ips []netip.Addr // ClusterIP of Service i
 
-	mu   sync.Mutex // guards undo
-	undo []undoStep
+	mu    sync.Mutex // guards undo and token
+	undo  []undoStep
+	token string // the lab's metrics reader token, for ironlb's HTTPS metrics; "" until got
 }
 
 type undoStep struct {

@@ -62,7 +62,7 @@ type scaleProxy struct {
 func (p *scaleProxy) path() string { return lab.NetNSPath(p.netns) }
 
 func (p *scaleProxy) metrics(ctx context.Context) (Own, error) {
-	return scrapeOwn(ctx, p.name, p.netns, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	return scrapeOwn(ctx, p.name, p.netns, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), "")
 }
 
 // start runs the proxy from an empty ruleset.
@@ -206,7 +206,8 @@ func RunScale(ctx context.Context, o ScaleOptions) (res Result, err error) {
 		args: []string{filepath.Join(o.K8sBin, "kube-proxy"), "--config=" + kpConf, "--v=1"}, logf: filepath.Join(dir, "kube-proxy.log")}
 	il := &scaleProxy{name: IronLB, netns: fmt.Sprintf("%s%d-il", ScaleNetNSPrefix, pid), table: "ironlb",
 		args: []string{o.Self, "proxy", "--node=" + scaleNodeIL, "--kubeconfig=" + env.Kubeconfig,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=127.0.0.1:10256",
+			// Plain HTTP on the loopback of its own namespace, as kube-proxy's here (nothing else reaches it).
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--healthz-bind-address=127.0.0.1:10256",
 			"--node-liveness=false"},
 		logf: filepath.Join(dir, "ironlb-proxy.log")}
 	proxies := []*scaleProxy{kp, il}

@@ -2,6 +2,7 @@ package proxybench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -228,17 +229,47 @@ func (b *bench) waitPodReady(ctx context.Context, p *proxy, uid types.UID, timeo
 	})
 }
 
-// metrics reads p's metrics from inside its node.
+// metrics reads p's metrics from inside its node: kube-proxy's over plain HTTP, ironlb's over HTTPS
+// with the lab's metrics reader token (the proxy's --metrics-secure, docs/security.md).
 func (b *bench) metrics(ctx context.Context, p *proxy) (Own, error) {
-	return scrapeOwn(ctx, p.name, p.node, fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(p.addr, metricsPort)))
+	addr := netip.AddrPortFrom(p.addr, metricsPort)
+	if p.name != IronLB {
+		return scrapeOwn(ctx, p.name, p.node, fmt.Sprintf("http://%s/metrics", addr), "")
+	}
+	token, err := b.metricsToken(ctx)
+	if err != nil {
+		return Own{}, err
+	}
+	return scrapeOwn(ctx, p.name, p.node, fmt.Sprintf("https://%s/metrics", addr), token)
 }
 
-// scrapeOwn reads a proxy's sync metrics at url from inside the named network namespace.
-func scrapeOwn(ctx context.Context, name, netns, url string) (Own, error) {
-	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: lab.Dialer(netns), DisableKeepAlives: true}}
+// metricsToken returns the lab's metrics reader token (lab.MetricsToken), got once.
+func (b *bench) metricsToken(ctx context.Context) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.token != "" {
+		return b.token, nil
+	}
+	t, err := b.l.MetricsToken(ctx)
+	if err != nil {
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	b.token = t
+	return t, nil
+}
+
+// scrapeOwn reads a proxy's sync metrics at url from inside the named network namespace, with the
+// bearer token when one is given (an HTTPS server's self-signed certificate is not verified: the
+// token authenticates the client).
+func scrapeOwn(ctx context.Context, name, netns, url, token string) (Own, error) {
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: lab.Dialer(netns), DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Own{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
