@@ -24,13 +24,16 @@ import (
 //	nginx                                      -> REG/library/nginx:latest
 //	registry.k8s.io/pause:3.10                 -> REG/registry.k8s.io/pause:3.10
 //	quay.io/metallb/speaker@sha256:...         -> REG/quay.io/metallb/speaker@sha256:...
+//	localhost:5000/a:b                         -> REG/localhost_5000/a:b
 //
 // Docker Hub's images keep their path on Docker Hub (official images under library/, as Docker
 // Hub stores them); every other registry's images keep their registry's host as the first path
-// component. The mapping is one-to-one: a Docker Hub path never starts with a component holding a
-// dot or a colon, and every other registry's host does. So one registry mirrors every upstream at
-// once. containerd's registry mirrors (hosts.toml) instead keep the path as it is and tell
-// registries apart by a ?ns= query parameter, which the distribution registry ignores:
+// component, lower case, a port joined by "_" (a path cannot hold a colon). The mapping is
+// one-to-one: a Docker Hub path never starts with a component holding a dot or an underscore
+// (Docker Hub's namespaces are lower-case letters and digits), and a registry's host always holds a
+// dot or a port, except "localhost" alone, which no one mirrors from. So one registry mirrors every
+// upstream at once. containerd's registry mirrors (hosts.toml) instead keep the path as it is and
+// tell registries apart by a ?ns= query parameter, which the distribution registry ignores:
 // quay.io/metallb/speaker and docker.io/metallb/speaker would collide in it.
 //
 // A reference with both a tag and a digest keeps the digest alone (what is pulled); one with
@@ -46,7 +49,10 @@ func MirrorName(reg, upstream string) (string, error) {
 	repo := ref.Context()
 	path := repo.RepositoryStr() // library/nginx for Docker Hub's official images
 	if host := repo.RegistryStr(); host != name.DefaultRegistry {
-		path = host + "/" + path
+		if strings.HasPrefix(host, "[") {
+			return "", fmt.Errorf("image %q: a registry named by an IPv6 address cannot be mirrored", upstream)
+		}
+		path = strings.ReplaceAll(strings.ToLower(host), ":", "_") + "/" + path
 	}
 	switch r := ref.(type) {
 	case name.Digest:
@@ -73,7 +79,10 @@ func PushRef(reg, ref, defaultTag string) (name.Reference, error) {
 		}
 		full = reg + "/" + ref
 	}
-	r, err := name.NewTag(full, name.WithDefaultTag(defaultTag), name.Insecure, name.StrictValidation)
+	if last := full[strings.LastIndex(full, "/")+1:]; !strings.Contains(last, ":") {
+		full += ":" + defaultTag
+	}
+	r, err := name.NewTag(full, name.Insecure, name.StrictValidation)
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", ref, err)
 	}
