@@ -155,14 +155,14 @@ func TestRegistryConfig(t *testing.T) {
 	}
 	want := map[string]any{
 		"version": "0.1",
-		"log": map[string]any{"level": "info", "formatter": "text", "accesslog": map[string]any{"disabled": false},
+		"log": map[string]any{"level": "warn", "formatter": "text", "accesslog": map[string]any{"disabled": false},
 			"fields": map[string]any{"service": "registry"}},
 		"storage": map[string]any{
 			"filesystem":  map[string]any{"rootdirectory": "/run/ironlb-lab/registry/storage"},
 			"delete":      map[string]any{"enabled": true},
 			"maintenance": map[string]any{"uploadpurging": map[string]any{"enabled": false}},
 		},
-		"http":   map[string]any{"addr": ":5000", "headers": map[string]any{"X-Content-Type-Options": []any{"nosniff"}}},
+		"http":   map[string]any{"addr": ":5000", "secret": "ironlb-lab-registry", "headers": map[string]any{"X-Content-Type-Options": []any{"nosniff"}}},
 		"health": map[string]any{"storagedriver": map[string]any{"enabled": false}},
 	}
 	if d := cmp.Diff(want, m); d != "" {

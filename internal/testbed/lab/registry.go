@@ -52,12 +52,14 @@ func (p Plan) RegistryAddr() netip.AddrPort {
 // listen and keeping its blobs and manifests under storageDir. Deleting is allowed, so that a test
 // or a user can remove an image by digest as from a real registry; the storage driver's health
 // check is off (the directory is local), as is upload purging (the lab lives for hours, not weeks).
-// It does no I/O.
+// It logs warnings and errors (a failed pull names its reason) and one access-log line per request.
+// The HTTP secret signs upload state between requests; a fixed one is as good as any in a lab with
+// one registry, and silences the warning about a random one. It does no I/O.
 func RegistryConfig(listen, storageDir string) (string, error) {
 	b, err := yaml.Marshal(map[string]any{
 		"version": "0.1",
 		"log": map[string]any{
-			"level": "info", "formatter": "text", "accesslog": map[string]any{"disabled": false},
+			"level": "warn", "formatter": "text", "accesslog": map[string]any{"disabled": false},
 			"fields": map[string]any{"service": "registry"},
 		},
 		"storage": map[string]any{
@@ -67,6 +69,7 @@ func RegistryConfig(listen, storageDir string) (string, error) {
 		},
 		"http": map[string]any{
 			"addr":    listen,
+			"secret":  "ironlb-lab-registry",
 			"headers": map[string]any{"X-Content-Type-Options": []string{"nosniff"}},
 		},
 		"health": map[string]any{"storagedriver": map[string]any{"enabled": false}},
