@@ -78,7 +78,7 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
 	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
-	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000); `ironlb lab push` pushes there")
+	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000), where ironlb lab push pushes")
 	f.StringVar(&cfg.RegistryBin, "registry-bin", envOr("IRONLB_REGISTRY_BIN", lab.DefaultRegistryBin()), "directory with the registry binary (hack/registry-binary.sh builds it)")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")

@@ -368,3 +368,28 @@ func TestCopy(t *testing.T) {
 		t.Errorf("copying an unknown tag: %v, want the registry's MANIFEST_UNKNOWN", err)
 	}
 }
+
+// `lab push --as UPSTREAM` pushes to MirrorName's reference, which PushRef takes as it is (a tag);
+// a digest cannot be pushed to.
+func TestPushRefOfMirrorName(t *testing.T) {
+	for _, tt := range []struct{ upstream, want, wantErr string }{
+		{upstream: "traefik/whoami:v1.10", want: testReg + "/traefik/whoami:v1.10"},
+		{upstream: "registry.k8s.io/pause:3.10", want: testReg + "/registry.k8s.io/pause:3.10"},
+		{upstream: "nginx", want: testReg + "/library/nginx:latest"},
+		{upstream: "traefik/whoami@" + sha, wantErr: "not a digest"},
+	} {
+		m, err := MirrorName(testReg, tt.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := PushRef(testReg, m, "v0.1.0")
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("PushRef(MirrorName(%q)) = %v, %v; want an error containing %q", tt.upstream, got, err, tt.wantErr)
+			}
+		case err != nil || got.Name() != tt.want:
+			t.Errorf("PushRef(MirrorName(%q)) = %v, %v; want %s", tt.upstream, got, err, tt.want)
+		}
+	}
+}
