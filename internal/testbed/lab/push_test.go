@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -391,5 +392,26 @@ func TestPushRefOfMirrorName(t *testing.T) {
 		case err != nil || got.Name() != tt.want:
 			t.Errorf("PushRef(MirrorName(%q)) = %v, %v; want %s", tt.upstream, got, err, tt.want)
 		}
+	}
+}
+
+// The registry the lab looks for is the one hack/registry-binary.sh builds: the same pin, the same
+// cache path.
+func TestRegistryVersionPinned(t *testing.T) {
+	b, err := os.ReadFile("../../../hack/versions.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pin string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "REGISTRY_VERSION="); ok {
+			pin = strings.TrimSpace(v)
+		}
+	}
+	if pin != RegistryVersion {
+		t.Errorf("hack/versions.env pins REGISTRY_VERSION=%q, the lab expects RegistryVersion %q", pin, RegistryVersion)
+	}
+	if want := filepath.Join("registry", RegistryVersion, "bin"); !strings.HasSuffix(DefaultRegistryBin(), want) {
+		t.Errorf("DefaultRegistryBin() = %s, want it to end in %s as hack/registry-binary.sh's cache does", DefaultRegistryBin(), want)
 	}
 }
