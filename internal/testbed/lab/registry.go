@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -118,9 +117,8 @@ func (l *Lab) startRegistry(ctx context.Context) error {
 // lab address or route (the network rule): each connection is dialed from inside the client's
 // namespace, as a developer's machine on the lab's network would push.
 func (l *Lab) RegistryTransport() *http.Transport {
-	dial := Dialer(l.Plan.Client.Name)
 	return &http.Transport{
-		DialContext:           func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
+		DialContext:           Dialer(l.Plan.Client.Name),
 		ResponseHeaderTimeout: 30 * time.Second,
 		MaxIdleConnsPerHost:   8,
 	}
