@@ -12,13 +12,17 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 LDFLAGS           := -X github.com/ironlb/ironlb/internal/version.version=$(VERSION) -X github.com/ironlb/ironlb/internal/version.commit=$(COMMIT)
 
 # make image: ironlb's OCI image for PLATFORMS, written as an OCI layout to bin/image; PUSH=REF also
-# pushes it (REF without a tag gets VERSION), INSECURE=1 over plain HTTP. docs/image.md.
+# pushes it (REF without a tag gets VERSION), INSECURE=1 over plain HTTP. When a lab with a registry is
+# up (its record in LAB_DIR names one), it is also pushed there (`ironlb lab push`): LAB_PUSH=0 skips
+# that. docs/image.md.
 PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE     ?= ghcr.io/ironlb/ironlb
 PUSH      ?=
 INSECURE  ?=
+LAB_PUSH  ?= 1
+LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
-.PHONY: all deps build image k8s lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
+.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
 
 all: build
 
@@ -35,6 +39,9 @@ image:
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/image --version $(VERSION) --commit $(COMMIT) --repo $(IMAGE) --out bin/image \
 	  $(foreach p,$(PLATFORMS),--binary $(p)=bin/$(subst /,_,$(p))/ironlb) \
 	  $(if $(PUSH),--push $(PUSH)) $(if $(INSECURE),--insecure)
+	@if [ "$(LAB_PUSH)" = 1 ] && grep -qs '"registry": {' $(LAB_DIR)/lab.json; then \
+	  $(MAKE) --no-print-directory build && echo "== ironlb lab push (a lab with a registry is up)" && $(BIN) lab push --state-dir $(LAB_DIR) --from bin/image; \
+	fi
 
 # The Debian packages the lab and the tests use (iproute2, nftables, FRR, arping, gcc for -race, ...),
 # installed when missing: a fresh Debian machine with Go needs nothing else (hack/deps.sh, also run by CI).
@@ -45,7 +52,12 @@ deps:
 k8s:
 	@hack/k8s-binaries.sh >/dev/null
 
-lab: deps build k8s
+# The OCI distribution registry the lab runs (REGISTRY_VERSION in hack/versions.env), built from its
+# module and cached beside them.
+registry:
+	@hack/registry-binary.sh >/dev/null
+
+lab: deps build k8s registry
 	$(BIN) lab up
 	IRONLB=$(BIN) hack/seed-000.sh
 
@@ -54,7 +66,7 @@ lab-down: build
 
 # Every unit test, every fuzz target briefly, then the e2e tests in the lab (root; they bring their own
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
-test: deps build k8s metallb helm unit fuzz-short e2e
+test: deps build k8s registry metallb helm unit fuzz-short e2e
 
 # The unit tests run under the race detector, which needs cgo: a C compiler (gcc) and libc's headers
 # (Debian: gcc, libc6-dev; .ci/run installs them). -race makes the CPU-bound tests 4-8x slower
@@ -93,7 +105,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
-bench: build k8s
+bench: build k8s registry
 	hack/bench-lab.sh
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate/' -benchtime 100000x -count 3 ./internal/allocator
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate10k' -benchtime 5x -count 3 ./internal/allocator
@@ -112,7 +124,7 @@ bench-controller: k8s metallb
 	IRONLB_BENCH=1 IRONLB_BENCH_SERVICES=10000 $(GO) test -count=1 -run TestScaleVsMetalLB -v -timeout 90m ./internal/controller
 
 # Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes).
-bench-l2: build k8s metallb
+bench-l2: build k8s registry metallb
 	$(BIN) lab up
 	$(BIN) lab bench-failover --trials 20
 	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist default

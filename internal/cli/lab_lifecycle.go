@@ -53,6 +53,9 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 			if p.Router.Name != "" {
 				fmt.Printf("  ironlb lab exec %s -- vtysh -c 'show ip bgp'     (%s reaches service addresses through it)\n", p.Router.Name, p.Client2.Name)
 			}
+			if ap := p.RegistryAddr(); ap.IsValid() {
+				fmt.Printf("  make image && ironlb lab push     (registry at http://%s; nodes pull %s/ironlb/ironlb:VERSION)\n", ap, ap)
+			}
 			if p.Config.Prometheus {
 				fmt.Printf("  ironlb lab promql 'sum by (node) (ironlb_speaker_announced_addresses)'     (Prometheus at %s)\n", l.PrometheusURL())
 			}
@@ -75,6 +78,8 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
 	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
+	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000), where ironlb lab push pushes")
+	f.StringVar(&cfg.RegistryBin, "registry-bin", envOr("IRONLB_REGISTRY_BIN", lab.DefaultRegistryBin()), "directory with the registry binary (hack/registry-binary.sh builds it)")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
 	return up

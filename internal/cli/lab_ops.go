@@ -117,3 +117,40 @@ func labKubectlCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	}
 	return kubectl
 }
+
+// labPushCmd is `lab push`.
+func labPushCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	var from string
+	var as []string
+	push := &cobra.Command{
+		Use:   "push [--from bin/image] [--as IMAGE]... [REF...]",
+		Short: "Push the OCI image layout `make image` wrote to the lab's registry (default ironlb/ironlb:<its version>)",
+		Long: `Push the image or index of an OCI image layout (make image writes bin/image, both platforms) to the
+lab's registry, as REGISTRY/REF for each REF: a path with an optional tag (ironlb/ironlb, ironlb/ironlb:dev),
+tagged with the layout's version when it names none. --as IMAGE pushes it under the name the lab's
+registry mirrors the upstream IMAGE by (traefik/whoami:v1.10 -> REGISTRY/traefik/whoami:v1.10,
+registry.k8s.io/pause:3.10 -> REGISTRY/registry.k8s.io/pause:3.10): an image built for the lab in
+place of an upstream one. The push runs over the lab's network from the client's namespace; it
+prints each reference with the digest.`,
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
+			for _, up := range as {
+				m, err := lab.MirrorName(l.Plan.RegistryAddr().String(), up)
+				if err != nil {
+					return fmt.Errorf("--as: %w", err)
+				}
+				args = append(args, m)
+			}
+			refs, d, err := l.PushLayout(c.Context(), from, args)
+			if err != nil {
+				return err
+			}
+			for _, r := range refs {
+				fmt.Printf("pushed %s@%s\n", r, d)
+			}
+			return nil
+		}),
+	}
+	push.Flags().StringVar(&from, "from", "bin/image", "the OCI image layout to push")
+	push.Flags().StringArrayVar(&as, "as", nil, "also push under the lab registry's mirror name of this upstream image (repeatable)")
+	return push
+}

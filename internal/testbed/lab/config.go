@@ -34,6 +34,7 @@ const (
 	NodeASN            = 64513
 	apiserverPort      = 6443
 	controlPlaneSuffix = "-control-plane"
+	registrySuffix     = "-registry"
 )
 
 // Config is what a user chooses with `ironlb lab up` flags. The zero value is not valid; start from
@@ -62,6 +63,11 @@ type Config struct {
 	// Prometheus runs Debian's prometheus in the control-plane node, scraping ironlb's pods as
 	// config/prometheus's PodMonitors say.
 	Prometheus bool `json:"prometheus,omitempty"`
+	// Registry runs the OCI distribution registry on the bridge (host <name>-registry), where
+	// `ironlb lab push` puts ironlb's image and upstream images are mirrored (registry.go).
+	Registry bool `json:"registry,omitempty"`
+	// RegistryBin is the directory with the registry binary (hack/registry-binary.sh builds it).
+	RegistryBin string `json:"registryBin,omitempty"`
 }
 
 // DefaultConfig returns seed 000's cluster.
@@ -81,6 +87,7 @@ func DefaultConfig() Config {
 		ProxyMode:    ProxyIPTables,
 		RouterCIDR:   netip.MustParsePrefix("192.168.10.0/24"),
 		StateDir:     DefaultStateDir,
+		Registry:     true,
 	}
 }
 
@@ -178,6 +185,14 @@ func (c Config) Validate() error {
 		}
 		if c.ClientName == RouterName || c.ClientName == Client2Name {
 			errs = append(errs, fmt.Errorf("--client %q: the BGP lab uses that name", c.ClientName))
+		}
+	}
+	if c.Registry && c.NodeCIDR.IsValid() && c.NodeCIDR.Addr().Is4() && c.NodeCIDR.Bits() <= 28 {
+		switch ra := registryAddr(c.NodeCIDR); {
+		case addrOffset(c.NodeCIDR.Addr(), ra) < uint64(2+c.Workers+1):
+			errs = append(errs, fmt.Errorf("--node-cidr %s: too small for %d nodes and the registry at %s (or --registry=false)", c.NodeCIDR, c.Workers+1, ra))
+		case c.ClientAddr == ra:
+			errs = append(errs, fmt.Errorf("--client-addr %s is the registry's address (or --registry=false)", c.ClientAddr))
 		}
 	}
 	if c.StateDir == "" || !strings.HasPrefix(c.StateDir, "/") {

@@ -118,6 +118,16 @@ func TestValidate(t *testing.T) {
 			want: []string{"--service-cidr6 fd00:10:200:1::/64: kube-apiserver wants /108 or smaller"}},
 		{name: "dual: service CIDR6 /108", mutate: func(c *Config) { dual(c); c.ServiceCIDR6 = pfx("fd00:10:200:1::/108") }},
 
+		{name: "client on the registry's address", mutate: func(c *Config) { c.ClientAddr = addr("172.18.255.253") },
+			want: []string{"--client-addr 172.18.255.253 is the registry's address"}},
+		{name: "client on the registry's address without a registry", mutate: func(c *Config) { c.ClientAddr, c.Registry = addr("172.18.255.253"), false }},
+		{name: "/28 fits 11 nodes and the registry", mutate: func(c *Config) {
+			c.NodeCIDR, c.ClientAddr, c.Workers = pfx("172.18.0.0/28"), addr("172.18.0.14"), 10
+		}},
+		{name: "/28 is too small for 12 nodes and the registry", mutate: func(c *Config) {
+			c.NodeCIDR, c.ClientAddr, c.Workers = pfx("172.18.0.0/28"), addr("172.18.0.14"), 11
+		}, want: []string{"--node-cidr 172.18.0.0/28: too small for 12 nodes and the registry at 172.18.0.13"}},
+
 		{name: "every problem is reported", mutate: func(c *Config) { c.Workers, c.ProxyMode, c.StateDir = -1, "ipvs", "x" },
 			want: []string{"--workers", "--proxy", "--state-dir"}},
 	}

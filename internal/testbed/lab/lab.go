@@ -119,6 +119,11 @@ func (l *Lab) preflight() error {
 			errs = append(errs, errors.New("missing vtysh on PATH (apt-get install frr)"))
 		}
 	}
+	if l.Plan.Config.Registry {
+		if _, err := os.Stat(l.registryBin()); err != nil {
+			errs = append(errs, fmt.Errorf("missing %s (build the registry with hack/registry-binary.sh, or pass --registry-bin, or --registry=false)", l.registryBin()))
+		}
+	}
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("the lab needs root (network namespaces, cgroups)"))
 	}
@@ -259,6 +264,14 @@ func (l *Lab) writePKI() error {
 // finish installs the add-ons (kube-proxy) and waits until every node is Ready and kube-proxy runs on it.
 func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	t := time.Now()
+	if r := l.Plan.Registry; r.Name != "" {
+		if err := l.startRegistry(ctx); err != nil {
+			return fmt.Errorf("registry: %w", err)
+		}
+		l.Log("✓ registry %s at http://%s (distribution %s, storage %s) (%.1fs)", r.Name, l.Plan.RegistryAddr(),
+			RegistryVersion, filepath.Join(l.registryDir(), "storage"), time.Since(t).Seconds())
+		t = time.Now()
+	}
 	if r := l.Plan.Router; r.Name != "" {
 		if err := l.startRouter(ctx); err != nil {
 			return fmt.Errorf("router: %w", err)
@@ -504,7 +517,7 @@ func (l *Lab) Down(ctx context.Context) error {
 // and the node's packet-filter state go (as after a reboot), and its link to the bridge goes down.
 func (l *Lab) StopNode(ctx context.Context, name string) error {
 	h, ok := l.Plan.Host(name)
-	if !ok || h.Role == RoleClient {
+	if !ok || !h.IsNode() {
 		return fmt.Errorf("no node %q in lab %s (nodes: %s)", name, l.Plan.Config.Name, strings.Join(l.nodeNames(), ", "))
 	}
 	if err := l.setLink(ctx, h, false); err != nil {
@@ -541,7 +554,7 @@ func (l *Lab) SetLink(ctx context.Context, name string, up bool) error {
 // node) and its agent start, and the agent recreates its Pods.
 func (l *Lab) StartNode(ctx context.Context, name string) error {
 	h, ok := l.Plan.Host(name)
-	if !ok || h.Role == RoleClient {
+	if !ok || !h.IsNode() {
 		return fmt.Errorf("no node %q in lab %s (nodes: %s)", name, l.Plan.Config.Name, strings.Join(l.nodeNames(), ", "))
 	}
 	if err := l.setLink(ctx, h, true); err != nil {
@@ -634,6 +647,13 @@ func (l *Lab) Status(ctx context.Context) string {
 		fmt.Fprintf(&b, "apiserver: not answering (%v)\n", err)
 	} else {
 		fmt.Fprintf(&b, "apiserver: ready\n")
+	}
+	if ap := l.Plan.RegistryAddr(); ap.IsValid() {
+		if err := l.RegistryPing(ctx); err != nil {
+			fmt.Fprintf(&b, "registry: http://%s not answering (%v; log %s)\n", ap, err, l.State.LogFile(l.Plan.Registry.Name, "registry"))
+		} else {
+			fmt.Fprintf(&b, "registry: http://%s answering (push: ironlb lab push; storage %s)\n", ap, filepath.Join(l.registryDir(), "storage"))
+		}
 	}
 	return b.String()
 }

@@ -62,7 +62,7 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 			return err
 		}
 		kv := map[string]string{}
-		if h.Role != RoleClient {
+		if h.IsNode() || h.Role == RoleRouter { // they forward; the client and the registry are end hosts
 			kv["net.ipv4.ip_forward"] = "1"
 			kv["net.ipv4.conf.all.rp_filter"] = "0"
 			kv["net.ipv4.conf.default.rp_filter"] = "0"
@@ -253,7 +253,7 @@ func (l *Lab) writeHosts() error {
 // addresses; they are put back on every path, from a context that is not canceled.
 func (l *Lab) FlapIface(ctx context.Context, name string, d time.Duration) error {
 	h, ok := l.Plan.Host(name)
-	if !ok || h.Role == RoleClient || h.Role == RoleRouter {
+	if !ok || !h.IsNode() {
 		return fmt.Errorf("no node %q in lab %s", name, l.Plan.Config.Name)
 	}
 	var routes []string

@@ -14,9 +14,11 @@ const (
 	RoleWorker       Role = "worker"
 	RoleClient       Role = "client"
 	RoleRouter       Role = "router"
+	RoleRegistry     Role = "registry"
 )
 
-// Host is one network namespace on the lab bridge: a node or the outside client.
+// Host is one network namespace on the lab bridge: a node, the outside client, the router or the
+// registry.
 type Host struct {
 	Name   string            `json:"name"`             // namespace name, also the Node name and hostname
 	Role   Role              `json:"role"`             //
@@ -27,6 +29,10 @@ type Host struct {
 	Labels map[string]string `json:"labels,omitempty"` // Node labels (nodes only)
 	Taints []Taint           `json:"taints,omitempty"` // Node taints (nodes only)
 }
+
+// IsNode reports whether h is a Kubernetes node (the control plane or a worker), as opposed to the
+// client, the router or the registry, which run no agent and no Pods.
+func (h Host) IsNode() bool { return h.Role == RoleControlPlane || h.Role == RoleWorker }
 
 // Taint mirrors a Node taint without importing the Kubernetes API here.
 type Taint struct {
@@ -51,6 +57,9 @@ type Plan struct {
 	Client2 Host `json:"client2,omitzero"`
 	// RouterLANAddr is the router's address on Client2's subnet, Client2's default gateway.
 	RouterLANAddr netip.Addr `json:"routerLANAddr,omitzero"`
+	// Registry exists when Config.Registry is set: the OCI distribution registry's host on the
+	// bridge, serving plain HTTP on RegistryPort (registry.go).
+	Registry Host `json:"registry,omitzero"`
 }
 
 // zones are the seed's topology.kubernetes.io/zone labels: worker1 and the control plane in 2a, worker2 in 2b,
@@ -100,6 +109,11 @@ func NewPlan(c Config) (Plan, error) {
 		a2 := nthAddr(c.RouterCIDR, 100)
 		p.Client2 = Host{Name: Client2Name, Role: RoleClient, Index: -1, Addr: a2, MAC: macFor(a2)}
 	}
+	if c.Registry {
+		// Index after the router's whether or not there is one: a bridge port's name does not
+		// depend on --bgp.
+		p.Registry = host(c.Name+registrySuffix, RoleRegistry, len(p.Nodes)+2, registryAddr(c.NodeCIDR))
+	}
 	return p, nil
 }
 
@@ -112,11 +126,15 @@ func macFor(a netip.Addr) string {
 // ControlPlane returns the control-plane node.
 func (p Plan) ControlPlane() Host { return p.Nodes[0] }
 
-// Hosts returns the hosts on the bridge: the nodes, the client and (BGP lab) the router.
+// Hosts returns the hosts on the bridge: the nodes, the client, (BGP lab) the router and the
+// registry.
 func (p Plan) Hosts() []Host {
 	hs := append(append([]Host(nil), p.Nodes...), p.Client)
 	if p.Router.Name != "" {
 		hs = append(hs, p.Router)
+	}
+	if p.Registry.Name != "" {
+		hs = append(hs, p.Registry)
 	}
 	return hs
 }
@@ -147,7 +165,15 @@ func routerAddr(nodeCIDR netip.Prefix) netip.Addr {
 	return nthAddr(nodeCIDR, size-2)
 }
 
-// Host finds a host (node, client, router or Client2) by name.
+// registryAddr is the registry's address on the bridge: the one below the router's (172.18.255.253
+// in kind's 172.18.0.0/16), with the other infrastructure at the top of the subnet, away from the
+// nodes and the client at its bottom. Seed 000's pool (172.18.255.200-250) stays clear of it.
+func registryAddr(nodeCIDR netip.Prefix) netip.Addr {
+	size := uint64(1) << (32 - nodeCIDR.Bits())
+	return nthAddr(nodeCIDR, size-3)
+}
+
+// Host finds a host (node, client, router, Client2 or registry) by name.
 func (p Plan) Host(name string) (Host, bool) {
 	for _, h := range p.AllHosts() {
 		if h.Name == name {

@@ -12,7 +12,8 @@ import (
 const zoneLabel = "topology.kubernetes.io/zone"
 
 // seed000Plan is seed 000's kind cluster: `kind create cluster --name myk8s` with three workers on docker's
-// 172.18.0.0/16 network, and the outside client mypc at 172.18.0.100.
+// 172.18.0.0/16 network, the outside client mypc at 172.18.0.100, and the lab's registry (kind's
+// local registry, which the seed does not have) at 172.18.255.253.
 func seed000Plan() Plan {
 	a := netip.MustParseAddr
 	return Plan{
@@ -43,7 +44,8 @@ func seed000Plan() Plan {
 				Labels: map[string]string{"mynode": "worker3", zoneLabel: "ap-northeast-2c"},
 			},
 		},
-		Client: Host{Name: "mypc", Role: RoleClient, Index: 4, Addr: a("172.18.0.100"), MAC: "02:42:ac:12:00:64"},
+		Client:   Host{Name: "mypc", Role: RoleClient, Index: 4, Addr: a("172.18.0.100"), MAC: "02:42:ac:12:00:64"},
+		Registry: Host{Name: "myk8s-registry", Role: RoleRegistry, Index: 6, Addr: a("172.18.255.253"), MAC: "02:42:ac:12:ff:fd"},
 	}
 }
 
@@ -72,6 +74,7 @@ func TestNewPlanDual(t *testing.T) {
 		want.Nodes[i].Addr6 = netip.MustParseAddr(a6)
 	}
 	want.Client.Addr6 = netip.MustParseAddr("fc00:f853:ccd:e793::64")
+	want.Registry.Addr6 = netip.MustParseAddr("fc00:f853:ccd:e793::fffd")
 	if d := cmp.Diff(want, got, cmpOpts); d != "" {
 		t.Errorf("NewPlan(dual) mismatch (-want +got):\n%s", d)
 	}
@@ -223,7 +226,7 @@ func TestPlanAccessors(t *testing.T) {
 	for _, h := range p.Hosts() {
 		names = append(names, h.Name)
 	}
-	if d := cmp.Diff([]string{"myk8s-control-plane", "myk8s-worker", "myk8s-worker2", "myk8s-worker3", "mypc"}, names, cmpOpts); d != "" {
+	if d := cmp.Diff([]string{"myk8s-control-plane", "myk8s-worker", "myk8s-worker2", "myk8s-worker3", "mypc", "myk8s-registry"}, names, cmpOpts); d != "" {
 		t.Errorf("Hosts() names mismatch (-want +got):\n%s", d)
 	}
 	hs := p.Hosts()
@@ -242,6 +245,7 @@ func TestPlanAccessors(t *testing.T) {
 		{"myk8s-worker", true, "172.18.0.3", RoleWorker},
 		{"myk8s-worker3", true, "172.18.0.5", RoleWorker},
 		{"mypc", true, "172.18.0.100", RoleClient},
+		{"myk8s-registry", true, "172.18.255.253", RoleRegistry},
 		{"myk8s-worker4", false, "", ""},
 		{"", false, "", ""},
 	} {
@@ -291,8 +295,8 @@ func TestPlanBGP(t *testing.T) {
 	if p.Client2.Name != "mypc2" || p.Client2.Addr.String() != "192.168.10.100" || p.RouterLANAddr.String() != "192.168.10.1" {
 		t.Errorf("mypc2 = %+v behind %s", p.Client2, p.RouterLANAddr)
 	}
-	if got := len(p.Hosts()); got != 6 { // 4 nodes, mypc, router
-		t.Errorf("%d hosts on the bridge, want 6", got)
+	if got := len(p.Hosts()); got != 7 { // 4 nodes, mypc, router, registry
+		t.Errorf("%d hosts on the bridge, want 7", got)
 	}
 	if h, ok := p.Host("mypc2"); !ok || h.Index >= 0 {
 		t.Errorf("mypc2 should be found and not be on the bridge: %+v %v", h, ok)
@@ -307,7 +311,7 @@ func TestPlanBGP(t *testing.T) {
 		}
 	}
 	d, _ := NewPlan(DefaultConfig())
-	if d.Router.Name != "" || d.Client2.Name != "" || len(d.AllHosts()) != 5 {
+	if d.Router.Name != "" || d.Client2.Name != "" || len(d.AllHosts()) != 6 {
 		t.Errorf("the default lab has a router or mypc2: %+v %+v", d.Router, d.Client2)
 	}
 
@@ -320,5 +324,89 @@ func TestPlanBGP(t *testing.T) {
 	bad.ClientName = "router"
 	if _, err := NewPlan(bad); err == nil || !strings.Contains(err.Error(), "BGP lab uses that name") {
 		t.Errorf("--client router: %v", err)
+	}
+}
+
+// The registry is a host on the bridge below the router's address, an end host like the client: no
+// node, no agent. Its bridge port comes after the router's whether or not there is a router, and
+// without --registry there is none.
+func TestPlanRegistry(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		mutate    func(*Config)
+		want      Host // Name "" = no registry
+		wantAddrP string
+	}{
+		{name: "default", mutate: func(*Config) {},
+			want:      Host{Name: "myk8s-registry", Role: RoleRegistry, Index: 6, Addr: netip.MustParseAddr("172.18.255.253"), MAC: "02:42:ac:12:ff:fd"},
+			wantAddrP: "172.18.255.253:5000"},
+		{name: "bgp: the same port after the router", mutate: func(c *Config) { c.BGP = true },
+			want:      Host{Name: "myk8s-registry", Role: RoleRegistry, Index: 6, Addr: netip.MustParseAddr("172.18.255.253"), MAC: "02:42:ac:12:ff:fd"},
+			wantAddrP: "172.18.255.253:5000"},
+		{name: "one worker, other subnet", mutate: func(c *Config) {
+			c.Name, c.Workers, c.NodeCIDR, c.ClientAddr = "lab", 1, netip.MustParsePrefix("10.99.0.0/24"), netip.MustParseAddr("10.99.0.200")
+		},
+			want:      Host{Name: "lab-registry", Role: RoleRegistry, Index: 4, Addr: netip.MustParseAddr("10.99.0.253"), MAC: "02:42:0a:63:00:fd"},
+			wantAddrP: "10.99.0.253:5000"},
+		{name: "smallest subnet", mutate: func(c *Config) {
+			c.NodeCIDR, c.ClientAddr = netip.MustParsePrefix("172.18.0.0/28"), netip.MustParseAddr("172.18.0.12")
+		},
+			want:      Host{Name: "myk8s-registry", Role: RoleRegistry, Index: 6, Addr: netip.MustParseAddr("172.18.0.13"), MAC: "02:42:ac:12:00:0d"},
+			wantAddrP: "172.18.0.13:5000"},
+		{name: "off", mutate: func(c *Config) { c.Registry = false }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.mutate(&c)
+			p, err := NewPlan(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, p.Registry, cmpOpts); d != "" {
+				t.Errorf("Registry mismatch (-want +got):\n%s", d)
+			}
+			gotAddrP := ""
+			if ap := p.RegistryAddr(); ap.IsValid() {
+				gotAddrP = ap.String()
+			}
+			if gotAddrP != tt.wantAddrP {
+				t.Errorf("RegistryAddr() = %q, want %q", gotAddrP, tt.wantAddrP)
+			}
+			h, ok := p.Host(tt.want.Name)
+			if tt.want.Name != "" && (!ok || h.IsNode()) {
+				t.Errorf("Host(%q) = %+v, %v: want found and not a node", tt.want.Name, h, ok)
+			}
+			seen := map[netip.Addr]string{p.Gateway: "gateway"}
+			ports := map[int]string{}
+			for _, h := range p.Hosts() {
+				if other, dup := seen[h.Addr]; dup {
+					t.Errorf("%s and %s share %s", h.Name, other, h.Addr)
+				}
+				if other, dup := ports[h.Index]; dup {
+					t.Errorf("%s and %s share bridge port %d", h.Name, other, h.Index)
+				}
+				seen[h.Addr], ports[h.Index] = h.Name, h.Name
+			}
+		})
+	}
+}
+
+// Only the control plane and the workers are nodes: the agent, stop-node and the benchmarks refuse
+// the others.
+func TestHostIsNode(t *testing.T) {
+	c := DefaultConfig()
+	c.BGP = true
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, h := range p.AllHosts() {
+		if h.IsNode() {
+			nodes = append(nodes, h.Name)
+		}
+	}
+	if d := cmp.Diff(p.NodeNames(), nodes, cmpOpts); d != "" {
+		t.Errorf("hosts that are nodes (-want +got):\n%s", d)
 	}
 }

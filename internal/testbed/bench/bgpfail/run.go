@@ -267,7 +267,7 @@ func NodeAddrs(l *lab.Lab) []netip.Addr {
 // Run runs the trials.
 func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	cutHost, ok := l.Plan.Host(o.Cut)
-	if !ok || cutHost.Role == lab.RoleClient || cutHost.Role == lab.RoleRouter {
+	if !ok || !cutHost.IsNode() {
 		return nil, fmt.Errorf("no node %q", o.Cut)
 	}
 	if err := Setup(ctx, l, o); err != nil {

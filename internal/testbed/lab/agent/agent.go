@@ -48,7 +48,7 @@ type Agent struct {
 // Run registers node and serves it until ctx ends.
 func Run(ctx context.Context, l *lab.Lab, node string) error {
 	h, ok := l.Plan.Host(node)
-	if !ok || h.Role == lab.RoleClient {
+	if !ok || !h.IsNode() {
 		return fmt.Errorf("agent: no node %q in the lab", node)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", l.State.InternalKubeconfig())
