@@ -20,7 +20,7 @@ func speakerCmd() *cobra.Command {
 	f := cmd.Flags()
 	nodeFlag(cmd, &cfg.Node)
 	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects")
-	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass")
+	f.StringVar(&cfg.LBClass, "lb-class", "", "announce only Services with this spec.loadBalancerClass (empty: only Services without a class), as MetalLB's --lb-class; give the controller the same value")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.IntVar(&cfg.HeartbeatPort, "heartbeat-port", 7947, "UDP port for the heartbeats between speakers")
 	f.StringVar(&cfg.HeartbeatKeySecret, "heartbeat-key-secret", speaker.DefaultHeartbeatKeySecret, "Secret (in --namespace) holding the heartbeat keys, data keys primary and secondary; the controller creates it")

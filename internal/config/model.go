@@ -24,7 +24,8 @@ const AnnotationSpread = "ironlb.io/l2-spread"
 // L2Advertisements, and the cluster's Services, EndpointSlices and Nodes. Objects are read, never
 // modified; their order does not matter.
 type ModelInput struct {
-	// LBClass is the loadBalancerClass the speaker also serves (Ours).
+	// LBClass is the speaker's --lb-class: it serves only Services of this class, or without one
+	// when empty (Serves).
 	LBClass          string
 	Pools            []v1beta1.IPAddressPool
 	L2Advertisements []v1beta1.L2Advertisement

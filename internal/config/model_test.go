@@ -130,6 +130,11 @@ func TestModelDrops(t *testing.T) {
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good}, Services: []*corev1.Service{svcNotLB, svcOtherClass}},
 		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "cluster-ip", Reason: NotServed}, {Kind: "Service", Namespace: "ns", Name: "other-class", Reason: NotServed}}},
 	}, {
+		name: "NotServed: with LBClass, a Service without a class (MetalLB's --lb-class); the class's is served",
+		in: ModelInput{LBClass: class, Pools: []v1beta1.IPAddressPool{good},
+			Services: []*corev1.Service{lbService("classless", "", "172.18.255.202"), svcOtherClass}},
+		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "classless", Reason: NotServed}}, services: []string{"ns/other-class"}},
+	}, {
 		name: "NoAddress: pending (not reported)",
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good}, Services: []*corev1.Service{lbService("pending", "")}},
 		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "pending", Reason: NoAddress}}},

@@ -52,7 +52,7 @@ import (
 // Config is what `ironlb controller` flags set.
 type Config struct {
 	Namespace   string // where the configuration objects live (metallb-system)
-	LBClass     string // serve Services with this loadBalancerClass (and those with none)
+	LBClass     string // serve only Services of this loadBalancerClass; "" = only those without one (config.Serves)
 	Kubeconfig  string // "" = in-cluster
 	MetricsAddr string // Prometheus endpoint, "" disables
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
@@ -588,11 +588,18 @@ func (r *reconciler) decideLocked(key string) (*decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !config.Ours(svc, r.cfg.LBClass) {
+	switch config.Serves(svc, r.cfg.LBClass) {
+	case config.NotLoadBalancer:
 		r.release(k)
 		if _, had := svc.Annotations[config.AnnotationAllocatedFromPool]; had {
 			return r.statusWrite(svc, nil, ""), nil // we gave it an address: take it back
 		}
+		return nil, nil
+	case config.OtherClass:
+		// Another implementation's Service: never written, whatever it carries (MetalLB filters it
+		// out before its handler). The class is immutable while the type is LoadBalancer, so it
+		// cannot hold an address from us; release only drops a stale in-memory entry.
+		r.release(k)
 		return nil, nil
 	}
 	req, deprecated, err := config.Request(svc, r.config)

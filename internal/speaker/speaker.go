@@ -52,7 +52,7 @@ import (
 type Config struct {
 	Node          string        // this node's name ($NODE_NAME)
 	Namespace     string        // configuration namespace (metallb-system)
-	LBClass       string        // also serve this loadBalancerClass
+	LBClass       string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
 	Kubeconfig    string        // "" = in-cluster
 	HeartbeatPort int           // UDP port of the heartbeats between speakers
 	Interval      time.Duration // heartbeat interval

@@ -38,7 +38,7 @@ const ControllerComponent = "ironlb-controller"
 // Input is everything Build looks at, as read from the API. Slices may be in any order.
 type Input struct {
 	Namespace string // the configuration namespace (pools, advertisements, status objects)
-	LBClass   string // the controller's --lb-class: Services of this class are served too
+	LBClass   string // the controller's --lb-class: only Services of this class are served ("" = only those without one)
 
 	Services   []corev1.Service
 	Namespaces []corev1.Namespace // for pools' namespaceSelectors; nil when they could not be listed
@@ -160,7 +160,8 @@ const (
 // Reasons Build gives a pending Service when the controller left no Warning event on it. The
 // allocator's reasons (allocator.ErrPoolExhausted, ...) are used as they are.
 const (
-	// ReasonOtherClass: the Service's spec.loadBalancerClass is served by another implementation.
+	// ReasonOtherClass: the Service's spec.loadBalancerClass (or its lack of one) is another
+	// implementation's (config.Serves).
 	ReasonOtherClass = "OtherLoadBalancerClass"
 	// ReasonInvalidService: the Service's own fields contradict each other (config.ErrBadService).
 	ReasonInvalidService = "InvalidService"
@@ -461,8 +462,7 @@ func pendingReasons(in Input, pools *config.Pools, ours, pending []*corev1.Servi
 		switch {
 		case !config.Ours(s, in.LBClass):
 			p.Reason = ReasonOtherClass
-			p.Message = fmt.Sprintf("spec.loadBalancerClass %q is not served by ironlb (start the controller with --lb-class=%s to serve it)",
-				*s.Spec.LoadBalancerClass, *s.Spec.LoadBalancerClass)
+			p.Message = config.NotServedMessage(s, in.LBClass)
 			out = append(out, p)
 			continue
 		}
