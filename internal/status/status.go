@@ -27,6 +27,7 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/adscope"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 )
@@ -260,17 +261,15 @@ type advertisements struct {
 	bgpNodes map[string][]BGPNode // Service key -> nodes, sorted
 }
 
-// advert is the part of an L2Advertisement or BGPAdvertisement that says what it covers.
+// advert is the part of an L2Advertisement or BGPAdvertisement that says what it covers: the
+// speakers' own rule (adscope.Scope), so that MODE is what the speakers do.
 type advert struct {
-	pools     []string
-	poolSels  []labels.Selector
-	svcSels   []labels.Selector
-	allPools  bool
-	malformed bool // a selector does not parse: MetalLB refuses the whole configuration
+	scope     adscope.Scope
+	malformed bool // a selector does not parse: the advertisement selects nothing, as in the speakers
 }
 
 func newAdvert(pools []string, poolSels, svcSels []metav1.LabelSelector) advert {
-	a := advert{pools: pools, allPools: len(pools) == 0 && len(poolSels) == 0}
+	a := advert{scope: adscope.Scope{Pools: pools}}
 	conv := func(ls []metav1.LabelSelector) []labels.Selector {
 		var out []labels.Selector
 		for i := range ls {
@@ -283,33 +282,14 @@ func newAdvert(pools []string, poolSels, svcSels []metav1.LabelSelector) advert 
 		}
 		return out
 	}
-	a.poolSels, a.svcSels = conv(poolSels), conv(svcSels)
+	a.scope.PoolSelectors, a.scope.ServiceSelectors = conv(poolSels), conv(svcSels)
 	return a
 }
 
 // covers reports whether the advertisement applies to an address of pool (with poolLabels) held by a
-// Service with svcLabels: the pool is named, selected, or the advertisement names none; and the
-// Service passes its serviceSelectors, if any (MetalLB's rules).
+// Service with svcLabels (adscope.Scope.Covers); a malformed advertisement covers nothing.
 func (a advert) covers(pool string, poolLabels, svcLabels map[string]string) bool {
-	if a.malformed {
-		return false
-	}
-	ok := a.allPools || slices.Contains(a.pools, pool)
-	for _, s := range a.poolSels {
-		ok = ok || s.Matches(labels.Set(poolLabels))
-	}
-	if !ok {
-		return false
-	}
-	if len(a.svcSels) == 0 {
-		return true
-	}
-	for _, s := range a.svcSels {
-		if s.Matches(labels.Set(svcLabels)) {
-			return true
-		}
-	}
-	return false
+	return !a.malformed && a.scope.Covers(pool, poolLabels, svcLabels)
 }
 
 func newAdvertisements(in Input) *advertisements {
