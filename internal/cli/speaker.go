@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,11 @@ func speakerCmd() *cobra.Command {
 		Use:   "speaker",
 		Short: "Announce the Services' external addresses from this node (layer 2: ARP/NDP; BGP to the BGPPeers selecting it)",
 		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return speaker.Run(c.Context(), cfg) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			// The Pod owning the speaker's ConfigurationState (the downward API sets both).
+			cfg.PodName, cfg.PodUID = os.Getenv("POD_NAME"), os.Getenv("POD_UID")
+			return speaker.Run(c.Context(), cfg)
+		},
 	}
 	f := cmd.Flags()
 	nodeFlag(cmd, &cfg.Node)

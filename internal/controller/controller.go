@@ -825,8 +825,9 @@ func poolConditions(old []metav1.Condition, invalid error, exhausted bool, now t
 	return out
 }
 
-// configStateName is the controller's ConfigurationState (MetalLB's name for it).
-const configStateName = "controller"
+// configStateName is the controller's ConfigurationState (MetalLB's name for it); each speaker
+// writes its own (speaker-<node>).
+const configStateName = config.ConfigStateController
 
 // configState computes the ConfigurationState's status from the loaded pools and the advertisements,
 // and reports each advertisement that selects nothing (config.SelectorErrors) once: a log line and a
@@ -862,21 +863,16 @@ func (r *reconciler) configState() map[string]any {
 		}
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	pools := metav1.Condition{Type: "poolReconcilerValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
-	ads := metav1.Condition{Type: "advertisementSelectorsValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
-	result, summary := "Valid", []string{}
+	var poolProblems []string
 	if r.configErr != nil {
-		pools.Status, pools.Reason, pools.Message = metav1.ConditionFalse, "ConfigurationError", r.configErr.Error()
-		summary = append(summary, r.configErr.Error())
+		poolProblems = []string{r.configErr.Error()}
 	}
-	if len(msgs) > 0 {
-		ads.Status, ads.Reason, ads.Message = metav1.ConditionFalse, "ConfigurationError", strings.Join(msgs, "; ")
-		summary = append(summary, msgs...)
-	}
-	if len(summary) > 0 {
-		result = "Invalid"
-	}
-	return map[string]any{"result": result, "errorSummary": strings.Join(summary, "\n"), "conditions": []metav1.Condition{pools, ads}}
+	pools := config.ConfigCondition(config.ConditionPoolValid, poolProblems)
+	ads := config.ConfigCondition("advertisementSelectorsValid", msgs)
+	pools.LastTransitionTime, ads.LastTransitionTime = now, now
+	conds := []metav1.Condition{pools, ads}
+	result, summary := config.ConfigStateStatus(conds) // MetalLB's rule, shared with the speakers
+	return map[string]any{"result": string(result), "errorSummary": summary, "conditions": conds}
 }
 
 // writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState,
@@ -893,7 +889,7 @@ func (r *reconciler) writeConfigState(ctx context.Context) error {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
 			"metadata": map[string]any{"name": configStateName, "namespace": r.cfg.Namespace,
-				"labels": map[string]any{"metallb.io/component-type": "controller"}},
+				"labels": map[string]any{config.LabelComponentType: "controller"}},
 		}}
 		cur, err = c.Create(ctx, obj, metav1.CreateOptions{})
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/liveness"
@@ -77,11 +78,13 @@ type deps struct {
 	Heartbeats heartbeats
 	Echo       echoes
 	Status     statusSink
-	Recorder   record.EventRecorder
-	Objects    stores
-	Metrics    *metrics
-	Clock      clock
-	Kube       kubernetes.Interface // for the strict-ARP watch
+	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
+	ConfigState configStateSink
+	Recorder    record.EventRecorder
+	Objects     stores
+	Metrics     *metrics
+	Clock       clock
+	Kube        kubernetes.Interface // for the strict-ARP watch
 	// Reopen reopens the responders' sockets by name (responderARP, responderNDP) when the data
 	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
 	Reopen     map[string]reopener
@@ -94,7 +97,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		d.Clock = realClock{}
 	}
 	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
-		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock,
+		st: d.Status, cfgState: d.ConfigState, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
 		retries: &retries{pending: map[timer]struct{}{}}}
@@ -115,11 +118,15 @@ type speaker struct {
 	echo  echoes     // nil when the echo detector is off
 	neigh neighbours // nil: no peer MAC is known
 	st    statusSink
-	sp    *spreadState
-	bgp   *bgpMode
-	ifi   *net.Interface
-	clock clock
-	kick  chan struct{}
+	// cfgState records the ConfigurationState's condition (nil: none); configStale is set when the
+	// model is rebuilt, so that the condition is computed again after BGP mode's errors. Owned by run.
+	cfgState    configStateSink
+	configStale bool
+	sp          *spreadState
+	bgp         *bgpMode
+	ifi         *net.Interface
+	clock       clock
+	kick        chan struct{}
 	// batchPending is set while a pokeSoon timer runs; lastReconcile is how long the last reconcile
 	// took (nanoseconds).
 	batchPending  atomic.Bool
@@ -372,6 +379,14 @@ func (s *speaker) reconcile(ctx context.Context) {
 		s.bgpStale = false
 		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(m))
 	}
+	if s.configStale && s.cfgState != nil {
+		s.configStale = false
+		var bgpErrs map[bgpconfig.ObjectRef]string
+		if s.bgp != nil {
+			bgpErrs = s.bgp.reported
+		}
+		s.cfgState.Set(config.ConfigCondition(config.ConditionConfigValid, configProblems(m.Dropped, bgpErrs)))
+	}
 	peers := heartbeatPeers(m, s.cfg.Node, s.cfg.HeartbeatPort)
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
@@ -456,6 +471,7 @@ func (s *speaker) model() *config.Model {
 	s.cur = config.BuildModel(s.objs.modelInput(s.cfg.LBClass))
 	s.drops.report(s.cur.Dropped)
 	s.bgpStale = true
+	s.configStale = true
 	return s.cur
 }
 

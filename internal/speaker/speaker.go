@@ -50,20 +50,23 @@ import (
 
 // Config is what `ironlb speaker` flags set.
 type Config struct {
-	Node          string        // this node's name ($NODE_NAME)
-	Namespace     string        // configuration namespace (metallb-system)
-	LBClass       string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
-	Kubeconfig    string        // "" = in-cluster
-	HeartbeatPort int           // UDP port of the heartbeats between speakers
-	Interval      time.Duration // heartbeat interval
-	Multiplier    int           // missed heartbeats before a peer's speaker is dead
-	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
-	EchoBurst     time.Duration // echo probe interval while an answer is overdue
-	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
-	EchoMisses    int           // unanswered echo probes before a peer node is dead
-	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
-	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
-	MetricsAddr   string        // Prometheus endpoint, "" disables
+	Node string // this node's name ($NODE_NAME)
+	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
+	// ConfigurationState; empty: the object has no owner.
+	PodName, PodUID string
+	Namespace       string        // configuration namespace (metallb-system)
+	LBClass         string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
+	Kubeconfig      string        // "" = in-cluster
+	HeartbeatPort   int           // UDP port of the heartbeats between speakers
+	Interval        time.Duration // heartbeat interval
+	Multiplier      int           // missed heartbeats before a peer's speaker is dead
+	EchoInterval    time.Duration // echo probe interval (0 disables the echo detector)
+	EchoBurst       time.Duration // echo probe interval while an answer is overdue
+	EchoTimeout     time.Duration // how long an echo probe may wait for its answer
+	EchoMisses      int           // unanswered echo probes before a peer node is dead
+	HandoverGrace   time.Duration // on SIGTERM: keep answering this long after telling peers we leave
+	HoldDown        time.Duration // how long a returning node must be alive before it takes addresses back
+	MetricsAddr     string        // Prometheus endpoint, "" disables
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
 	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
 	MetricsSecure bool
@@ -152,6 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	st := newStatusWriter(dyn, l2StatusKind, cfg.Namespace, cfg.Node, log)
+	cst := newConfigStateWriter(dyn, cfg.Namespace, cfg.Node, cfg.PodName, cfg.PodUID, log)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	svcs := inf.Core().V1().Services().Informer()
 	slcs := inf.Discovery().V1().EndpointSlices().Informer()
@@ -159,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if ndp != nil { // never a nil *Managed in the interface
@@ -196,6 +200,7 @@ func Run(ctx context.Context, cfg Config) error {
 		io.Go(func() { _ = echo.Run(ioctx) })
 	}
 	io.Go(func() { st.Run(ioctx) })
+	io.Go(func() { cst.Run(ioctx) })
 	io.Go(func() { s.watchStrictARP(ioctx, 5*time.Minute) })
 	// BGP mode: its informers, status writers and the GoBGP adapter. The adapter stops when ctx
 	// ends, closing its sessions with a Cease NOTIFICATION while the layer-2 handover runs.
