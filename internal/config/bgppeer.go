@@ -18,9 +18,9 @@ import (
 // objects that may be created later — the BFDProfile named by bfdProfile and the Secret named by
 // passwordSecret — which the speakers report as InvalidConfiguration while they are missing; and,
 // also as MetalLB, it refuses a nodeSelector listed twice. Unlike MetalLB it refuses
-// dualStackAddressFamily: true, which ironlb does not implement (unsupportedPeerFields).
+// dualStackAddressFamily: true, which ironlb does not implement (UnsupportedPeerFields).
 func ValidatePeer(p *v1beta2.BGPPeer) error {
-	if err := unsupportedPeerFields(p); err != nil {
+	if err := UnsupportedPeerFields(p); err != nil {
 		return err
 	}
 	for i := range p.Spec.NodeSelectors {

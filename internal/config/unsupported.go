@@ -10,14 +10,15 @@ import (
 
 // MetalLB fields ironlb does not implement. The admission webhook refuses an object that sets one
 // (ValidatePeer, ValidateBFDProfile), so that a field is never accepted and silently left without
-// effect; docs/install.md lists them with why. Each error is a *bgpconfig.ConfigError wrapping
+// effect; the speakers warn about one in an object stored without the webhook. docs/install.md
+// lists them with why. Each error is a *bgpconfig.ConfigError wrapping
 // bgpconfig.ErrUnsupported and naming the field.
 
-// unsupportedPeerFields returns the first field of a BGPPeer that ironlb does not implement.
+// UnsupportedPeerFields returns, as an error, the first field of a BGPPeer that ironlb does not implement.
 //   - dualStackAddressFamily: true would carry the other family's routes over the session
 //     (multiprotocol BGP across families, FRR's "dual-stack" neighbour); ironlb's sessions carry
 //     their own address family only, so an IPv4 peer would never learn the IPv6 addresses.
-func unsupportedPeerFields(p *v1beta2.BGPPeer) error {
+func UnsupportedPeerFields(p *v1beta2.BGPPeer) error {
 	if p.Spec.DualStackAddressFamily {
 		return &bgpconfig.ConfigError{Kind: "BGPPeer", Name: p.Name, Field: "spec.dualStackAddressFamily", Err: fmt.Errorf(
 			"%w: ironlb's BGP sessions carry the routes of their own address family only; remove the field (or set it to false) and add a BGPPeer with the peer's address of the other family", bgpconfig.ErrUnsupported)}
@@ -25,14 +26,14 @@ func unsupportedPeerFields(p *v1beta2.BGPPeer) error {
 	return nil
 }
 
-// unsupportedBFDFields returns the first field of a BFDProfile that ironlb does not implement.
+// UnsupportedBFDFields returns, as an error, the first field of a BFDProfile that ironlb does not implement.
 //   - echoMode: true asks for the echo function (RFC 5880 §6.4), which ironlb's BFD does not have:
 //     it advertises a Required Min Echo RX Interval of zero, so neither side sends echo packets.
 //   - echoInterval sets the echo interval FRR advertises and sends at; without the echo function
 //     ironlb has nothing to apply it to.
 //   - minimumTtl applies to multi-hop BFD sessions only, which ironlb does not run (BFD on a
 //     multi-hop BGPPeer is refused); its single-hop sessions accept only TTL 255 (RFC 5881 §5).
-func unsupportedBFDFields(p *v1beta1.BFDProfile) error {
+func UnsupportedBFDFields(p *v1beta1.BFDProfile) error {
 	bad := func(field, why string) error {
 		return &bgpconfig.ConfigError{Kind: "BFDProfile", Name: p.Name, Field: field, Err: fmt.Errorf("%w: %s", bgpconfig.ErrUnsupported, why)}
 	}

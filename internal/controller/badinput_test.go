@@ -227,7 +227,7 @@ func TestBadInput(t *testing.T) {
 			refused: "spec.minimumTtl in body should be greater than or equal to 1"},
 
 		// MetalLB fields ironlb does not implement: refused by the webhook, never silently ignored
-		// (config.unsupportedBFDFields, unsupportedPeerFields; docs/install.md says why).
+		// (config.UnsupportedBFDFields, UnsupportedPeerFields; docs/install.md says why).
 		{name: "bfdprofile: echoMode true (no echo function)", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoMode: true\n"),
 			refused: "BFDProfile NAME: spec.echoMode: not supported: ironlb's BFD has no echo function"},
 		{name: "bfdprofile: echoMode false (what ironlb does)", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoMode: false\n"), speaker: "-"},
