@@ -101,10 +101,12 @@ func (w *configStateWriter) poke() {
 // configStateResync is how often the object is checked without a change: one GET.
 const configStateResync = time.Minute
 
-// Run writes until ctx ends.
+// Run writes until ctx ends. A failure is logged when it differs from the last one (a speaker
+// without the RBAC to write says so once, not every second).
 func (w *configStateWriter) Run(ctx context.Context) {
 	retry := time.NewTimer(configStateResync)
 	defer retry.Stop()
+	lastErr := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,8 +116,13 @@ func (w *configStateWriter) Run(ctx context.Context) {
 		}
 		next := configStateResync
 		if err := w.sync(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("updating configurationstate", "name", w.name(), "err", err)
+			if err.Error() != lastErr {
+				w.log.Warn("updating configurationstate; retrying", "name", w.name(), "err", err)
+				lastErr = err.Error()
+			}
 			next = statusSyncBackoff
+		} else if err == nil {
+			lastErr = ""
 		}
 		if !retry.Stop() {
 			select {
