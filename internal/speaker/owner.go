@@ -78,17 +78,17 @@ type deps struct {
 	Heartbeats heartbeats
 	Echo       echoes
 	Status     statusSink
-	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
-	ConfigState configStateSink
-	Recorder    record.EventRecorder
-	Objects     stores
-	Metrics     *metrics
-	Clock       clock
-	Kube        kubernetes.Interface // for the strict-ARP watch
+	Recorder   record.EventRecorder
+	Objects    stores
+	Metrics    *metrics
+	Clock      clock
+	Kube       kubernetes.Interface // for the strict-ARP watch
 	// Reopen reopens the responders' sockets by name (responderARP, responderNDP) when the data
 	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
 	Reopen     map[string]reopener
 	Neighbours neighbours // the kernel's neighbour table: the peers' MACs
+	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
+	ConfigState configStateSink
 }
 
 // newSpeaker builds the owner over its dependencies. It starts nothing: run does.
@@ -118,15 +118,11 @@ type speaker struct {
 	echo  echoes     // nil when the echo detector is off
 	neigh neighbours // nil: no peer MAC is known
 	st    statusSink
-	// cfgState records the ConfigurationState's condition (nil: none); configStale is set when the
-	// model is rebuilt, so that the condition is computed again after BGP mode's errors. Owned by run.
-	cfgState    configStateSink
-	configStale bool
-	sp          *spreadState
-	bgp         *bgpMode
-	ifi         *net.Interface
-	clock       clock
-	kick        chan struct{}
+	sp    *spreadState
+	bgp   *bgpMode
+	ifi   *net.Interface
+	clock clock
+	kick  chan struct{}
 	// batchPending is set while a pokeSoon timer runs; lastReconcile is how long the last reconcile
 	// took (nanoseconds).
 	batchPending  atomic.Bool
@@ -138,7 +134,12 @@ type speaker struct {
 	cur   *config.Model // owned by run: the model of the objects, as last built
 	// bgpStale is set when the model is rebuilt: BGP mode's input changed. Owned by run.
 	bgpStale bool
-	retries  *retries // the gratuitous announcements' follow-ups
+	// cfgState records the ConfigurationState's condition (nil: none); configStale is set when the
+	// model is rebuilt, so that the condition is computed again after BGP mode's errors. Owned by run.
+	cfgState    configStateSink
+	configStale bool
+
+	retries *retries // the gratuitous announcements' follow-ups
 
 	mu       sync.Mutex // guards the following fields
 	ready    bool       // past the start-up listening; readyLocked also asks the data plane

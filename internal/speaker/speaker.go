@@ -50,23 +50,20 @@ import (
 
 // Config is what `ironlb speaker` flags set.
 type Config struct {
-	Node string // this node's name ($NODE_NAME)
-	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
-	// ConfigurationState; empty: the object has no owner.
-	PodName, PodUID string
-	Namespace       string        // configuration namespace (metallb-system)
-	LBClass         string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
-	Kubeconfig      string        // "" = in-cluster
-	HeartbeatPort   int           // UDP port of the heartbeats between speakers
-	Interval        time.Duration // heartbeat interval
-	Multiplier      int           // missed heartbeats before a peer's speaker is dead
-	EchoInterval    time.Duration // echo probe interval (0 disables the echo detector)
-	EchoBurst       time.Duration // echo probe interval while an answer is overdue
-	EchoTimeout     time.Duration // how long an echo probe may wait for its answer
-	EchoMisses      int           // unanswered echo probes before a peer node is dead
-	HandoverGrace   time.Duration // on SIGTERM: keep answering this long after telling peers we leave
-	HoldDown        time.Duration // how long a returning node must be alive before it takes addresses back
-	MetricsAddr     string        // Prometheus endpoint, "" disables
+	Node          string        // this node's name ($NODE_NAME)
+	Namespace     string        // configuration namespace (metallb-system)
+	LBClass       string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
+	Kubeconfig    string        // "" = in-cluster
+	HeartbeatPort int           // UDP port of the heartbeats between speakers
+	Interval      time.Duration // heartbeat interval
+	Multiplier    int           // missed heartbeats before a peer's speaker is dead
+	EchoInterval  time.Duration // echo probe interval (0 disables the echo detector)
+	EchoBurst     time.Duration // echo probe interval while an answer is overdue
+	EchoTimeout   time.Duration // how long an echo probe may wait for its answer
+	EchoMisses    int           // unanswered echo probes before a peer node is dead
+	HandoverGrace time.Duration // on SIGTERM: keep answering this long after telling peers we leave
+	HoldDown      time.Duration // how long a returning node must be alive before it takes addresses back
+	MetricsAddr   string        // Prometheus endpoint, "" disables
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
 	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
 	MetricsSecure bool
@@ -79,6 +76,10 @@ type Config struct {
 	// HeartbeatWindow is how far a heartbeat's timestamp may be from this node's clock (0 =
 	// liveness.DefaultWindow); the nodes' clocks must agree within it.
 	HeartbeatWindow time.Duration
+
+	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
+	// ConfigurationState; empty: the object has no owner.
+	PodName, PodUID string
 }
 
 // Run runs the speaker until ctx ends.
