@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
@@ -53,13 +55,19 @@ func TestConfigProblems(t *testing.T) {
 // TestConfigStateWriterAgainstAPIServer: each speaker writes its own ConfigurationState as MetalLB's
 // does (name speaker-<node>, labels, owned by its Pod, status through the subresource and valid by
 // the CRD's schema), leaves the others alone, writes nothing when nothing changed, and brings the
-// object back when it is deleted.
+// object back when it is deleted. The writer of n1 runs as the speaker's ServiceAccount with
+// config/speaker's RBAC alone, so the role is not tighter than the writer needs.
 func TestConfigStateWriterAgainstAPIServer(t *testing.T) {
-	_, _, dyn := startAPI(t)
+	env, _, dyn := startAPI(t)
+	if out, err := env.Kubectl("apply", "-f", "../../config/speaker/10-rbac.yaml"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	asSA := rest.CopyConfig(env.Config)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + testNS + ":ironlb-speaker"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	n1 := newConfigStateWriter(dyn, testNS, "n1", "speaker-abcde", "0b3c6c1e-1111-2222-3333-444455556666", log)
+	n1 := newConfigStateWriter(dynamic.NewForConfigOrDie(asSA), testNS, "n1", "speaker-abcde", "0b3c6c1e-1111-2222-3333-444455556666", log)
 	n2 := newConfigStateWriter(dyn, testNS, "n2", "", "", log)
 	done := make(chan struct{}, 2)
 	for _, w := range []*configStateWriter{n1, n2} {
