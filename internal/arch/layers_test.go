@@ -60,6 +60,7 @@ var house = []struct {
 	{"internal/config", layer{kind: core}},
 	{"internal/bgpconfig", layer{kind: core}},
 	{"internal/bfdprofile", layer{kind: core}},
+	{"internal/adscope", layer{kind: core}}, // what an advertisement covers: speakers' models and ironlb status share it
 	{"internal/version", layer{kind: core}}, // the build's version and commit (linker-stamped), read by the CLI
 
 	{"internal/kube", layer{kind: adapter}},
@@ -114,7 +115,8 @@ var strict = map[string][]string{
 		"maps", "net/netip", "reflect", "slices", "strconv", "strings", "time", "sigs.k8s.io/knftables"},
 	"internal/bgpconfig": {"cmp", "errors", "fmt", "net/netip", "slices", "strconv", "strings", "time",
 		"k8s.io/apimachinery/pkg/apis/meta/v1", "k8s.io/apimachinery/pkg/labels",
-		module + "api/v1beta1", module + "api/v1beta2", module + "internal/election", module + "internal/bfdprofile"},
+		module + "api/v1beta1", module + "api/v1beta2", module + "internal/election", module + "internal/bfdprofile", module + "internal/adscope"},
+	"internal/adscope": {"slices", "k8s.io/apimachinery/pkg/labels"},
 }
 
 // forbiddenCalls are calls a core may not make although it imports their package: nftrules uses

@@ -5,9 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/adscope"
 )
 
 // advert is a validated BGPAdvertisement.
@@ -17,12 +16,9 @@ type advert struct {
 	localPref    uint32
 	communities  []Community
 	large        []LargeCommunity
-	pools        map[string]bool // by name
-	poolSels     []labels.Selector
-	allPools     bool // names and selects no pool: applies to every pool
+	scope        adscope.Scope // the pools and Services it covers (shared with layer 2 and ironlb status)
 	selectsNode  bool
 	peers        map[string]bool // empty: every peer
-	serviceSels  []labels.Selector
 }
 
 // parseAliases reads the Community objects into alias → value. Invalid or duplicate aliases are
@@ -60,7 +56,7 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 		return &ConfigError{Kind: "BGPAdvertisement", Name: a.Name, Field: field, Err: err}
 	}
 	sp := &a.Spec
-	ad := &advert{name: a.Name, aggV4: 32, aggV6: 128, localPref: sp.LocalPref, pools: map[string]bool{}, peers: map[string]bool{}}
+	ad := &advert{name: a.Name, aggV4: 32, aggV6: 128, localPref: sp.LocalPref, peers: map[string]bool{}, scope: adscope.Scope{Pools: sp.IPAddressPools}}
 	if sp.AggregationLength != nil {
 		ad.aggV4 = int(*sp.AggregationLength)
 		if ad.aggV4 < 1 || ad.aggV4 > 32 {
@@ -95,7 +91,7 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 		}
 	}
 	var err error
-	if ad.poolSels, err = selectors(sp.IPAddressPoolSelectors); err != nil {
+	if ad.scope.PoolSelectors, err = selectors(sp.IPAddressPoolSelectors); err != nil {
 		return nil, bad("spec.ipAddressPoolSelectors", err)
 	}
 	nodeSels, err := selectors(sp.NodeSelectors)
@@ -103,13 +99,9 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 		return nil, bad("spec.nodeSelectors", err)
 	}
 	ad.selectsNode = matchesAny(nodeSels, node.Labels)
-	if ad.serviceSels, err = selectors(sp.ServiceSelectors); err != nil {
+	if ad.scope.ServiceSelectors, err = selectors(sp.ServiceSelectors); err != nil {
 		return nil, bad("spec.serviceSelectors", err)
 	}
-	for _, p := range sp.IPAddressPools {
-		ad.pools[p] = true
-	}
-	ad.allPools = len(sp.IPAddressPools) == 0 && len(sp.IPAddressPoolSelectors) == 0
 	for _, p := range sp.Peers {
 		ad.peers[p] = true
 	}
@@ -146,20 +138,10 @@ func parseAdvert(a *v1beta1.BGPAdvertisement, aliases map[string]CommunityValue,
 }
 
 // selectsPool reports whether the advertisement applies to pool p.
-func (ad *advert) selectsPool(p *Pool) bool {
-	if ad.allPools || ad.pools[p.Name] {
-		return true
-	}
-	for _, s := range ad.poolSels {
-		if s.Matches(labels.Set(p.Labels)) {
-			return true
-		}
-	}
-	return false
-}
+func (ad *advert) selectsPool(p *Pool) bool { return ad.scope.SelectsPool(p.Name, p.Labels) }
 
 // selectsService reports whether the advertisement's serviceSelectors let the Service through.
-func (ad *advert) selectsService(svc *Service) bool { return matchesAny(ad.serviceSels, svc.Labels) }
+func (ad *advert) selectsService(svc *Service) bool { return ad.scope.SelectsService(svc.Labels) }
 
 // prefix is the prefix addr is advertised as.
 func (ad *advert) prefix(addr netip.Addr) netip.Prefix {

@@ -24,7 +24,7 @@ func controllerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, ...)")
-	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass (those without a class are always served)")
+	f.StringVar(&cfg.LBClass, "lb-class", "", "serve only Services with this spec.loadBalancerClass (empty: only Services without a class), as MetalLB's --lb-class; give the speakers the same value")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
 	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")

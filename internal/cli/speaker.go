@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,12 +16,16 @@ func speakerCmd() *cobra.Command {
 		Use:   "speaker",
 		Short: "Announce the Services' external addresses from this node (layer 2: ARP/NDP; BGP to the BGPPeers selecting it)",
 		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return speaker.Run(c.Context(), cfg) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			// The Pod owning the speaker's ConfigurationState (the downward API sets both).
+			cfg.PodName, cfg.PodUID = os.Getenv("POD_NAME"), os.Getenv("POD_UID")
+			return speaker.Run(c.Context(), cfg)
+		},
 	}
 	f := cmd.Flags()
 	nodeFlag(cmd, &cfg.Node)
 	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects")
-	f.StringVar(&cfg.LBClass, "lb-class", "", "also serve Services with this spec.loadBalancerClass")
+	f.StringVar(&cfg.LBClass, "lb-class", "", "announce only Services with this spec.loadBalancerClass (empty: only Services without a class), as MetalLB's --lb-class; give the controller the same value")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.IntVar(&cfg.HeartbeatPort, "heartbeat-port", 7947, "UDP port for the heartbeats between speakers")
 	f.StringVar(&cfg.HeartbeatKeySecret, "heartbeat-key-secret", speaker.DefaultHeartbeatKeySecret, "Secret (in --namespace) holding the heartbeat keys, data keys primary and secondary; the controller creates it")

@@ -30,7 +30,7 @@ func statusCmd() *cobra.Command {
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
 	f.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVarP(&cfg.Namespace, "namespace", "n", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, advertisements, status objects)")
-	f.StringVar(&cfg.LBClass, "lb-class", "", "the controller's --lb-class: Services of this class count as ironlb's")
+	f.StringVar(&cfg.LBClass, "lb-class", "", "the controller's --lb-class: only Services of this class (empty: only those without a class) count as ironlb's")
 	f.StringVarP(&cfg.Output, "output", "o", status.OutputTable, "output format: "+strings.Join(status.Formats, ", "))
 	return cmd
 }

@@ -296,12 +296,13 @@ func ValidateCommunity(c *v1beta1.Community, objs Objects) error {
 
 // ValidateBFDProfile checks a BFDProfile with the speakers' own check: MetalLB's ranges
 // (receiveInterval, transmitInterval and echoInterval 10–60000 ms, detectMultiplier 2–255,
-// minimumTtl 1–254), which the CRD schema also enforces.
+// minimumTtl 1–254), which the CRD schema also enforces. Unlike MetalLB it refuses echoMode: true,
+// echoInterval and minimumTtl, which ironlb does not implement (UnsupportedBFDFields).
 func ValidateBFDProfile(p *v1beta1.BFDProfile) error {
 	if _, errs := bgpconfig.Build(bgpconfig.Input{BFDProfiles: []v1beta1.BFDProfile{*p}}); len(errs) > 0 {
 		return errs[0]
 	}
-	return nil
+	return UnsupportedBFDFields(p)
 }
 
 // BFDProfileInUse refuses deleting the BFDProfile name while a BGPPeer names it in bfdProfile

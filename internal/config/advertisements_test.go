@@ -238,7 +238,9 @@ func TestValidateCommunity(t *testing.T) {
 	}
 }
 
-// TestValidateBFDProfile: MetalLB's ranges, and deleting a profile in use.
+// TestValidateBFDProfile: MetalLB's ranges (checked before the fields ironlb refuses, so that an
+// out-of-range value gets MetalLB's message), and deleting a profile in use. The fields ironlb
+// does not implement are TestUnsupportedFields'.
 func TestValidateBFDProfile(t *testing.T) {
 	u := func(v uint32) *uint32 { return &v }
 	for _, tt := range []struct {
@@ -248,7 +250,7 @@ func TestValidateBFDProfile(t *testing.T) {
 	}{
 		{"defaults", v1beta1.BFDProfileSpec{}, ""},
 		{"seed 003's 50 ms × 3", v1beta1.BFDProfileSpec{ReceiveInterval: u(50), TransmitInterval: u(50), DetectMultiplier: u(3)}, ""},
-		{"bounds", v1beta1.BFDProfileSpec{ReceiveInterval: u(10), TransmitInterval: u(60000), DetectMultiplier: u(255), EchoInterval: u(10), MinimumTTL: u(254)}, ""},
+		{"bounds", v1beta1.BFDProfileSpec{ReceiveInterval: u(10), TransmitInterval: u(60000), DetectMultiplier: u(255)}, ""},
 		{"receiveInterval 9", v1beta1.BFDProfileSpec{ReceiveInterval: u(9)}, "BFDProfile p: spec.receiveInterval: invalid bfd profile: 9 is not within 10–60000"},
 		{"transmitInterval 60001", v1beta1.BFDProfileSpec{TransmitInterval: u(60001)}, "spec.transmitInterval: invalid bfd profile: 60001 is not within 10–60000"},
 		{"detectMultiplier 1", v1beta1.BFDProfileSpec{DetectMultiplier: u(1)}, "spec.detectMultiplier: invalid bfd profile: 1 is not within 2–255"},

@@ -19,8 +19,12 @@ import (
 // peer admitted is a peer the speakers can use. Like MetalLB's webhook it leaves out what depends on
 // objects that may be created later — the BFDProfile named by bfdProfile and the Secret named by
 // passwordSecret — which the speakers report as InvalidConfiguration while they are missing; and,
-// also as MetalLB, it refuses a nodeSelector listed twice.
+// also as MetalLB, it refuses a nodeSelector listed twice. Unlike MetalLB it refuses
+// dualStackAddressFamily: true, which ironlb does not implement (UnsupportedPeerFields).
 func ValidatePeer(p *v1beta2.BGPPeer) error {
+	if err := UnsupportedPeerFields(p); err != nil {
+		return err
+	}
 	for i := range p.Spec.NodeSelectors {
 		for j := range i {
 			if reflect.DeepEqual(p.Spec.NodeSelectors[i], p.Spec.NodeSelectors[j]) {

@@ -175,22 +175,35 @@ func TestRequest(t *testing.T) {
 	}
 }
 
-func TestOurs(t *testing.T) {
-	mine, other := "ironlb", "other"
+// TestServes is MetalLB's filterByLoadBalancerClass, one row per case: without --lb-class only
+// Services without a class, with it only Services of exactly that class.
+func TestServes(t *testing.T) {
+	mine, other, empty := "ironlb", "other", ""
 	for _, tt := range []struct {
+		name  string
 		typ   corev1.ServiceType
-		class *string
-		want  bool
+		class *string // the Service's spec.loadBalancerClass
+		flag  string  // --lb-class
+		want  Serving
 	}{
-		{corev1.ServiceTypeLoadBalancer, nil, true},
-		{corev1.ServiceTypeLoadBalancer, &mine, true},
-		{corev1.ServiceTypeLoadBalancer, &other, false},
-		{corev1.ServiceTypeNodePort, nil, false},
+		{"no flag, no class", corev1.ServiceTypeLoadBalancer, nil, "", Served},
+		{"no flag, a class", corev1.ServiceTypeLoadBalancer, &other, "", OtherClass},
+		{"no flag, empty class", corev1.ServiceTypeLoadBalancer, &empty, "", Served}, // MetalLB compares the strings
+		{"flag, same class", corev1.ServiceTypeLoadBalancer, &mine, "ironlb", Served},
+		{"flag, other class", corev1.ServiceTypeLoadBalancer, &other, "ironlb", OtherClass},
+		{"flag, no class", corev1.ServiceTypeLoadBalancer, nil, "ironlb", OtherClass},
+		{"not a LoadBalancer", corev1.ServiceTypeNodePort, nil, "", NotLoadBalancer},
+		{"not a LoadBalancer, flag, same class", corev1.ServiceTypeClusterIP, &mine, "ironlb", NotLoadBalancer},
 	} {
-		s := &corev1.Service{Spec: corev1.ServiceSpec{Type: tt.typ, LoadBalancerClass: tt.class}}
-		if got := Ours(s, "ironlb"); got != tt.want {
-			t.Errorf("Ours(%s, %v) = %v", tt.typ, tt.class, got)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			s := &corev1.Service{Spec: corev1.ServiceSpec{Type: tt.typ, LoadBalancerClass: tt.class}}
+			if got := Serves(s, tt.flag); got != tt.want {
+				t.Errorf("Serves(class %v, --lb-class=%q) = %s, want %s", tt.class, tt.flag, got, tt.want)
+			}
+			if got := Ours(s, tt.flag); got != (tt.want == Served) {
+				t.Errorf("Ours = %v, want %v", got, tt.want == Served)
+			}
+		})
 	}
 }
 

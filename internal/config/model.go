@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/adscope"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/kube/kubenode"
 )
@@ -24,7 +24,8 @@ const AnnotationSpread = "ironlb.io/l2-spread"
 // L2Advertisements, and the cluster's Services, EndpointSlices and Nodes. Objects are read, never
 // modified; their order does not matter.
 type ModelInput struct {
-	// LBClass is the loadBalancerClass the speaker also serves (Ours).
+	// LBClass is the speaker's --lb-class: it serves only Services of this class, or without one
+	// when empty (Serves).
 	LBClass          string
 	Pools            []v1beta1.IPAddressPool
 	L2Advertisements []v1beta1.L2Advertisement
@@ -72,8 +73,9 @@ type Service struct {
 	Spread bool
 	// Endpoints are its endpoints from its EndpointSlices, sorted by slice name.
 	Endpoints []election.Endpoint
-	// L2 are the L2Advertisements selecting Pool, in election form, by name; none means the
-	// addresses are not announced in layer 2.
+	// L2 are the L2Advertisements covering Pool and the Service (its labels, by their
+	// serviceSelectors), in election form, by name; none means the addresses are not announced in
+	// layer 2. Only the nodes these select are candidates, as in MetalLB's l2AdsForService.
 	L2 []election.Advertisement
 }
 
@@ -81,10 +83,9 @@ type Service struct {
 type L2Advertisement struct {
 	// Advertisement is its name, node selectors and interfaces, as the election reads them.
 	election.Advertisement
-	// Pools are the pools it names (spec.ipAddressPools).
-	Pools []string
-	// PoolSelectors are its spec.ipAddressPoolSelectors.
-	PoolSelectors []labels.Selector
+	// Scope is the pools and Services it covers (spec.ipAddressPools, ipAddressPoolSelectors,
+	// serviceSelectors), decided as BGP mode and ironlb status decide.
+	adscope.Scope
 	// Invalid is set when one of its selectors (pool, node or Service) does not parse: the
 	// advertisement then selects nothing (fails closed) and is in Model.Dropped as InvalidSelector.
 	// Leaving out only the bad selector would widen it: with no pool selector left it would cover
@@ -95,18 +96,14 @@ type L2Advertisement struct {
 // Selects reports whether the advertisement covers pool p: by name, by pool selector, or every pool
 // when it names and selects none (MetalLB's rule). An Invalid advertisement selects nothing.
 func (a *L2Advertisement) Selects(p *Pool) bool {
-	if a.Invalid != nil {
-		return false
-	}
-	if len(a.Pools) == 0 && len(a.PoolSelectors) == 0 || slices.Contains(a.Pools, p.Name) {
-		return true
-	}
-	for _, sel := range a.PoolSelectors {
-		if sel.Matches(labels.Set(p.Labels)) {
-			return true
-		}
-	}
-	return false
+	return a.Invalid == nil && a.SelectsPool(p.Name, p.Labels)
+}
+
+// Covers reports whether the advertisement applies to an address of pool p held by a Service with
+// labels svcLabels: it Selects p and, when it has serviceSelectors, one of them matches the
+// Service (MetalLB's l2AdsForService). An Invalid advertisement covers nothing.
+func (a *L2Advertisement) Covers(p *Pool, svcLabels map[string]string) bool {
+	return a.Invalid == nil && a.Scope.Covers(p.Name, p.Labels, svcLabels)
 }
 
 // Node is a Node in model form. Liveness is not here: the speaker's detectors add it.
@@ -208,7 +205,7 @@ func BuildModel(in ModelInput) *Model {
 	slices.SortFunc(ads, func(a, b v1beta1.L2Advertisement) int { return strings.Compare(a.Name, b.Name) })
 	for i := range ads {
 		a := &ads[i]
-		ad := L2Advertisement{Advertisement: election.Advertisement{Name: a.Name, Interfaces: a.Spec.Interfaces}, Pools: a.Spec.IPAddressPools}
+		ad := L2Advertisement{Advertisement: election.Advertisement{Name: a.Name, Interfaces: a.Spec.Interfaces}, Scope: adscope.Scope{Pools: a.Spec.IPAddressPools}}
 		if e := advertisementSelectorError("L2Advertisement", &a.ObjectMeta, a.Spec.IPAddressPoolSelectors, a.Spec.NodeSelectors, a.Spec.ServiceSelectors); e != nil {
 			ad.Invalid = e
 			drop("L2Advertisement", a.Namespace, a.Name, InvalidSelector, "%s: %v: the advertisement selects nothing", e.Field, e.Err)
@@ -218,6 +215,10 @@ func BuildModel(in ModelInput) *Model {
 		for j := range a.Spec.IPAddressPoolSelectors {
 			sel, _ := metav1.LabelSelectorAsSelector(&a.Spec.IPAddressPoolSelectors[j]) // parses: checked above
 			ad.PoolSelectors = append(ad.PoolSelectors, sel)
+		}
+		for j := range a.Spec.ServiceSelectors {
+			sel, _ := metav1.LabelSelectorAsSelector(&a.Spec.ServiceSelectors[j]) // parses: checked above
+			ad.ServiceSelectors = append(ad.ServiceSelectors, sel)
 		}
 		for _, ns := range a.Spec.NodeSelectors {
 			sel := election.Selector{MatchLabels: ns.MatchLabels}
@@ -238,7 +239,7 @@ func BuildModel(in ModelInput) *Model {
 		s.Endpoints = eps[s.Key]
 		p := m.Pools.ByName[s.Pool]
 		for i := range m.L2Advertisements {
-			if a := &m.L2Advertisements[i]; a.Selects(p) {
+			if a := &m.L2Advertisements[i]; a.Covers(p, s.Labels) {
 				s.L2 = append(s.L2, a.Advertisement)
 			}
 		}

@@ -130,6 +130,11 @@ func TestModelDrops(t *testing.T) {
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good}, Services: []*corev1.Service{svcNotLB, svcOtherClass}},
 		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "cluster-ip", Reason: NotServed}, {Kind: "Service", Namespace: "ns", Name: "other-class", Reason: NotServed}}},
 	}, {
+		name: "NotServed: with LBClass, a Service without a class (MetalLB's --lb-class); the class's is served",
+		in: ModelInput{LBClass: class, Pools: []v1beta1.IPAddressPool{good},
+			Services: []*corev1.Service{lbService("classless", "", "172.18.255.202"), svcOtherClass}},
+		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "classless", Reason: NotServed}}, services: []string{"ns/other-class"}},
+	}, {
 		name: "NoAddress: pending (not reported)",
 		in:   ModelInput{Pools: []v1beta1.IPAddressPool{good}, Services: []*corev1.Service{lbService("pending", "")}},
 		want: want{drops: []Dropped{{Kind: "Service", Namespace: "ns", Name: "pending", Reason: NoAddress}}},
@@ -300,8 +305,58 @@ func FuzzBuildModel(f *testing.F) {
 		rev.Pools = []v1beta1.IPAddressPool{p2, p1}
 		rev.Services = []*corev1.Service{s2, s1}
 		if diff := cmp.Diff(m, BuildModel(rev), cmpopts.EquateComparable(netip.Addr{}), cmpopts.IgnoreUnexported(Pool{}),
-			cmpopts.IgnoreFields(Pool{}, "ServiceSelectors"), cmpopts.IgnoreFields(L2Advertisement{}, "PoolSelectors"), cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
+			cmpopts.IgnoreFields(Pool{}, "ServiceSelectors"), cmpopts.IgnoreFields(L2Advertisement{}, "Scope.PoolSelectors", "Scope.ServiceSelectors"), cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
 			t.Fatalf("the input order changes the model (-fwd +rev):\n%s", diff)
 		}
 	})
+}
+
+// TestModelL2ServiceSelectors: an L2Advertisement with serviceSelectors applies only to the Services
+// one of them matches; without, to every Service of its pools (MetalLB's l2AdsForService). Only
+// the advertisements in Service.L2 give the election its candidate nodes and interfaces.
+func TestModelL2ServiceSelectors(t *testing.T) {
+	p := pool("p", "172.18.255.200-172.18.255.250")
+	ad := func(name string, svcSels ...metav1.LabelSelector) v1beta1.L2Advertisement {
+		return v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1beta1.L2AdvertisementSpec{ServiceSelectors: svcSels}}
+	}
+	app := func(v string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{"app": v}}
+	}
+	ads := []v1beta1.L2Advertisement{
+		ad("all"),
+		ad("web-only", app("web")),
+		ad("web-or-db", app("web"), app("db")),
+		ad("not-canary", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist}}}),
+	}
+	svc := func(name string, lbls map[string]string, ip string) *corev1.Service {
+		s := lbService(name, "p", ip)
+		s.Labels = lbls
+		return s
+	}
+	for _, tt := range []struct {
+		name string
+		ads  []v1beta1.L2Advertisement
+		svc  *corev1.Service
+		want []string // names in Service.L2
+	}{
+		{"labelled web: every advertisement matching it", ads, svc("web", map[string]string{"app": "web"}, "172.18.255.201"), []string{"all", "not-canary", "web-only", "web-or-db"}},
+		{"labelled db", ads, svc("db", map[string]string{"app": "db"}, "172.18.255.202"), []string{"all", "not-canary", "web-or-db"}},
+		{"no labels: only those without serviceSelectors or matching the absence", ads, svc("bare", nil, "172.18.255.203"), []string{"all", "not-canary"}},
+		{"canary web", ads, svc("canary", map[string]string{"app": "web", "canary": "1"}, "172.18.255.204"), []string{"all", "web-only", "web-or-db"}},
+		{"only a selective advertisement, not matching: announced by no node", []v1beta1.L2Advertisement{ad("web-only", app("web"))}, svc("db", map[string]string{"app": "db"}, "172.18.255.205"), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := BuildModel(ModelInput{Pools: []v1beta1.IPAddressPool{p}, L2Advertisements: tt.ads, Services: []*corev1.Service{tt.svc}})
+			if len(m.Services) != 1 {
+				t.Fatalf("services %v, dropped %v", m.Services, m.Dropped)
+			}
+			var got []string
+			for _, a := range m.Services[0].L2 {
+				got = append(got, a.Name)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Service.L2 (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -135,15 +135,55 @@ func Request(svc *corev1.Service, pools *Pools) (allocator.Request, []string, er
 	return req, deprecated, nil
 }
 
-// Ours reports whether ironlb serves a Service: type LoadBalancer and no loadBalancerClass, or ours.
-func Ours(svc *corev1.Service, class string) bool {
+// Serving says whether ironlb serves a Service and, when not, why (Serves).
+type Serving string
+
+const (
+	// Served: a LoadBalancer Service of ironlb's class.
+	Served Serving = "Served"
+	// NotLoadBalancer: the Service is not of type LoadBalancer. What ironlb gave it, it takes back
+	// (MetalLB clears a Service that stops being a LoadBalancer).
+	NotLoadBalancer Serving = "NotLoadBalancer"
+	// OtherClass: a LoadBalancer Service of another implementation's class (or of none, when ironlb
+	// runs with --lb-class). ironlb never touches it: another implementation writes its status.
+	OtherClass Serving = "OtherLoadBalancerClass"
+)
+
+// Serves decides whether ironlb, started with --lb-class=class, serves a Service. It is MetalLB's
+// rule (filterByLoadBalancerClass in internal/k8s/controllers, shared by its controller and
+// speakers): without a class ironlb serves only the Services without spec.loadBalancerClass; with
+// one, only the Services of exactly that class. Serving both would let two implementations write
+// the status of a Service that has no class.
+func Serves(svc *corev1.Service, class string) Serving {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
+		return NotLoadBalancer
 	}
 	if svc.Spec.LoadBalancerClass == nil {
-		return true
+		if class == "" {
+			return Served
+		}
+		return OtherClass
 	}
-	return class != "" && *svc.Spec.LoadBalancerClass == class
+	if *svc.Spec.LoadBalancerClass != class {
+		return OtherClass
+	}
+	return Served
+}
+
+// Ours reports whether ironlb serves a Service: Serves(svc, class) == Served.
+func Ours(svc *corev1.Service, class string) bool { return Serves(svc, class) == Served }
+
+// NotServedMessage says, for a LoadBalancer Service of another class, why ironlb (started with
+// --lb-class=class) leaves it alone and what would make ironlb serve it.
+func NotServedMessage(svc *corev1.Service, class string) string {
+	if svc.Spec.LoadBalancerClass == nil {
+		return fmt.Sprintf("the Service has no spec.loadBalancerClass and ironlb serves only class %q (start the controller and speakers without --lb-class to serve Services without a class)", class)
+	}
+	c := *svc.Spec.LoadBalancerClass
+	if class == "" {
+		return fmt.Sprintf("spec.loadBalancerClass %q is not served by ironlb (start the controller and speakers with --lb-class=%s to serve it)", c, c)
+	}
+	return fmt.Sprintf("spec.loadBalancerClass %q is not served by ironlb, which serves class %q (start the controller and speakers with --lb-class=%s to serve it)", c, class, c)
 }
 
 // IngressAddrs returns the addresses in a Service's status.loadBalancer.ingress, unmapped, in

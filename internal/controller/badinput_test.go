@@ -264,6 +264,18 @@ func TestBadInput(t *testing.T) {
 		{name: "bfdprofile: minimumTtl 0", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  minimumTtl: 0\n"),
 			refused: "spec.minimumTtl in body should be greater than or equal to 1"},
 
+		// MetalLB fields ironlb does not implement: refused by the webhook, never silently ignored
+		// (config.UnsupportedBFDFields, UnsupportedPeerFields; docs/install.md says why).
+		{name: "bfdprofile: echoMode true (no echo function)", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoMode: true\n"),
+			refused: "BFDProfile NAME: spec.echoMode: not supported: ironlb's BFD has no echo function"},
+		{name: "bfdprofile: echoMode false (what ironlb does)", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoMode: false\n"), speaker: "-"},
+		{name: "bfdprofile: echoInterval", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  echoInterval: 50\n"),
+			refused: "BFDProfile NAME: spec.echoInterval: not supported: ironlb's BFD has no echo function"},
+		{name: "bfdprofile: minimumTtl (multi-hop BFD only)", yaml: metallbYAML("v1beta1", "BFDProfile", "NAME", ns, "  minimumTtl: 254\n"),
+			refused: "BFDProfile NAME: spec.minimumTtl: not supported: it applies to multi-hop BFD sessions"},
+		{name: "bgppeer: dualStackAddressFamily", yaml: peerYAML("NAME", ns, "  myASN: 64513\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n  dualStackAddressFamily: true\n"),
+			refused: "BGPPeer NAME: spec.dualStackAddressFamily: not supported: ironlb's BGP sessions carry the routes of their own address family only"},
+
 		// BGPPeers (v1beta2): the schema refuses out-of-range numbers, the webhook the rest.
 		{name: "bgppeer: myASN 0", yaml: peerYAML("NAME", ns, "  myASN: 0\n  peerASN: 64512\n  peerAddress: 172.18.255.254\n"),
 			refused: "BGPPeer NAME: spec.myASN: invalid AS number: 0 is reserved"},

@@ -52,7 +52,7 @@ import (
 // Config is what `ironlb controller` flags set.
 type Config struct {
 	Namespace   string // where the configuration objects live (metallb-system)
-	LBClass     string // serve Services with this loadBalancerClass (and those with none)
+	LBClass     string // serve only Services of this loadBalancerClass; "" = only those without one (config.Serves)
 	Kubeconfig  string // "" = in-cluster
 	MetricsAddr string // Prometheus endpoint, "" disables
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
@@ -598,11 +598,18 @@ func (r *reconciler) decideLocked(key string) (*decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !config.Ours(svc, r.cfg.LBClass) {
+	switch config.Serves(svc, r.cfg.LBClass) {
+	case config.NotLoadBalancer:
 		r.release(k)
 		if _, had := svc.Annotations[config.AnnotationAllocatedFromPool]; had {
 			return r.statusWrite(svc, nil, ""), nil // we gave it an address: take it back
 		}
+		return nil, nil
+	case config.OtherClass:
+		// Another implementation's Service: never written, whatever it carries (MetalLB filters it
+		// out before its handler). The class is immutable while the type is LoadBalancer, so it
+		// cannot hold an address from us; release only drops a stale in-memory entry.
+		r.release(k)
 		return nil, nil
 	}
 	req, deprecated, err := config.Request(svc, r.config)
@@ -828,8 +835,9 @@ func poolConditions(old []metav1.Condition, invalid error, exhausted bool, now t
 	return out
 }
 
-// configStateName is the controller's ConfigurationState (MetalLB's name for it).
-const configStateName = "controller"
+// configStateName is the controller's ConfigurationState (MetalLB's name for it); each speaker
+// writes its own (speaker-<node>).
+const configStateName = config.ConfigStateController
 
 // configState computes the ConfigurationState's status from the loaded pools and the advertisements,
 // and reports each advertisement that selects nothing (config.SelectorErrors) once: a log line and a
@@ -865,21 +873,16 @@ func (r *reconciler) configState() map[string]any {
 		}
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	pools := metav1.Condition{Type: "poolReconcilerValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
-	ads := metav1.Condition{Type: "advertisementSelectorsValid", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: now}
-	result, summary := "Valid", []string{}
+	var poolProblems []string
 	if r.configErr != nil {
-		pools.Status, pools.Reason, pools.Message = metav1.ConditionFalse, "ConfigurationError", r.configErr.Error()
-		summary = append(summary, r.configErr.Error())
+		poolProblems = []string{r.configErr.Error()}
 	}
-	if len(msgs) > 0 {
-		ads.Status, ads.Reason, ads.Message = metav1.ConditionFalse, "ConfigurationError", strings.Join(msgs, "; ")
-		summary = append(summary, msgs...)
-	}
-	if len(summary) > 0 {
-		result = "Invalid"
-	}
-	return map[string]any{"result": result, "errorSummary": strings.Join(summary, "\n"), "conditions": []metav1.Condition{pools, ads}}
+	pools := config.ConfigCondition(config.ConditionPoolValid, poolProblems)
+	ads := config.ConfigCondition("advertisementSelectorsValid", msgs)
+	pools.LastTransitionTime, ads.LastTransitionTime = now, now
+	conds := []metav1.Condition{pools, ads}
+	result, summary := config.ConfigStateStatus(conds) // MetalLB's rule, shared with the speakers
+	return map[string]any{"result": string(result), "errorSummary": summary, "conditions": conds}
 }
 
 // writeConfigState publishes whether the loaded configuration is valid (MetalLB's ConfigurationState,
@@ -896,7 +899,7 @@ func (r *reconciler) writeConfigState(ctx context.Context) error {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metallb.io/v1beta1", "kind": "ConfigurationState",
 			"metadata": map[string]any{"name": configStateName, "namespace": r.cfg.Namespace,
-				"labels": map[string]any{"metallb.io/component-type": "controller"}},
+				"labels": map[string]any{config.LabelComponentType: "controller"}},
 		}}
 		cur, err = c.Create(ctx, obj, metav1.CreateOptions{})
 	}

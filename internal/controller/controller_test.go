@@ -59,10 +59,17 @@ func newHarnessWithCRDs(t *testing.T, crdDir string) *harness {
 
 // start runs a controller until the returned stop is called (or the test ends).
 func (h *harness) start() (stop func()) {
+	return h.startWith(Config{Namespace: ns, FlushInterval: 100 * time.Millisecond})
+}
+
+// startWith runs a controller with cfg (its Kubeconfig set to the test apiserver's) until the
+// returned stop is called (or the test ends).
+func (h *harness) startWith(cfg Config) (stop func()) {
+	cfg.Kubeconfig = h.env.Kubeconfig
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, FlushInterval: 100 * time.Millisecond})
+		done <- Run(ctx, cfg)
 	}()
 	stopped := false
 	stop = func() {

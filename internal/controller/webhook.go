@@ -279,8 +279,8 @@ func (w *webhook) validateService(raw []byte) error {
 	if err != nil {
 		return err
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return nil
+	if !config.Ours(svc, w.cfg.LBClass) {
+		return nil // not a LoadBalancer, or another implementation's (--lb-class): not ours to judge
 	}
 	req, _, err := config.Request(svc, nil)
 	if err != nil {
@@ -293,8 +293,8 @@ func (w *webhook) validateService(raw []byte) error {
 	// must be compatible, or this request can never be served.
 	others, _ := w.svcs.List(everything())
 	for _, o := range others {
-		if o.Namespace == svc.Namespace && o.Name == svc.Name {
-			continue
+		if o.Namespace == svc.Namespace && o.Name == svc.Name || !config.Ours(o, w.cfg.LBClass) {
+			continue // another class's Service shares nothing with ours
 		}
 		oreq, _, err := config.Request(o, nil)
 		if err != nil || oreq.SharingKey != req.SharingKey {

@@ -89,6 +89,9 @@ func TestWebhookDecisions(t *testing.T) {
 		{svcWith(map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.0.0.7"}, 443), "", w.handle(w.validateService)},
 		{svcWith(map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.0.0.7"}, 80), "already uses TCP/80", w.handle(w.validateService)},
 		{svcWith(map[string]string{"metallb.io/loadBalancerIPs": "10.0.0.1,10.0.0.2"}, 80), "same family", w.handle(w.validateService)},
+		// Another implementation's Service (--lb-class): not judged, whatever it asks for.
+		{withClass(svcWith(map[string]string{"metallb.io/loadBalancerIPs": "10.0.0.1,10.0.0.2"}, 80), "other.example/lb"), "", w.handle(w.validateService)},
+		{withClass(svcWith(map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.0.0.7"}, 80), "other.example/lb"), "", w.handle(w.validateService)},
 	} {
 		resp := review(tt.h, tt.obj)
 		if tt.want == "" && !resp.Allowed {
@@ -105,6 +108,11 @@ func msg(r *admissionv1.AdmissionResponse) string {
 		return ""
 	}
 	return r.Result.Message
+}
+
+func withClass(s *corev1.Service, class string) *corev1.Service {
+	s.Spec.LoadBalancerClass = &class
+	return s
 }
 
 func svcWith(ann map[string]string, port int32) *corev1.Service {

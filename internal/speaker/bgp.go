@@ -53,7 +53,10 @@ type bgpMode struct {
 	// Owned by the speaker's run goroutine (reconcile).
 	lv       bgpconfig.LastValid
 	reported map[bgpconfig.ObjectRef]string // config errors last reported, by object
-	synced   bool                           // sessStatus had its first sync
+	// unsupported are the fields ironlb does not implement last warned about, by object (objects
+	// stored without the admission webhook, which refuses them).
+	unsupported map[bgpconfig.ObjectRef]string
+	synced      bool // sessStatus had its first sync
 
 	// Owned by the bgp.Speaker's Run goroutine (onState).
 	sessions map[netip.Addr]*sessionTrack
@@ -168,6 +171,7 @@ func (b *bgpMode) reconcile(ns string, o bgpObjects) {
 	st, errs, held := b.lv.Build(in)
 	b.sp.Set(st)
 	b.reportErrors(ns, errs, held)
+	b.warnUnsupported(ns, in)
 
 	status := map[string]map[string]any{}
 	for _, svc := range st.Services {
@@ -224,6 +228,34 @@ func (b *bgpMode) reportErrors(ns string, errs []*bgpconfig.ConfigError, held []
 	for k, n := range counts {
 		b.m.configErrors.WithLabelValues(k).Set(float64(n))
 	}
+}
+
+// warnUnsupported warns, once per object and field, about BGPPeers and BFDProfiles setting a
+// MetalLB field ironlb does not implement (config.UnsupportedPeerFields, UnsupportedBFDFields): the
+// webhook refuses them, but an object stored while it was off still reaches the speakers, which
+// run it without that field. A log line and a Warning event UnsupportedField on the object.
+func (b *bgpMode) warnUnsupported(ns string, in bgpconfig.Input) {
+	now := map[bgpconfig.ObjectRef]string{}
+	for i := range in.Peers {
+		if err := config.UnsupportedPeerFields(&in.Peers[i]); err != nil {
+			now[bgpconfig.ObjectRef{Kind: "BGPPeer", Name: in.Peers[i].Name}] = err.Error()
+		}
+	}
+	for i := range in.BFDProfiles {
+		if err := config.UnsupportedBFDFields(&in.BFDProfiles[i]); err != nil {
+			now[bgpconfig.ObjectRef{Kind: "BFDProfile", Name: in.BFDProfiles[i].Name}] = err.Error()
+		}
+	}
+	for ref, text := range now {
+		if b.unsupported[ref] == text {
+			continue
+		}
+		b.log.Warn("field not implemented by ironlb: the object is used without it", "kind", ref.Kind, "name", ref.Name, "err", text)
+		if obj := b.object(ref.Kind, ns, ref.Name); obj != nil {
+			b.rec.Eventf(obj, corev1.EventTypeWarning, "UnsupportedField", "node %s: %s; the object is used without it", b.node, text)
+		}
+	}
+	b.unsupported = now
 }
 
 // onState is the adapter's OnState: it runs on the adapter's goroutine and must not block. It
@@ -390,7 +422,7 @@ const bgpStopTimeout = time.Second
 func (s *speaker) startBGP(ctx, ioctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, reg prometheus.Registerer) <-chan struct{} {
 	cfg := s.cfg
 	log := s.log
-	b := &bgpMode{node: cfg.Node, log: log, stopping: ctx.Done(), rec: s.rec, reported: map[bgpconfig.ObjectRef]string{}, sessions: map[netip.Addr]*sessionTrack{},
+	b := &bgpMode{node: cfg.Node, log: log, stopping: ctx.Done(), rec: s.rec, reported: map[bgpconfig.ObjectRef]string{}, unsupported: map[bgpconfig.ObjectRef]string{}, sessions: map[netip.Addr]*sessionTrack{},
 		svcStatus:  newStatusWriter(dyn, bgpStatusKind, cfg.Namespace, cfg.Node, log),
 		sessStatus: newStatusWriter(dyn, sessionStateKind, cfg.Namespace, cfg.Node, log)}
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)

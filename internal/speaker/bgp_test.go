@@ -3,15 +3,20 @@ package speaker
 import (
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
 )
 
@@ -86,5 +91,53 @@ func TestOnState(t *testing.T) {
 	}
 	if _, ok := b.sessStatus.want["192.0.2.1"]; ok {
 		t.Error("BGPSessionState still wanted after removal")
+	}
+}
+
+// TestWarnUnsupported: a BGPPeer or BFDProfile stored without the webhook and setting a field
+// ironlb does not implement gets one Warning event UnsupportedField (not one per reconcile), and
+// another when the field changes.
+func TestWarnUnsupported(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	inf := func(objs ...*unstructured.Unstructured) cache.SharedIndexInformer {
+		i := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		for _, o := range objs {
+			if err := i.GetStore().Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return i
+	}
+	b := &bgpMode{node: "n1", log: slog.New(slog.DiscardHandler), rec: rec,
+		peers:    inf(uobj("metallb.io/v1beta2", "BGPPeer", "r1", map[string]any{})),
+		profiles: inf(uobj("metallb.io/v1beta1", "BFDProfile", "fast", map[string]any{}), uobj("metallb.io/v1beta1", "BFDProfile", "plain", map[string]any{}))}
+	yes := true
+	ttl := uint32(254)
+	in := bgpconfig.Input{
+		Peers: []v1beta2.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "r1"}, Spec: v1beta2.BGPPeerSpec{DualStackAddressFamily: true}}},
+		BFDProfiles: []v1beta1.BFDProfile{
+			{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Spec: v1beta1.BFDProfileSpec{EchoMode: &yes}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+		},
+	}
+	events := func() []string {
+		var out []string
+		for len(rec.Events) > 0 {
+			out = append(out, <-rec.Events)
+		}
+		slices.Sort(out)
+		return out
+	}
+	b.warnUnsupported(testNS, in)
+	b.warnUnsupported(testNS, in)
+	got := events()
+	if len(got) != 2 || !strings.Contains(got[0], "Warning UnsupportedField node n1: BFDProfile fast: spec.echoMode: not supported") ||
+		!strings.Contains(got[1], "Warning UnsupportedField node n1: BGPPeer r1: spec.dualStackAddressFamily: not supported") {
+		t.Errorf("events %q, want one for BFDProfile fast and one for BGPPeer r1", got)
+	}
+	in.BFDProfiles[0].Spec.MinimumTTL, in.BFDProfiles[0].Spec.EchoMode = &ttl, nil
+	b.warnUnsupported(testNS, in)
+	if got := events(); len(got) != 1 || !strings.Contains(got[0], "BFDProfile fast: spec.minimumTtl") {
+		t.Errorf("after the field changed: events %q, want one about minimumTtl", got)
 	}
 }

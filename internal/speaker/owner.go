@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/liveness"
@@ -88,6 +89,8 @@ type deps struct {
 	Neighbours neighbours // the kernel's neighbour table: the peers' MACs
 	// Keys says why the heartbeat key is missing, for /readyz; nil: never missing.
 	Keys keyState
+	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
+	ConfigState configStateSink
 }
 
 // keyState says why this speaker has no heartbeat key ("" when it has one): *heartbeatKeys.
@@ -99,7 +102,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		d.Clock = realClock{}
 	}
 	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
-		st: d.Status, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
+		st: d.Status, cfgState: d.ConfigState, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
 		retries: &retries{pending: map[timer]struct{}{}}}
@@ -137,7 +140,12 @@ type speaker struct {
 	cur   *config.Model // owned by run: the model of the objects, as last built
 	// bgpStale is set when the model is rebuilt: BGP mode's input changed. Owned by run.
 	bgpStale bool
-	retries  *retries // the gratuitous announcements' follow-ups
+	// cfgState records the ConfigurationState's condition (nil: none); configStale is set when the
+	// model is rebuilt, so that the condition is computed again after BGP mode's errors. Owned by run.
+	cfgState    configStateSink
+	configStale bool
+
+	retries *retries // the gratuitous announcements' follow-ups
 
 	mu       sync.Mutex // guards the following fields
 	ready    bool       // past the start-up listening; readyLocked also asks the data plane
@@ -378,6 +386,14 @@ func (s *speaker) reconcile(ctx context.Context) {
 		s.bgpStale = false
 		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(m))
 	}
+	if s.configStale && s.cfgState != nil {
+		s.configStale = false
+		var bgpErrs map[bgpconfig.ObjectRef]string
+		if s.bgp != nil {
+			bgpErrs = s.bgp.reported
+		}
+		s.cfgState.Set(config.ConfigCondition(config.ConditionConfigValid, configProblems(m.Dropped, bgpErrs)))
+	}
 	peers := heartbeatPeers(m, s.cfg.Node, s.cfg.HeartbeatPort)
 	s.mon.SetPeers(peers)
 	if s.echo != nil {
@@ -462,6 +478,7 @@ func (s *speaker) model() *config.Model {
 	s.cur = config.BuildModel(s.objs.modelInput(s.cfg.LBClass))
 	s.drops.report(s.cur.Dropped)
 	s.bgpStale = true
+	s.configStale = true
 	return s.cur
 }
 

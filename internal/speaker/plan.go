@@ -25,7 +25,10 @@ import (
 //  2. Elections. Services are grouped (election.Group) and each group elected with the node's
 //     memory of the last winner as Current, so a node whose hold-down ends a moment before the
 //     others see it does not grab an address from its announcer. The memory of the winners is
-//     rebuilt from this plan's decisions.
+//     rebuilt from this plan's decisions. A group is elected among the nodes of the
+//     L2Advertisements covering every one of its Services (groupAdvertisements): with
+//     serviceSelectors, Services sharing an address may be covered by different advertisements, and
+//     an address is announced through none that leaves out one of its Services.
 //  3. Wanted addresses: those of the groups this node wins, and in spread mode (config.Service.Spread)
 //     those of the groups whose spread set holds this node, with their ring (Plan.Rings, from which
 //     the owner re-points the clients this node gains).
@@ -234,7 +237,7 @@ func plan(in planInput, mem memory, now time.Time) Plan {
 	for _, group := range election.Group(svcs) {
 		first := byKey[group[0].Key]
 		spread := first.Spread
-		d := election.Elect(election.Input{Services: group, Advertisements: first.L2, HoldDown: cfg.HoldDown,
+		d := election.Elect(election.Input{Services: group, Advertisements: groupAdvertisements(group, byKey), HoldDown: cfg.HoldDown,
 			Current: mem.Current[electionKey(group)], Spread: spread}, p.Nodes, now)
 		for _, a := range d.Addrs {
 			elKeys[a] = d.Key
@@ -349,4 +352,27 @@ func electionKey(group []election.Service) netip.Addr {
 		}
 	}
 	return k
+}
+
+// groupAdvertisements returns the L2Advertisements (config.Service.L2) covering every Service of a
+// group, in the first Service's order. MetalLB elects each Service on its own, so Services sharing
+// an address but covered by different advertisements (serviceSelectors) may be announced by two
+// nodes (MetalLB #3025); ironlb elects the address once, among the nodes of the advertisements
+// that cover all of them.
+func groupAdvertisements(group []election.Service, byKey map[string]*config.Service) []election.Advertisement {
+	ads := byKey[group[0].Key].L2
+	if len(group) == 1 {
+		return ads
+	}
+	out := make([]election.Advertisement, 0, len(ads))
+	for _, a := range ads {
+		all := true
+		for _, s := range group[1:] {
+			all = all && slices.ContainsFunc(byKey[s.Key].L2, func(b election.Advertisement) bool { return b.Name == a.Name })
+		}
+		if all {
+			out = append(out, a)
+		}
+	}
+	return out
 }

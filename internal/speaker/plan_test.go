@@ -257,3 +257,39 @@ func TestPlanIsPure(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupAdvertisements: Services sharing an address are announced through the advertisements
+// that cover all of them (serviceSelectors may leave some out).
+func TestGroupAdvertisements(t *testing.T) {
+	ad := func(names ...string) []election.Advertisement {
+		var out []election.Advertisement
+		for _, n := range names {
+			out = append(out, election.Advertisement{Name: n})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		l2   [][]election.Advertisement // per Service of the group
+		want []election.Advertisement
+	}{
+		{"one Service: its own", [][]election.Advertisement{ad("a", "b")}, ad("a", "b")},
+		{"two Services, same advertisements", [][]election.Advertisement{ad("a", "b"), ad("a", "b")}, ad("a", "b")},
+		{"a serviceSelector leaves the second out of b", [][]election.Advertisement{ad("a", "b"), ad("a")}, ad("a")},
+		{"no advertisement covers both: not announced", [][]election.Advertisement{ad("a"), ad("b")}, []election.Advertisement{}},
+		{"three Services", [][]election.Advertisement{ad("a", "b", "c"), ad("c", "b"), ad("b", "c")}, ad("b", "c")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			byKey := map[string]*config.Service{}
+			var group []election.Service
+			for i, l2 := range tt.l2 {
+				k := "default/s" + strconv.Itoa(i)
+				byKey[k] = &config.Service{Key: k, L2: l2}
+				group = append(group, election.Service{Key: k})
+			}
+			if diff := cmp.Diff(tt.want, groupAdvertisements(group, byKey), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

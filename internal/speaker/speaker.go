@@ -52,7 +52,7 @@ import (
 type Config struct {
 	Node          string        // this node's name ($NODE_NAME)
 	Namespace     string        // configuration namespace (metallb-system)
-	LBClass       string        // also serve this loadBalancerClass
+	LBClass       string        // announce only Services of this loadBalancerClass; "" = only those without one (config.Serves)
 	Kubeconfig    string        // "" = in-cluster
 	HeartbeatPort int           // UDP port of the heartbeats between speakers
 	Interval      time.Duration // heartbeat interval
@@ -76,6 +76,10 @@ type Config struct {
 	// HeartbeatWindow is how far a heartbeat's timestamp may be from this node's clock (0 =
 	// liveness.DefaultWindow); the nodes' clocks must agree within it.
 	HeartbeatWindow time.Duration
+
+	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
+	// ConfigurationState; empty: the object has no owner.
+	PodName, PodUID string
 }
 
 // Run runs the speaker until ctx ends.
@@ -152,6 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	st := newStatusWriter(dyn, l2StatusKind, cfg.Namespace, cfg.Node, log)
+	cst := newConfigStateWriter(dyn, cfg.Namespace, cfg.Node, cfg.PodName, cfg.PodUID, log)
 	inf := informers.NewSharedInformerFactory(cs, 0)
 	svcs := inf.Core().V1().Services().Informer()
 	slcs := inf.Discovery().V1().EndpointSlices().Informer()
@@ -159,7 +164,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Keys: keys, Status: st, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
+	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Keys: keys, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
 		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if ndp != nil { // never a nil *Managed in the interface
@@ -196,6 +201,7 @@ func Run(ctx context.Context, cfg Config) error {
 		io.Go(func() { _ = echo.Run(ioctx) })
 	}
 	io.Go(func() { st.Run(ioctx) })
+	io.Go(func() { cst.Run(ioctx) })
 	io.Go(func() { s.watchStrictARP(ioctx, 5*time.Minute) })
 	// BGP mode: its informers, status writers and the GoBGP adapter. The adapter stops when ctx
 	// ends, closing its sessions with a Cease NOTIFICATION while the layer-2 handover runs.

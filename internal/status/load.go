@@ -29,7 +29,7 @@ type Config struct {
 	Kubeconfig string
 	Context    string // kubeconfig context; "" = the current one
 	Namespace  string // configuration namespace (metallb-system)
-	LBClass    string // the controller's --lb-class
+	LBClass    string // the controller's --lb-class (config.Serves)
 	Output     string // table (""), wide, json or yaml
 }
 

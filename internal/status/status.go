@@ -27,6 +27,7 @@ import (
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/adscope"
 	"github.com/ironlb/ironlb/internal/allocator"
 	"github.com/ironlb/ironlb/internal/config"
 )
@@ -38,7 +39,7 @@ const ControllerComponent = "ironlb-controller"
 // Input is everything Build looks at, as read from the API. Slices may be in any order.
 type Input struct {
 	Namespace string // the configuration namespace (pools, advertisements, status objects)
-	LBClass   string // the controller's --lb-class: Services of this class are served too
+	LBClass   string // the controller's --lb-class: only Services of this class are served ("" = only those without one)
 
 	Services   []corev1.Service
 	Namespaces []corev1.Namespace // for pools' namespaceSelectors; nil when they could not be listed
@@ -160,7 +161,8 @@ const (
 // Reasons Build gives a pending Service when the controller left no Warning event on it. The
 // allocator's reasons (allocator.ErrPoolExhausted, ...) are used as they are.
 const (
-	// ReasonOtherClass: the Service's spec.loadBalancerClass is served by another implementation.
+	// ReasonOtherClass: the Service's spec.loadBalancerClass (or its lack of one) is another
+	// implementation's (config.Serves).
 	ReasonOtherClass = "OtherLoadBalancerClass"
 	// ReasonInvalidService: the Service's own fields contradict each other (config.ErrBadService).
 	ReasonInvalidService = "InvalidService"
@@ -259,17 +261,15 @@ type advertisements struct {
 	bgpNodes map[string][]BGPNode // Service key -> nodes, sorted
 }
 
-// advert is the part of an L2Advertisement or BGPAdvertisement that says what it covers.
+// advert is the part of an L2Advertisement or BGPAdvertisement that says what it covers: the
+// speakers' own rule (adscope.Scope), so that MODE is what the speakers do.
 type advert struct {
-	pools     []string
-	poolSels  []labels.Selector
-	svcSels   []labels.Selector
-	allPools  bool
-	malformed bool // a selector does not parse: MetalLB refuses the whole configuration
+	scope     adscope.Scope
+	malformed bool // a selector does not parse: the advertisement selects nothing, as in the speakers
 }
 
 func newAdvert(pools []string, poolSels, svcSels []metav1.LabelSelector) advert {
-	a := advert{pools: pools, allPools: len(pools) == 0 && len(poolSels) == 0}
+	a := advert{scope: adscope.Scope{Pools: pools}}
 	conv := func(ls []metav1.LabelSelector) []labels.Selector {
 		var out []labels.Selector
 		for i := range ls {
@@ -282,33 +282,14 @@ func newAdvert(pools []string, poolSels, svcSels []metav1.LabelSelector) advert 
 		}
 		return out
 	}
-	a.poolSels, a.svcSels = conv(poolSels), conv(svcSels)
+	a.scope.PoolSelectors, a.scope.ServiceSelectors = conv(poolSels), conv(svcSels)
 	return a
 }
 
 // covers reports whether the advertisement applies to an address of pool (with poolLabels) held by a
-// Service with svcLabels: the pool is named, selected, or the advertisement names none; and the
-// Service passes its serviceSelectors, if any (MetalLB's rules).
+// Service with svcLabels (adscope.Scope.Covers); a malformed advertisement covers nothing.
 func (a advert) covers(pool string, poolLabels, svcLabels map[string]string) bool {
-	if a.malformed {
-		return false
-	}
-	ok := a.allPools || slices.Contains(a.pools, pool)
-	for _, s := range a.poolSels {
-		ok = ok || s.Matches(labels.Set(poolLabels))
-	}
-	if !ok {
-		return false
-	}
-	if len(a.svcSels) == 0 {
-		return true
-	}
-	for _, s := range a.svcSels {
-		if s.Matches(labels.Set(svcLabels)) {
-			return true
-		}
-	}
-	return false
+	return !a.malformed && a.scope.Covers(pool, poolLabels, svcLabels)
 }
 
 func newAdvertisements(in Input) *advertisements {
@@ -461,8 +442,7 @@ func pendingReasons(in Input, pools *config.Pools, ours, pending []*corev1.Servi
 		switch {
 		case !config.Ours(s, in.LBClass):
 			p.Reason = ReasonOtherClass
-			p.Message = fmt.Sprintf("spec.loadBalancerClass %q is not served by ironlb (start the controller with --lb-class=%s to serve it)",
-				*s.Spec.LoadBalancerClass, *s.Spec.LoadBalancerClass)
+			p.Message = config.NotServedMessage(s, in.LBClass)
 			out = append(out, p)
 			continue
 		}

@@ -250,7 +250,7 @@ func TestPending(t *testing.T) {
 			}},
 		{"no pool at all", "", nil, []corev1.Service{svc("a", 0)}, nil,
 			[]Pending{{Service: "default/a", Reason: ReasonNoPool, Message: "no valid IPAddressPool in namespace metallb-system", Source: SourceComputed}}},
-		{"unknown pool, invalid Service, another class; served class is ours", "ours", full,
+		{"unknown pool, invalid Service, another class", "", full,
 			[]corev1.Service{
 				with(svc("named", 0), func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "nope"} }),
 				with(svc("both", 1), func(s *corev1.Service) {
@@ -258,13 +258,22 @@ func TestPending(t *testing.T) {
 					s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "10.0.0.2"}
 				}),
 				with(svc("theirs", 2), func(s *corev1.Service) { s.Spec.LoadBalancerClass = &class }),
-				with(svc("mine", 3), func(s *corev1.Service) { c := "ours"; s.Spec.LoadBalancerClass = &c }),
 			}, nil,
 			[]Pending{
 				{Service: "default/both", Reason: ReasonInvalidService, Message: "invalid service: spec.loadBalancerIP and the metallb.io/loadBalancerIPs annotation are both set; use one", Source: SourceComputed},
-				{Service: "default/mine", Reason: ReasonNotAssigned, Message: "10.0.0.1 is free in pool tiny but the controller has not assigned it: is ironlb-controller running?", Source: SourceComputed},
 				{Service: "default/named", Reason: string(allocator.ErrUnknownPool), Message: `service default/named: unknown pool "nope"`, Source: SourceComputed},
-				{Service: "default/theirs", Reason: ReasonOtherClass, Message: `spec.loadBalancerClass "other.example/lb" is not served by ironlb (start the controller with --lb-class=other.example/lb to serve it)`, Source: SourceComputed},
+				{Service: "default/theirs", Reason: ReasonOtherClass, Message: `spec.loadBalancerClass "other.example/lb" is not served by ironlb (start the controller and speakers with --lb-class=other.example/lb to serve it)`, Source: SourceComputed},
+			}},
+		{"with --lb-class only that class is served: not the Services without one (MetalLB's rule)", "ours", full,
+			[]corev1.Service{
+				svc("classless", 0),
+				with(svc("theirs", 1), func(s *corev1.Service) { s.Spec.LoadBalancerClass = &class }),
+				with(svc("mine", 2), func(s *corev1.Service) { c := "ours"; s.Spec.LoadBalancerClass = &c }),
+			}, nil,
+			[]Pending{
+				{Service: "default/classless", Reason: ReasonOtherClass, Message: `the Service has no spec.loadBalancerClass and ironlb serves only class "ours" (start the controller and speakers without --lb-class to serve Services without a class)`, Source: SourceComputed},
+				{Service: "default/mine", Reason: ReasonNotAssigned, Message: "10.0.0.1 is free in pool tiny but the controller has not assigned it: is ironlb-controller running?", Source: SourceComputed},
+				{Service: "default/theirs", Reason: ReasonOtherClass, Message: `spec.loadBalancerClass "other.example/lb" is not served by ironlb, which serves class "ours" (start the controller and speakers with --lb-class=other.example/lb to serve it)`, Source: SourceComputed},
 			}},
 		{"nothing pending", "", full, []corev1.Service{svc("a", 0, "10.0.0.1")}, nil, []Pending{}},
 	}
