@@ -61,10 +61,7 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	if err := o.useSpeaker(ctx); err != nil {
 		return res, err
 	}
-	if err := o.kubectl(ctx, fmt.Sprintf(workload, vip), "apply", "-f", "-"); err != nil {
-		return res, err
-	}
-	if err := o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s"); err != nil {
+	if err := o.setup(ctx, vip); err != nil {
 		return res, err
 	}
 	url := "http://" + vip.String() + "/"
