@@ -60,6 +60,10 @@ type PodMonitorSpec struct {
 		MatchNames []string `json:"matchNames"`
 	} `json:"namespaceSelector"`
 	PodMetricsEndpoints []PodMetricsEndpoint `json:"podMetricsEndpoints"`
+	// JobLabel names the pod label whose value becomes the job label (when the pod has it), as the
+	// Prometheus Operator does: ironlb's monitors use app, so that job is "ironlb" and MetalLB's
+	// alerting rules (job=~"ironlb.*", config/prometheus-rules) select them.
+	JobLabel string `json:"jobLabel,omitempty"`
 }
 
 // PodMetricsEndpoint is one scraped port of the selected pods. Scheme, TLSConfig and
@@ -184,6 +188,11 @@ func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval, secretsDir stri
 			}
 			job := fmt.Sprintf("podMonitor/%s/%s/%d", m.Metadata.Namespace, m.Metadata.Name, i)
 			rl = append(rl, relabel{TargetLabel: "job", Replacement: &job})
+			if m.Spec.JobLabel != "" {
+				one := "${1}"
+				rl = append(rl, relabel{SourceLabels: []string{"__meta_kubernetes_pod_label_" + labelNameChars.ReplaceAllString(m.Spec.JobLabel, "_")},
+					TargetLabel: "job", Regex: "(.+)", Replacement: &one})
+			}
 			path := ep.Path
 			if path == "" {
 				path = "/metrics"

@@ -52,6 +52,8 @@ func TestPodMonitorScrapeConfigs(t *testing.T) {
 			"regex: (" + role + ");true", "__meta_kubernetes_pod_label_component", "regex: " + ports[role],
 			"__meta_kubernetes_pod_container_port_name", "scrape_interval: 5s", "metrics_path: /metrics",
 			"url: http://127.0.0.1:9091/pods?namespace=metallb-system", "target_label: job",
+			// jobLabel app: job="ironlb", which MetalLB's alerting rules select.
+			"- regex: (.+)\n  replacement: ${1}\n  source_labels:\n  - __meta_kubernetes_pod_label_app\n  target_label: job",
 		} {
 			if !strings.Contains(s, want) {
 				t.Errorf("job %s lacks %q:\n%s", job, want, s)
