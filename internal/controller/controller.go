@@ -140,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if !cfg.LeaderElect {
 		m.leader.Set(1)
+		m.k8s.Show()
 		return newReconciler(cs, dyn, cfg, m, log, nil).run(ctx)
 	}
 	id := cfg.Identity
@@ -172,6 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 					started.Store(true)
 					log.Info("became leader", "identity", id)
 					m.leader.Set(1)
+					m.k8s.Show() // MetalLB's config gauges: the leader reads the configuration
 					f := &leaseFence{leases: cs.CoordinationV1().Leases(cfg.Namespace), name: lock.LeaseMeta.Name, id: id}
 					done <- newReconciler(cs, dyn, cfg, m, log, f).run(ctx)
 					cancel() // the reconciler failed on its own: end this term
@@ -186,7 +188,12 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 		cancel()
 		if started.Load() {
-			if err := <-done; err != nil && ctx.Err() == nil {
+			err := <-done
+			// A standby reads no configuration and allocates nothing: MetalLB's gauges (its alerts'
+			// inputs) are the leader's alone.
+			m.k8s.Hide()
+			m.pools.Reset()
+			if err != nil && ctx.Err() == nil {
 				return err
 			}
 		}

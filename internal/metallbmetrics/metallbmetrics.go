@@ -15,6 +15,8 @@
 package metallbmetrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,48 +29,80 @@ type K8sClient struct {
 	// Updates counts the Kubernetes object changes processed; UpdateErrors those whose processing
 	// failed.
 	Updates, UpdateErrors prometheus.Counter
-	configLoaded          prometheus.Gauge
-	configStale           prometheus.Gauge
+	// The two gauges have no labels; a vector lets Hide remove their series.
+	configLoaded, configStale *prometheus.GaugeVec
+
+	mu            sync.Mutex // guards the following fields
+	loaded, stale bool
+	shown         bool
 }
 
-// NewK8sClient builds MetalLB's client metrics and registers them with reg. Both gauges start at 0:
-// no configuration loaded yet, none stale.
+// NewK8sClient builds MetalLB's client metrics and registers them with reg. The gauges are hidden
+// (no series) until Show or Config: a standby controller replica, which reads no configuration,
+// must not report "not loaded".
 func NewK8sClient(reg prometheus.Registerer) *K8sClient {
 	k := &K8sClient{
 		Updates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "metallb", Subsystem: "k8s_client",
 			Name: "updates_total", Help: "Number of k8s object updates that have been processed."}),
 		UpdateErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "metallb", Subsystem: "k8s_client",
 			Name: "update_errors_total", Help: "Number of k8s object updates that failed for some reason."}),
-		configLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "metallb", Subsystem: "k8s_client",
-			Name: "config_loaded_bool", Help: "1 if the MetalLB configuration was successfully loaded at least once."}),
-		configStale: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "metallb", Subsystem: "k8s_client",
-			Name: "config_stale_bool", Help: "1 if running on a stale configuration, because the latest config failed to load."}),
+		configLoaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "metallb", Subsystem: "k8s_client",
+			Name: "config_loaded_bool", Help: "1 if the MetalLB configuration was successfully loaded at least once."}, nil),
+		configStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "metallb", Subsystem: "k8s_client",
+			Name: "config_stale_bool", Help: "1 if running on a stale configuration, because the latest config failed to load."}, nil),
 	}
 	reg.MustRegister(k.Updates, k.UpdateErrors, k.configLoaded, k.configStale)
 	return k
 }
 
-// Config records the outcome of reading the configuration. MetalLB loads its configuration as a
-// whole and keeps the last good one when a change fails to load; ironlb keeps each invalid object at
-// its last valid version instead, so "the latest config failed to load" is "some object's current
-// version is invalid". valid (no invalid object) sets config_loaded_bool to 1 for good and
-// config_stale_bool to 0; invalid sets config_stale_bool to 1 and leaves config_loaded_bool as it
-// was, so a component that never saw a valid configuration reports 0 (MetalLBConfigNotLoaded fires)
-// and one whose configuration turned invalid reports stale (MetalLBStaleConfig fires).
+// Config records the outcome of reading the configuration, and shows the gauges. MetalLB loads its
+// configuration as a whole and keeps the last good one when a change fails to load; ironlb keeps
+// each invalid object at its last valid version instead, so "the latest config failed to load" is
+// "some object's current version is invalid". valid (no invalid object) sets config_loaded_bool to 1
+// for good and config_stale_bool to 0; invalid sets config_stale_bool to 1 and leaves
+// config_loaded_bool as it was, so a component that never saw a valid configuration reports 0
+// (MetalLBConfigNotLoaded fires) and one whose configuration turned invalid reports stale
+// (MetalLBStaleConfig fires).
 func (k *K8sClient) Config(valid bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if valid {
-		k.configLoaded.Set(1)
-		k.configStale.Set(0)
-		return
+		k.loaded = true
 	}
-	k.configStale.Set(1)
+	k.stale = !valid
+	k.shown = true
+	k.setLocked()
 }
 
-// ConfigLoadedGauge and ConfigStaleGauge return the two gauges Config sets, for tests.
-func (k *K8sClient) ConfigLoadedGauge() prometheus.Gauge { return k.configLoaded }
+// Show shows the gauges with their current values (0 and 0 before any Config): a component that
+// reads the configuration from now on.
+func (k *K8sClient) Show() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.shown = true
+	k.setLocked()
+}
 
-// ConfigStaleGauge: see ConfigLoadedGauge.
-func (k *K8sClient) ConfigStaleGauge() prometheus.Gauge { return k.configStale }
+// Hide removes the gauges' series and forgets what was loaded: a controller replica that stopped
+// leading reads no configuration (its next term starts afresh).
+func (k *K8sClient) Hide() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.shown, k.loaded, k.stale = false, false, false
+	k.configLoaded.Reset()
+	k.configStale.Reset()
+}
+
+func (k *K8sClient) setLocked() {
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	k.configLoaded.WithLabelValues().Set(b2f(k.loaded))
+	k.configStale.WithLabelValues().Set(b2f(k.stale))
+}
 
 // NewSpeakerAnnounced builds MetalLB's metallb_speaker_announced (speaker/main.go) and registers it
 // with reg: 1 per (service, protocol, node, ip) the node announces, protocol "layer2" or "bgp"; the
@@ -213,6 +247,13 @@ func NewAllocator(reg prometheus.Registerer) *Allocator {
 	}
 	reg.MustRegister(a.AddressesTotal, a.IPv4AddressesTotal, a.IPv6AddressesTotal, a.InUse, a.IPv4InUse, a.IPv6InUse, a.ServicesAllocated)
 	return a
+}
+
+// Reset removes every pool's series: a controller replica that stopped leading.
+func (a *Allocator) Reset() {
+	for _, v := range []*prometheus.GaugeVec{a.AddressesTotal, a.IPv4AddressesTotal, a.IPv6AddressesTotal, a.InUse, a.IPv4InUse, a.IPv6InUse, a.ServicesAllocated} {
+		v.Reset()
+	}
 }
 
 // Delete removes a pool's series (the pool is gone).

@@ -15,7 +15,7 @@ func TestK8sClientConfig(t *testing.T) {
 		history               []bool
 		wantLoaded, wantStale float64
 	}{
-		{name: "nothing read yet", wantLoaded: 0, wantStale: 0},
+		{name: "shown, nothing read yet", wantLoaded: 0, wantStale: 0},
 		{name: "invalid from the start: never loaded", history: []bool{false}, wantLoaded: 0, wantStale: 1},
 		{name: "valid", history: []bool{true}, wantLoaded: 1, wantStale: 0},
 		{name: "valid then invalid: stale, still loaded", history: []bool{true, false}, wantLoaded: 1, wantStale: 1},
@@ -24,6 +24,7 @@ func TestK8sClientConfig(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			k := NewK8sClient(prometheus.NewRegistry())
+			k.Show()
 			for _, v := range tt.history {
 				k.Config(v)
 			}
@@ -34,6 +35,35 @@ func TestK8sClientConfig(t *testing.T) {
 				t.Errorf("config_stale_bool %v, want %v", got, tt.wantStale)
 			}
 		})
+	}
+}
+
+// TestK8sClientHide: hidden gauges have no series (a standby replica reports nothing, so
+// MetalLBConfigNotLoaded does not fire for it); shown again, they start afresh.
+func TestK8sClientHide(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	k := NewK8sClient(reg)
+	count := func() int {
+		n, err := testutil.GatherAndCount(reg, "metallb_k8s_client_config_loaded_bool", "metallb_k8s_client_config_stale_bool")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d series before Show or Config, want 0", n)
+	}
+	k.Config(true)
+	if n := count(); n != 2 {
+		t.Errorf("%d series after Config, want 2", n)
+	}
+	k.Hide()
+	if n := count(); n != 0 {
+		t.Errorf("%d series after Hide, want 0", n)
+	}
+	k.Show()
+	if got := testutil.ToFloat64(k.configLoaded); got != 0 {
+		t.Errorf("config_loaded_bool %v after Hide and Show, want 0: a new term starts afresh", got)
 	}
 }
 

@@ -206,6 +206,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, m.dataplaneReady, rejected)
 	m.k8s = metallbmetrics.NewK8sClient(reg)
+	m.k8s.Show() // every speaker reads the configuration
 	m.mlbAnnounced = metallbmetrics.NewSpeakerAnnounced(reg)
 	m.l2 = metallbmetrics.NewLayer2(reg)
 	return m

@@ -383,10 +383,10 @@ func TestOwnerConfigState(t *testing.T) {
 	}
 	check := func(what string, loaded, stale float64) {
 		t.Helper()
-		if v := testutil.ToFloat64(e.m.k8s.ConfigLoadedGauge()); v != loaded {
+		if v := gaugeValue(t, e.reg, "metallb_k8s_client_config_loaded_bool"); v != loaded {
 			t.Errorf("%s: config_loaded_bool %v, want %v", what, v, loaded)
 		}
-		if v := testutil.ToFloat64(e.m.k8s.ConfigStaleGauge()); v != stale {
+		if v := gaugeValue(t, e.reg, "metallb_k8s_client_config_stale_bool"); v != stale {
 			t.Errorf("%s: config_stale_bool %v, want %v", what, v, stale)
 		}
 	}
@@ -596,4 +596,20 @@ func TestDropReporter(t *testing.T) {
 			t.Errorf("step %d: events %q, want %d AddressInNoPool", i, ev, step.want)
 		}
 	}
+}
+
+// gaugeValue returns the value of the one series of name in reg.
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single series of %s", name)
+	return 0
 }

@@ -49,7 +49,7 @@ func TestPlanOrder(t *testing.T) {
 		{Resource: "bgppeer.metallb.io", Namespace: Namespace, Name: "stray"},
 		{Resource: "bgpadvertisement.metallb.io", Namespace: Namespace, Name: "old"},
 		{Resource: "bgppeer.metallb.io", Namespace: Namespace, Name: "router"},
-		{Resource: "bgppeer.metallb.io", Namespace: "elsewhere", Name: "x"}, // not the configuration namespace
+		{Resource: "bgppeer.metallb.io", Namespace: "elsewhere", Name: "x"},       // not the configuration namespace
 		{Resource: "ipaddresspool.metallb.io", Namespace: Namespace, Name: "lab"}, // not owned
 	}
 	got := Plan([]Object{peer}, have)

@@ -103,15 +103,39 @@ func Objects(vip netip.Addr) []benchcfg.Object {
 	}
 }
 
-// setup makes the cluster hold exactly Objects(vip) and waits for the workload.
-func (o Options) setup(ctx context.Context, vip netip.Addr) error {
-	kc := func(ctx context.Context, stdin string, args ...string) (string, error) {
-		return Kubectl(ctx, o.Self, stdin, args...)
+// setup makes the cluster hold exactly Objects(vip) and waits for the workload. It returns when it
+// started writing the configuration, for ready.
+func (o Options) setup(ctx context.Context, vip netip.Addr) (time.Time, error) {
+	applied, err := benchcfg.Apply(ctx, o.benchKubectl, Objects(vip))
+	if err != nil {
+		return applied, err
 	}
-	if _, err := benchcfg.Apply(ctx, kc, Objects(vip)); err != nil {
+	return applied, o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s")
+}
+
+func (o Options) benchKubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	return Kubectl(ctx, o.Self, stdin, args...)
+}
+
+// ready waits until the node to be cut owns the address (waitOwner), and fails at once with the
+// speakers' own words if they refuse the configuration applied at applied (benchcfg.Watch).
+func (o Options) ready(ctx context.Context, applied time.Time, vip netip.Addr, url, mac string) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	refused, owner := make(chan error, 1), make(chan error, 1)
+	go func() { refused <- benchcfg.Watch(wctx, o.benchKubectl, applied, 2*time.Second) }()
+	go func() { owner <- o.waitOwner(wctx, vip, url, mac) }()
+	select {
+	case err := <-owner:
 		return err
+	case err := <-refused:
+		if err != nil {
+			cancel()
+			<-owner
+			return err
+		}
+		return <-owner
 	}
-	return o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s")
 }
 
 // Address returns the first pool address that MetalLB's ranking gives to node among nodes.
@@ -140,10 +164,14 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	if err := o.useSpeaker(ctx); err != nil {
 		return nil, err
 	}
-	if err := o.setup(ctx, vip); err != nil {
+	applied, err := o.setup(ctx, vip)
+	if err != nil {
 		return nil, err
 	}
 	url := "http://" + vip.String() + "/"
+	if err := o.ready(ctx, applied, vip, url, cutMAC); err != nil {
+		return nil, err
+	}
 	var trials []Trial
 	for i := 1; i <= o.Trials; i++ {
 		if err := o.waitOwner(ctx, vip, url, cutMAC); err != nil {
