@@ -108,10 +108,10 @@ func newBGPMetrics(reg prometheus.Registerer, sp *bgp.Speaker) *bgpMetrics {
 	return m
 }
 
-// peerLabel is MetalLB's peer label of the BGP metrics: "address:port" (IPv6 in brackets, as
-// net.JoinHostPort writes it; MetalLB writes it without).
+// peerLabel is MetalLB's peer label of the BGP metrics: "address:port", written as MetalLB writes it
+// (fmt "%s:%d": an IPv6 address without brackets).
 func peerLabel(a netip.Addr, port uint16) string {
-	return netip.AddrPortFrom(a, port).String()
+	return fmt.Sprintf("%s:%d", a, port)
 }
 
 // gobgpCollector reads GoBGP's counters at scrape time: the adapter's goroutine owns GoBGP, and a

@@ -140,3 +140,20 @@ func checkMetrics(t *testing.T, reg prometheus.Gatherer, want string) {
 		t.Error(err)
 	}
 }
+
+// TestSetAnnouncing: metallb_speaker_announced's bgp series follow the Services advertised from this
+// node, and the ones withdrawn go.
+func TestSetAnnouncing(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := &bgpMode{node: "n1", m: &bgpMetrics{mlbAnnounced: newMetrics(reg).mlbAnnounced}}
+	b.setAnnouncing(map[string][]string{"default/a": {"198.51.100.1", "2001:db8::1"}, "default/b": {"198.51.100.2"}})
+	b.setAnnouncing(map[string][]string{"default/a": {"198.51.100.1"}})
+	checkMetrics(t, reg, `
+# HELP metallb_speaker_announced Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.
+# TYPE metallb_speaker_announced gauge
+metallb_speaker_announced{ip="198.51.100.1",node="n1",protocol="bgp",service="default/a"} 1
+`)
+	if got := peerLabel(netip.MustParseAddr("2001:db8::1"), 179); got != "2001:db8::1:179" {
+		t.Errorf("peerLabel = %q, want MetalLB's 2001:db8::1:179", got)
+	}
+}
