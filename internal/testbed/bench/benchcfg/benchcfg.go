@@ -87,14 +87,14 @@ func Plan(want []Object, have []Ref) []Step {
 	return steps
 }
 
-// ParseNames parses `kubectl get ... -n ns -o name` output ("bgppeer.metallb.io/router" per line)
-// into Refs in ns.
+// ParseNames parses `kubectl get ... -n ns -o name` output ("bgppeer.metallb.io/router" per line,
+// and kubectl's "No resources found" when there is none) into Refs in ns.
 func ParseNames(out, ns string) ([]Ref, error) {
 	var refs []Ref
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
-		if l == "" {
+		if l == "" || strings.HasPrefix(l, "No resources found") { // kubectl's stderr, when none
 			continue
 		}
 		res, name, ok := strings.Cut(l, "/")

@@ -113,6 +113,9 @@ func TestParseNames(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	if got, err := ParseNames("No resources found in metallb-system namespace.\n", Namespace); err != nil || len(got) != 0 {
+		t.Errorf("none: %v, %v", got, err)
+	}
 	if _, err := ParseNames("error: the server doesn't have a resource type \"bgppeer\"\n", Namespace); err == nil {
 		t.Error("no error for a line that is not a name")
 	}
