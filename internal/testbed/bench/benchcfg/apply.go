@@ -35,7 +35,7 @@ func Apply(ctx context.Context, kubectl Kubectl, want []Object) (time.Time, erro
 			got, err = kubectl(ctx, "", "get", "-n", o.Namespace, o.String(), "-o", "name", "--ignore-not-found")
 			if err == nil {
 				verb := "create"
-				if strings.TrimSpace(got) != "" {
+				if strings.Contains(got, o.String()) { // -o name prints it when it exists
 					verb = "replace"
 				}
 				_, err = kubectl(ctx, o.Manifest, verb, "-f", "-")
