@@ -232,6 +232,7 @@ func TestChartRendersKustomize(t *testing.T) {
 		{"defaults = config/default", def, nil},
 		{"proxy.enabled = config/overlays/with-proxy", kust("overlays/with-proxy"), []string{"proxy.enabled=true"}},
 		{"prometheus.enabled = config/default + config/prometheus", union(def, kust("prometheus")), []string{"prometheus.enabled=true"}},
+		{"prometheus.prometheusRule.enabled = config/default + config/prometheus-rules", union(def, kust("prometheus-rules")), []string{"prometheus.prometheusRule.enabled=true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { same(t, tt.name, tt.want, chart(tt.set...)) })
@@ -298,8 +299,8 @@ func TestChartIsGenerated(t *testing.T) {
 	have, _ := filepath.Glob("../charts/ironlb/templates/*.yaml")
 	gen = append(gen, filepath.Join(tmp, "charts/ironlb/values.yaml"), filepath.Join(tmp, "charts/ironlb/Chart.yaml"))
 	have = append(have, "../charts/ironlb/values.yaml", "../charts/ironlb/Chart.yaml")
-	// genchart also sets the manifests' image tags to VERSION.
-	for _, d := range dirs {
+	// genchart also sets the manifests' image tags to VERSION, and writes config/prometheus-rules.
+	for _, d := range append(dirs, "prometheus-rules") {
 		g, _ := filepath.Glob(filepath.Join(tmp, "config", d, "*.yaml"))
 		h, _ := filepath.Glob(filepath.Join(d, "*.yaml"))
 		gen, have = append(gen, g...), append(have, h...)

@@ -1,6 +1,6 @@
 // Package manifests embeds ironlb's install manifests so `ironlb lab up` installs ironlb with the very
 // files users apply: the metallb.io CRDs, the controller (namespace, RBAC, Deployment, webhook), the
-// speaker DaemonSet, the proxy DaemonSet and the Prometheus PodMonitors.
+// speaker DaemonSet, the proxy DaemonSet, the Prometheus PodMonitors and MetalLB's alerting rules.
 package manifests
 
 import (
@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml
+//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml prometheus-rules/rules.yaml
 var files embed.FS
 
 // Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker", "proxy") joined in file-name order.

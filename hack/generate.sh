@@ -4,6 +4,7 @@
 #   config/crd/bases/*.yaml          the CRDs (schemas, defaults, CEL rules, printer columns)
 #   config/*/kustomization.yml       the base folders' file lists, and charts/ironlb (hack/genchart)
 #   image: tags in config/           VERSION (hack/genchart), as is charts/ironlb/Chart.yaml's appVersion
+#   config/prometheus-rules          MetalLB's alerting rules (hack/genchart/rules.go), also in the chart
 # Commit the result. api/v1beta1/crd_test.go checks the CRDs against MetalLB's API and
 # MetalLB's examples.
 #
@@ -45,7 +46,7 @@ grep -q '^    strategy: Webhook$' "$bgppeers" || { echo "no conversion added to 
 go run ./hack/genchart
 
 if [[ "${1:-}" == "--check" ]]; then
-  changed=$(git status --porcelain -- api config/crd/bases config/controller config/speaker config/proxy charts)
+  changed=$(git status --porcelain -- api config/crd/bases config/controller config/speaker config/proxy config/prometheus config/prometheus-rules charts)
   if [[ -n "$changed" ]]; then
     echo "generated files are stale; run hack/generate.sh and commit:" >&2
     echo "$changed" >&2

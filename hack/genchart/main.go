@@ -6,6 +6,8 @@
 //   - charts/ironlb/templates and values.yaml: the Helm chart, the same objects with the namespace and
 //     image as values, the proxy (config/proxy) and the PodMonitors (config/prometheus) behind toggles,
 //     and the CRDs kept on uninstall (helm.sh/resource-policy: keep) so that pools are never lost.
+//   - MetalLB's alerting rules (rules.go): config/prometheus-rules and the chart's template, behind
+//     MetalLB's values prometheus.prometheusRule.*.
 //   - the version (the VERSION file, which `make build` stamps into the binary and `make image` tags
 //     the image with): the tag of every image config/ names, and charts/ironlb/Chart.yaml's appVersion.
 //     Bumping the version is editing VERSION and running hack/generate.sh.
@@ -103,6 +105,9 @@ func run(root string) error {
 				return err
 			}
 		}
+	}
+	if err := writeRules(root); err != nil {
+		return err
 	}
 	vals, err := img.values()
 	if err != nil {
@@ -227,7 +232,7 @@ proxy:
 prometheus:
   # enabled adds PodMonitors for the controller, the speaker and the proxy (Prometheus Operator).
   enabled: false
-`, im.repo, im.tag, im.proxyRepo), nil
+%s`, im.repo, im.tag, im.proxyRepo, rulesValues), nil
 }
 
 // template turns one manifest into a chart template.

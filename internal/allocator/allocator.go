@@ -36,6 +36,7 @@ type pool struct {
 	free     [2]*freeSet
 	capacity [2]count // addresses that may be handed out
 	assigned [2]int64 // addresses in use
+	services int64    // Services holding addresses of the pool
 	// shared indexes the in-use addresses that carry a sharing key, sorted, so the lowest address a
 	// Service may share is found without scanning the pool.
 	shared map[shareKey][]netip.Addr
@@ -487,6 +488,7 @@ func (s *svc) assignment() Assignment {
 // register records s. Its addresses must be free or shareable with it.
 func (a *Allocator) register(s *svc) {
 	a.svcs[s.key] = s
+	s.pool.services++
 	for _, ip := range s.ips {
 		st := a.addrs[ip]
 		if st == nil {
@@ -513,6 +515,7 @@ func (a *Allocator) register(s *svc) {
 // unregister forgets s and frees the addresses no one else holds.
 func (a *Allocator) unregister(s *svc) {
 	delete(a.svcs, s.key)
+	s.pool.services--
 	for _, ip := range s.ips {
 		st := a.addrs[ip]
 		if i, ok := st.find(s.key); ok {
@@ -570,6 +573,7 @@ func (a *Allocator) Stats(name string) (PoolStats, bool) {
 		AssignedV6:  p.assigned[1],
 		AvailableV4: avail(0),
 		AvailableV6: avail(1),
+		Services:    p.services,
 	}, true
 }
 

@@ -143,7 +143,7 @@ func TestSeed000(t *testing.T) {
 		{name: "again", req: Request{Key: svcKey("b"), Candidates: []string{"default"}}, want: asg("default", "172.18.255.201")},
 	})
 	st, _ := a.Stats("default")
-	if diff := cmp.Diff(PoolStats{AssignedV4: 3, AvailableV4: 48}, st); diff != "" {
+	if diff := cmp.Diff(PoolStats{AssignedV4: 3, AvailableV4: 48, Services: 3}, st); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
 }
@@ -203,7 +203,7 @@ func TestAvoidBuggyIPs(t *testing.T) {
 	if len(seen) != 508 {
 		t.Errorf("allocated %d addresses, want 508", len(seen))
 	}
-	if st, _ := a.Stats("p"); st != (PoolStats{AssignedV4: 508}) {
+	if st, _ := a.Stats("p"); st != (PoolStats{AssignedV4: 508, Services: 508}) {
 		t.Errorf("stats %+v", st)
 	}
 	// Freeing an address next to the .255/.0 pair joins the intervals around it.
@@ -552,25 +552,25 @@ func TestSetPools(t *testing.T) {
 		{
 			name:  "unchanged",
 			pools: []Pool{mkPool(t, "p", true, true, "10.0.0.0/24"), mkPool(t, "q", true, false, "10.0.1.0/24", "fc00::/120")},
-			stats: map[string]PoolStats{"p": {AssignedV4: 10, AvailableV4: 244}, "q": {AssignedV4: 1, AvailableV4: 255, AssignedV6: 1, AvailableV6: 255}},
+			stats: map[string]PoolStats{"p": {AssignedV4: 10, AvailableV4: 244, Services: 10}, "q": {AssignedV4: 1, AvailableV4: 255, AssignedV6: 1, AvailableV6: 255, Services: 3}},
 		},
 		{
 			name:    "shrink p to .1-.5",
 			pools:   []Pool{mkPool(t, "p", true, true, "10.0.0.1-10.0.0.5"), mkPool(t, "q", true, false, "10.0.1.0/24", "fc00::/120")},
 			evicted: keys("p5", "p6", "p7", "p8", "p9"),
-			stats:   map[string]PoolStats{"p": {AssignedV4: 5, AvailableV4: 0}, "q": {AssignedV4: 1, AvailableV4: 255, AssignedV6: 1, AvailableV6: 255}},
+			stats:   map[string]PoolStats{"p": {AssignedV4: 5, AvailableV4: 0, Services: 5}, "q": {AssignedV4: 1, AvailableV4: 255, AssignedV6: 1, AvailableV6: 255, Services: 3}},
 		},
 		{
 			name:    "q avoids buggy addresses now: the sharers of .0 go, the v6 one stays",
 			pools:   []Pool{mkPool(t, "p", true, true, "10.0.0.1-10.0.0.5"), mkPool(t, "q", true, true, "10.0.1.0/24", "fc00::/120")},
 			evicted: keys("q0", "q1"),
-			stats:   map[string]PoolStats{"p": {AssignedV4: 5}, "q": {AvailableV4: 254, AssignedV6: 1, AvailableV6: 255}},
+			stats:   map[string]PoolStats{"p": {AssignedV4: 5, Services: 5}, "q": {AvailableV4: 254, AssignedV6: 1, AvailableV6: 255, Services: 1}},
 		},
 		{
 			name:    "renamed pool",
 			pools:   []Pool{mkPool(t, "p2", true, true, "10.0.0.1-10.0.0.5"), mkPool(t, "q", true, true, "10.0.1.0/24", "fc00::/120")},
 			evicted: keys("p0", "p1", "p2", "p3", "p4"),
-			stats:   map[string]PoolStats{"p2": {AvailableV4: 5}, "q": {AvailableV4: 254, AssignedV6: 1, AvailableV6: 255}},
+			stats:   map[string]PoolStats{"p2": {AvailableV4: 5}, "q": {AvailableV4: 254, AssignedV6: 1, AvailableV6: 255, Services: 1}},
 		},
 		{
 			name:    "removed pool",
@@ -613,7 +613,7 @@ func TestOverlappingPools(t *testing.T) {
 		{name: "second starts after the overlap", req: Request{Key: svcKey("b"), Candidates: []string{"second"}}, want: asg("second", "10.0.0.4")},
 		{name: "repeated name ignored", req: Request{Key: svcKey("c"), Requested: addrs("10.0.9.1")}, wantErr: ErrNotInPool},
 	})
-	if st, _ := a.Stats("second"); st != (PoolStats{AssignedV4: 1, AvailableV4: 3}) {
+	if st, _ := a.Stats("second"); st != (PoolStats{AssignedV4: 1, AvailableV4: 3, Services: 1}) {
 		t.Errorf("second: %+v", st)
 	}
 }
@@ -665,7 +665,7 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := a.Stats("p")
-	if diff := cmp.Diff(PoolStats{AssignedV4: 2, AvailableV4: 2, AssignedV6: 1, AvailableV6: math.MaxInt64}, got); diff != "" {
+	if diff := cmp.Diff(PoolStats{AssignedV4: 2, AvailableV4: 2, AssignedV6: 1, AvailableV6: math.MaxInt64, Services: 6}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

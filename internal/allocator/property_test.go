@@ -646,6 +646,11 @@ func (h *harness) check() {
 			continue
 		}
 		var want PoolStats
+		for _, m := range h.model {
+			if m.asg.Pool == name {
+				want.Services++
+			}
+		}
 		for _, f := range []Family{IPv4, IPv6} {
 			p := h.a.pools[name]
 			if err := p.free[f.idx()].check(); err != nil {

@@ -131,4 +131,7 @@ type Assignment struct {
 // (large IPv6 ranges) saturate at math.MaxInt64.
 type PoolStats struct {
 	AssignedV4, AssignedV6, AvailableV4, AvailableV6 int64
+	// Services counts the Services holding addresses of the pool (MetalLB's
+	// metallb_allocator_services_allocated_total).
+	Services int64
 }

@@ -66,6 +66,7 @@ var house = []struct {
 	{"internal/kube", layer{kind: adapter}},
 	{"internal/kube/kubenode", layer{kind: core}}, // facts of a Node object two roles read: API types only
 	{"internal/liveness", layer{kind: adapter}},
+	{"internal/metallbmetrics", layer{kind: adapter}}, // MetalLB's metrics, which the controller and the speaker both export
 
 	{"internal/controller", layer{kind: role, role: "controller"}},
 	{"internal/speaker", layer{kind: role, role: "speaker"}},

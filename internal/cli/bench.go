@@ -122,14 +122,15 @@ func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
 				return nil
 			}
 			if spread > 0 {
-				if err := bgpfail.Setup(c.Context(), l, o); err != nil {
+				applied, err := bgpfail.Setup(c.Context(), l, o)
+				if err != nil {
 					return err
 				}
 				mon, err := bgpfail.Watch(l, bgpfail.VIP)
 				if err != nil {
 					return err
 				}
-				err = mon.WaitNextHops(c.Context(), bgpfail.NodeAddrs(l), 120*time.Second)
+				err = bgpfail.Ready(c.Context(), l, o, mon, applied, 120*time.Second)
 				mon.Close()
 				if err != nil {
 					return err

@@ -83,6 +83,8 @@ type Config struct {
 	// before the API call; what names the object ("service default/x", "pool p",
 	// "configurationstate"). A hook that blocks plays a process paused (SIGSTOP) at that point.
 	writeHook func(stage writeStage, what string)
+	// registry, when set (tests only), receives the metrics instead of a new registry.
+	registry *prometheus.Registry
 }
 
 // writeStage is where a write is when Config.writeHook is called.
@@ -112,7 +114,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.FlushInterval == 0 {
 		cfg.FlushInterval = time.Second
 	}
-	reg := prometheus.NewRegistry()
+	reg := cfg.registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := newMetrics(reg)
 	var auth *kube.Authorizer
 	if cfg.MetricsSecure {
@@ -135,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if !cfg.LeaderElect {
 		m.leader.Set(1)
+		m.k8s.Show()
 		return newReconciler(cs, dyn, cfg, m, log, nil).run(ctx)
 	}
 	id := cfg.Identity
@@ -167,6 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 					started.Store(true)
 					log.Info("became leader", "identity", id)
 					m.leader.Set(1)
+					m.k8s.Show() // MetalLB's config gauges: the leader reads the configuration
 					f := &leaseFence{leases: cs.CoordinationV1().Leases(cfg.Namespace), name: lock.LeaseMeta.Name, id: id}
 					done <- newReconciler(cs, dyn, cfg, m, log, f).run(ctx)
 					cancel() // the reconciler failed on its own: end this term
@@ -181,7 +188,12 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 		cancel()
 		if started.Load() {
-			if err := <-done; err != nil && ctx.Err() == nil {
+			err := <-done
+			// A standby reads no configuration and allocates nothing: MetalLB's gauges (its alerts'
+			// inputs) are the leader's alone.
+			m.k8s.Hide()
+			m.pools.Reset()
+			if err != nil && ctx.Err() == nil {
 				return err
 			}
 		}
@@ -373,7 +385,9 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 		err = r.syncService(ctx, key)
 		r.m.syncSeconds.Observe(time.Since(t).Seconds())
 	}
+	r.m.k8s.Updates.Inc()
 	if err != nil && ctx.Err() == nil {
+		r.m.k8s.UpdateErrors.Inc()
 		switch {
 		case errors.Is(err, errFenced):
 			r.log.Info("not written: this replica no longer holds the lease", "key", key, "err", err)
@@ -413,6 +427,13 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 			nsLabels[ns.Name] = ns.Labels
 		}
 	}
+	// A pool that is gone is flushed once more, which deletes its gauges.
+	for n := range r.poolUIDs {
+		if !slices.ContainsFunc(crs, func(p v1beta1.IPAddressPool) bool { return p.Name == n }) {
+			r.dirtyPools[n] = true
+			delete(r.poolUIDs, n)
+		}
+	}
 	pools, err := config.ParsePools(crs, nsLabels)
 	r.config, r.configErr = pools, err
 	if err != nil {
@@ -421,6 +442,7 @@ func (r *reconciler) syncConfig(ctx context.Context, requeue bool) {
 	} else {
 		r.m.configValid.Set(1)
 	}
+	r.m.k8s.Config(err == nil)
 	for _, k := range r.alloc.SetPools(pools.Allocator()) {
 		r.log.Warn("address left its pool; allocating a new one", "service", k.Namespace+"/"+k.Name)
 		if svc, err := r.svcs.Services(k.Namespace).Get(k.Name); err == nil {
@@ -773,13 +795,11 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 		obj, exists, _ := r.pools.GetStore().GetByKey(r.cfg.Namespace + "/" + name)
 		if !exists {
 			delete(r.dirtyPools, name)
+			r.m.pools.Delete(name)
 			continue
 		}
 		st, _ := r.alloc.Stats(name) // zero for an invalid pool
-		r.m.inUse.WithLabelValues(name, "ipv4").Set(float64(st.AssignedV4))
-		r.m.inUse.WithLabelValues(name, "ipv6").Set(float64(st.AssignedV6))
-		r.m.total.WithLabelValues(name, "ipv4").Set(float64(st.AvailableV4 + st.AssignedV4))
-		r.m.total.WithLabelValues(name, "ipv6").Set(float64(st.AvailableV6 + st.AssignedV6))
+		r.setPoolGauges(name, st)
 		if r.exhausted[name] && (st.AvailableV4 > 0 || st.AvailableV6 > 0) {
 			r.exhausted[name] = false
 		}

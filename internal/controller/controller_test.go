@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,6 +31,58 @@ type harness struct {
 	cs  kubernetes.Interface
 	// webhookAddr is where the controller's admission webhook listens, when the test runs it.
 	webhookAddr string
+	// reg holds the metrics of the controller start last started.
+	reg *prometheus.Registry
+}
+
+// metric returns the value of the series of name whose labels include labels (name=value pairs),
+// and whether there is one.
+func (h *harness) metric(name string, labels ...string) (float64, bool) {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// waitMetric waits until metric(name, labels...) is want, failing t if it does not come.
+func (h *harness) waitMetric(t *testing.T, want float64, name string, labels ...string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, ok := h.metric(name, labels...)
+		if ok && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v (present %v), want %v", name, labels, got, ok, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWithCRDs(t, "../../config/crd/bases") }
@@ -68,6 +121,9 @@ func (h *harness) startWith(cfg Config) (stop func()) {
 	cfg.Kubeconfig = h.env.Kubeconfig
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	reg := prometheus.NewRegistry()
+	h.reg = reg
+	cfg.registry = reg
 	go func() {
 		done <- Run(ctx, cfg)
 	}()
@@ -294,6 +350,23 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		if st == "" || st == "0" {
 			t.Errorf("pool status assignedIPv4 = %q", st)
 		}
+		// MetalLB's metrics: the configuration loaded, the pool's gauges as in its status (the
+		// ranges .200-.210 and .220-.224: 16 addresses; svc1, svc4, svc5, svc6, high and the two
+		// sharers of .220, 7 Services, hold 6 of them), and the processed updates.
+		h.waitMetric(t, 1, "metallb_k8s_client_config_loaded_bool")
+		h.waitMetric(t, 0, "metallb_k8s_client_config_stale_bool")
+		h.waitMetric(t, 16, "metallb_allocator_addresses_total", "pool", "my-ippool")
+		h.waitMetric(t, 16, "metallb_allocator_ipv4_addresses_total", "pool", "my-ippool")
+		h.waitMetric(t, 0, "metallb_allocator_ipv6_addresses_total", "pool", "my-ippool")
+		h.waitMetric(t, 6, "metallb_allocator_addresses_in_use_total", "pool", "my-ippool")
+		h.waitMetric(t, 6, "metallb_allocator_ipv4_addresses_in_use_total", "pool", "my-ippool")
+		h.waitMetric(t, 7, "metallb_allocator_services_allocated_total", "pool", "my-ippool")
+		if st != "6" {
+			t.Errorf("pool status assignedIPv4 = %q, the gauge says 6", st)
+		}
+		if n, _ := h.metric("metallb_k8s_client_updates_total"); n == 0 {
+			t.Error("metallb_k8s_client_updates_total is 0")
+		}
 	})
 
 	t.Run("dual stack: one address per family", func(t *testing.T) {
@@ -335,6 +408,26 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		h.waitJSONPath("configurationstate", "controller", "{.status.result}", "Invalid")
 		if got := h.ip("svc1"); got != "172.18.255.200" {
 			t.Errorf("svc1 lost its address to an invalid pool: %q", got)
+		}
+		// MetalLB's alerts' inputs: the tiny pool is exhausted (in use >= total), and the
+		// configuration is stale, having loaded before.
+		h.waitMetric(t, 1, "metallb_allocator_addresses_in_use_total", "pool", "tiny")
+		h.waitMetric(t, 1, "metallb_allocator_addresses_total", "pool", "tiny")
+		h.waitMetric(t, 1, "metallb_k8s_client_config_stale_bool")
+		h.waitMetric(t, 1, "metallb_k8s_client_config_loaded_bool")
+		// Fixed: no longer stale.
+		h.apply(pool("dup", "10.61.0.1/32"))
+		h.waitMetric(t, 0, "metallb_k8s_client_config_stale_bool")
+		// A deleted pool's series go.
+		if out, err := h.env.Kubectl("delete", "ipaddresspool", "dup", "-n", ns); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for _, ok := h.metric("metallb_allocator_addresses_total", "pool", "dup"); ok; _, ok = h.metric("metallb_allocator_addresses_total", "pool", "dup") {
+			if time.Now().After(deadline) {
+				t.Fatal("metallb_allocator_addresses_total{pool=dup} still there after the pool was deleted")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -169,19 +170,41 @@ func TestLeaderLosingLeaseCampaignsAgain(t *testing.T) {
 	h.apply(pool("p", "10.60.0.0/28"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	reg := prometheus.NewRegistry()
+	h.reg = reg
 	go func() {
 		done <- Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, LeaderElect: true, Identity: "replica-a",
 			FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
-			RetryPeriod: 300 * time.Millisecond})
+			RetryPeriod: 300 * time.Millisecond, registry: reg})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	h.waitHolderT(t, "replica-a", "replica-a to lead")
 	h.createService("before")
 	h.waitIP("before", "10.60.0.0")
+	// MetalLB's gauges are the leader's.
+	h.waitMetric(t, 1, "metallb_k8s_client_config_loaded_bool")
+	h.waitMetric(t, 16, "metallb_allocator_addresses_total", "pool", "p")
 
 	// Steal the lease: replica-a's next renewal fails and its term ends.
-	h.takeLeaseT(t, "thief", 2)
+	// The thief holds it for 6 s: long enough to see replica-a stand by.
+	h.takeLeaseT(t, "thief", 6)
+	// Standing by, replica-a exports none of MetalLB's configuration and pool gauges: its
+	// MetalLBConfigNotLoaded and pool alerts cannot fire.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, loaded := h.metric("metallb_k8s_client_config_loaded_bool")
+		_, pool := h.metric("metallb_allocator_addresses_total", "pool", "p")
+		if !loaded && !pool {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for replica-a's MetalLB gauges to go while it stands by (lease holder %q)", h.leaseHolder())
+		}
+	}
+	if h.leaseHolder() == "replica-a" {
+		t.Fatal("replica-a's gauges went only after it led again")
+	}
 	h.waitHolderT(t, "replica-a", "replica-a to lead again after the thief's lease expired")
+	h.waitMetric(t, 1, "metallb_k8s_client_config_loaded_bool")
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned after losing the lease: %v", err)

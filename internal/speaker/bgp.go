@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"github.com/ironlb/ironlb/api/v1beta2"
 	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/config"
+	"github.com/ironlb/ironlb/internal/metallbmetrics"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
 	"github.com/ironlb/ironlb/internal/speaker/bgp"
 )
@@ -57,6 +59,9 @@ type bgpMode struct {
 	// stored without the admission webhook, which refuses them).
 	unsupported map[bgpconfig.ObjectRef]string
 	synced      bool // sessStatus had its first sync
+	// announcing is the metallb_speaker_announced series of protocol bgp set now: service key ->
+	// addresses.
+	announcing map[string][]string
 
 	// Owned by the bgp.Speaker's Run goroutine (onState).
 	sessions map[netip.Addr]*sessionTrack
@@ -77,6 +82,13 @@ type bgpMetrics struct {
 	bfdUp        *prometheus.GaugeVec
 	bfdChanges   *prometheus.CounterVec
 	configErrors *prometheus.GaugeVec
+	// MetalLB's (package metallbmetrics): the BGP session gauges, labelled "address:port", and FRR
+	// mode's BFD metrics.
+	mlbBGP *metallbmetrics.BGP
+	mlbBFD *metallbmetrics.BFD
+	// mlbAnnounced is the speaker's metallb_speaker_announced (layer 2 shares it); nil in tests that
+	// build bgpMode alone.
+	mlbAnnounced *prometheus.GaugeVec
 }
 
 func newBGPMetrics(reg prometheus.Registerer, sp *bgp.Speaker) *bgpMetrics {
@@ -94,7 +106,15 @@ func newBGPMetrics(reg prometheus.Registerer, sp *bgp.Speaker) *bgpMetrics {
 		m.configErrors.WithLabelValues(k).Set(0)
 	}
 	reg.MustRegister(m.sessionUp, m.bfdUp, m.bfdChanges, m.configErrors, &gobgpCollector{sp: sp})
+	m.mlbBGP = metallbmetrics.NewBGP(reg)
+	m.mlbBFD = metallbmetrics.NewBFD(reg)
 	return m
+}
+
+// peerLabel is MetalLB's peer label of the BGP metrics: "address:port", written as MetalLB writes it
+// (fmt "%s:%d": an IPv6 address without brackets).
+func peerLabel(a netip.Addr, port uint16) string {
+	return fmt.Sprintf("%s:%d", a, port)
 }
 
 // gobgpCollector reads GoBGP's counters at scrape time: the adapter's goroutine owns GoBGP, and a
@@ -121,6 +141,19 @@ func (c *gobgpCollector) Collect(ch chan<- prometheus.Metric) {
 		peer := pc.Peer.String()
 		ch <- prometheus.MustNewConstMetric(announcedDesc, prometheus.GaugeValue, float64(pc.Advertised), peer)
 		ch <- prometheus.MustNewConstMetric(updatesDesc, prometheus.CounterValue, float64(pc.UpdatesSent), peer)
+		// MetalLB's: native mode's two, and FRR mode's message counters.
+		mp := peerLabel(pc.Peer, pc.Port)
+		ch <- prometheus.MustNewConstMetric(metallbmetrics.BGPPrefixesDesc, prometheus.GaugeValue, float64(pc.Advertised), mp)
+		ch <- prometheus.MustNewConstMetric(metallbmetrics.BGPUpdatesDesc, prometheus.CounterValue, float64(pc.UpdatesSent), mp)
+		for c, v := range map[metallbmetrics.BGPCounter]uint64{
+			metallbmetrics.OpensSent: pc.OpensSent, metallbmetrics.OpensReceived: pc.OpensReceived,
+			metallbmetrics.NotificationsSent: pc.NotificationsSent, metallbmetrics.UpdatesReceived: pc.UpdatesReceived,
+			metallbmetrics.KeepalivesSent: pc.KeepalivesSent, metallbmetrics.KeepalivesReceived: pc.KeepalivesReceived,
+			metallbmetrics.RouteRefreshSent: pc.RouteRefreshSent, metallbmetrics.TotalSent: pc.TotalSent,
+			metallbmetrics.TotalReceived: pc.TotalReceived,
+		} {
+			ch <- prometheus.MustNewConstMetric(metallbmetrics.BGPCounterDescs[c], prometheus.CounterValue, float64(v), mp, metallbmetrics.DefaultVRF)
+		}
 	}
 }
 
@@ -160,9 +193,10 @@ func (s *speaker) bgpObjects(m *config.Model) bgpObjects {
 }
 
 // reconcile builds this node's BGP state, keeping invalid objects at their last valid version, and
-// hands it to the adapter; it reports configuration errors and records the ServiceBGPStatuses.
-// Called from the speaker's run goroutine.
-func (b *bgpMode) reconcile(ns string, o bgpObjects) {
+// hands it to the adapter; it reports configuration errors and records the ServiceBGPStatuses. It
+// returns false when an object of BGP mode did not decode or is invalid (the configuration is stale,
+// in MetalLB's terms). Called from the speaker's run goroutine.
+func (b *bgpMode) reconcile(ns string, o bgpObjects) bool {
 	in, derrs := bgpInput(o)
 	for _, err := range derrs {
 		b.log.Warn("bgp configuration object left out", "err", err)
@@ -174,11 +208,20 @@ func (b *bgpMode) reconcile(ns string, o bgpObjects) {
 	b.warnUnsupported(ns, in)
 
 	status := map[string]map[string]any{}
+	announcing := map[string][]string{}
+	addrs := map[string][]netip.Addr{}
+	for _, svc := range in.Services {
+		addrs[svc.Key] = svc.Addrs
+	}
 	for _, svc := range st.Services {
 		if svc.Reason == bgpconfig.Announced {
 			status[svc.Key] = bgpStatus(svc.Key, b.node, svc.Peers)
+			for _, a := range addrs[svc.Key] {
+				announcing[svc.Key] = append(announcing[svc.Key], a.String())
+			}
 		}
 	}
+	b.setAnnouncing(announcing)
 	b.svcStatus.Set(status)
 	if !b.synced {
 		// Remove BGPSessionStates left by an earlier run for sessions that are gone; the others
@@ -186,6 +229,27 @@ func (b *bgpMode) reconcile(ns string, o bgpObjects) {
 		b.synced = true
 		b.sessStatus.poke()
 	}
+	return len(derrs) == 0 && len(errs) == 0
+}
+
+// setAnnouncing sets metallb_speaker_announced's bgp series to now, deleting those that went.
+func (b *bgpMode) setAnnouncing(now map[string][]string) {
+	if b.m.mlbAnnounced == nil {
+		return
+	}
+	for key, ips := range b.announcing {
+		for _, ip := range ips {
+			if !slices.Contains(now[key], ip) {
+				b.m.mlbAnnounced.DeleteLabelValues(key, "bgp", b.node, ip)
+			}
+		}
+	}
+	for key, ips := range now {
+		for _, ip := range ips {
+			b.m.mlbAnnounced.WithLabelValues(key, "bgp", b.node, ip).Set(1)
+		}
+	}
+	b.announcing = now
 }
 
 // reportErrors logs each configuration error and puts a Warning event on its object, once per
@@ -264,11 +328,16 @@ func (b *bgpMode) warnUnsupported(ns string, in bgpconfig.Input) {
 func (b *bgpMode) onState(ns string, st bgp.SessionStatus) {
 	peer := st.Peer.String()
 	tr := b.sessions[st.Peer]
+	mp := peerLabel(st.Peer, st.Port)
 	if st.Removed {
 		delete(b.sessions, st.Peer)
 		b.sessStatus.Put(peer, nil)
 		b.m.sessionUp.DeleteLabelValues(peer, st.Name)
 		b.m.bfdUp.DeleteLabelValues(peer)
+		if tr != nil && tr.last.Port != st.Port {
+			b.deleteMetalLBSession(peerLabel(st.Peer, tr.last.Port), "")
+		}
+		b.deleteMetalLBSession(mp, peer)
 		return
 	}
 	if tr == nil {
@@ -280,15 +349,31 @@ func (b *bgpMode) onState(ns string, st bgp.SessionStatus) {
 	if prev.Name != "" && prev.Name != st.Name {
 		b.m.sessionUp.DeleteLabelValues(peer, prev.Name)
 	}
+	if prev.Name != "" && prev.Port != st.Port {
+		b.deleteMetalLBSession(peerLabel(st.Peer, prev.Port), "")
+	}
+	b.m.mlbBGP.SessionUp.WithLabelValues(mp).Set(b2f(st.Established()))
+	b.m.mlbBGP.PendingPrefixes.WithLabelValues(mp).Set(float64(st.Paths))
 	b.sessStatus.Put(peer, map[string]any{"bgpStatus": st.BGPStatus, "bfdStatus": st.BFDStatus, "node": b.node, "peer": peer, "vrf": ""})
 	b.m.sessionUp.WithLabelValues(peer, st.Name).Set(b2f(st.Established()))
 	if st.BFDStatus == bgp.NoBFD || st.BFDStatus == "" {
 		b.m.bfdUp.DeleteLabelValues(peer)
+		b.m.mlbBFD.SessionUp.DeleteLabelValues(peer, metallbmetrics.DefaultVRF)
 	} else {
 		b.m.bfdUp.WithLabelValues(peer).Set(b2f(st.BFDStatus == "up"))
+		b.m.mlbBFD.SessionUp.WithLabelValues(peer, metallbmetrics.DefaultVRF).Set(b2f(st.BFDStatus == "up"))
+		b.m.mlbBFD.SessionUpEvents.WithLabelValues(peer, metallbmetrics.DefaultVRF)
+		b.m.mlbBFD.SessionDownEvents.WithLabelValues(peer, metallbmetrics.DefaultVRF)
 		// A change of state, not BFD being configured (from "N/A" or nothing).
 		if st.BFDStatus != prev.BFDStatus && prev.BFDStatus != bgp.NoBFD && prev.BFDStatus != "" {
 			b.m.bfdChanges.WithLabelValues(peer, st.BFDStatus).Inc()
+		}
+		// FRR counts a session coming up, and one going down from up.
+		switch {
+		case st.BFDStatus == "up" && prev.BFDStatus != "up":
+			b.m.mlbBFD.SessionUpEvents.WithLabelValues(peer, metallbmetrics.DefaultVRF).Inc()
+		case st.BFDStatus != "up" && prev.BFDStatus == "up":
+			b.m.mlbBFD.SessionDownEvents.WithLabelValues(peer, metallbmetrics.DefaultVRF).Inc()
 		}
 	}
 
@@ -331,6 +416,18 @@ func (b *bgpMode) onState(ns string, st bgp.SessionStatus) {
 		typ = corev1.EventTypeWarning
 	}
 	b.rec.Event(obj, typ, ev.reason, msg)
+}
+
+// deleteMetalLBSession drops MetalLB's series of a session: the BGP ones under mp ("address:port")
+// and, unless bfdPeer is "", the BFD ones under bfdPeer.
+func (b *bgpMode) deleteMetalLBSession(mp, bfdPeer string) {
+	b.m.mlbBGP.SessionUp.DeleteLabelValues(mp)
+	b.m.mlbBGP.PendingPrefixes.DeleteLabelValues(mp)
+	if bfdPeer != "" {
+		for _, v := range []*prometheus.MetricVec{b.m.mlbBFD.SessionUp.MetricVec, b.m.mlbBFD.SessionUpEvents.MetricVec, b.m.mlbBFD.SessionDownEvents.MetricVec} {
+			v.DeleteLabelValues(bfdPeer, metallbmetrics.DefaultVRF)
+		}
+	}
 }
 
 // sessionEventKind is an event to raise for a session transition.
@@ -453,6 +550,7 @@ func (s *speaker) startBGP(ctx, ioctx context.Context, dyn dynamic.Interface, cs
 	}
 	b.sp = bgp.New(bcfg)
 	b.m = newBGPMetrics(reg, b.sp)
+	b.m.mlbAnnounced = s.m.mlbAnnounced
 	s.bgp = b
 	go b.svcStatus.Run(ioctx)
 	go b.sessStatus.Run(ioctx)

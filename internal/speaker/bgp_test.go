@@ -31,10 +31,11 @@ func TestOnState(t *testing.T) {
 	stopping := make(chan struct{})
 	b := &bgpMode{node: "n1", log: slog.New(slog.DiscardHandler), rec: rec, peers: peers, sessions: map[netip.Addr]*sessionTrack{},
 		sessStatus: newStatusWriter(nil, sessionStateKind, testNS, "n1", slog.New(slog.DiscardHandler)), stopping: stopping}
-	b.m = newBGPMetrics(prometheus.NewRegistry(), bgp.New(bgp.Config{}))
+	reg := prometheus.NewRegistry()
+	b.m = newBGPMetrics(reg, bgp.New(bgp.Config{}))
 	peer := netip.MustParseAddr("192.0.2.1")
 	st := func(bgpStatus, bfdStatus string, reason bgp.DownReason, msg string) bgp.SessionStatus {
-		return bgp.SessionStatus{Name: "r1", Peer: peer, BGPStatus: bgpStatus, BFDStatus: bfdStatus, Reason: reason, Message: msg}
+		return bgp.SessionStatus{Name: "r1", Peer: peer, Port: 179, BGPStatus: bgpStatus, BFDStatus: bfdStatus, Reason: reason, Message: msg, Paths: 2}
 	}
 	for _, s := range []bgp.SessionStatus{
 		st("Idle", "down", bgp.Connecting, ""),
@@ -62,11 +63,43 @@ func TestOnState(t *testing.T) {
 	if v := testutil.ToFloat64(b.m.bfdUp.WithLabelValues("192.0.2.1")); v != 1 {
 		t.Errorf("bfd_session_up %v", v)
 	}
+	// MetalLB's: the session under "address:port", BFD under the address and vrf default, with
+	// FRR's up and down events (up twice, down once).
+	checkMetrics(t, reg, `
+# HELP metallb_bfd_session_down_events Number of BFD session down events
+# TYPE metallb_bfd_session_down_events counter
+metallb_bfd_session_down_events{peer="192.0.2.1",vrf="default"} 1
+# HELP metallb_bfd_session_up BFD session state (1 is up, 0 is down)
+# TYPE metallb_bfd_session_up gauge
+metallb_bfd_session_up{peer="192.0.2.1",vrf="default"} 1
+# HELP metallb_bfd_session_up_events Number of BFD session up events
+# TYPE metallb_bfd_session_up_events counter
+metallb_bfd_session_up_events{peer="192.0.2.1",vrf="default"} 2
+# HELP metallb_bgp_pending_prefixes_total Number of prefixes that should be advertised on the BGP session
+# TYPE metallb_bgp_pending_prefixes_total gauge
+metallb_bgp_pending_prefixes_total{peer="192.0.2.1:179"} 2
+# HELP metallb_bgp_session_up BGP session state (1 is up, 0 is down)
+# TYPE metallb_bgp_session_up gauge
+metallb_bgp_session_up{peer="192.0.2.1:179"} 1
+`)
 	if up, down := testutil.ToFloat64(b.m.bfdChanges.WithLabelValues("192.0.2.1", "up")), testutil.ToFloat64(b.m.bfdChanges.WithLabelValues("192.0.2.1", "down")); up != 2 || down != 1 {
 		t.Errorf("bfd changes up %v down %v, want 2 and 1", up, down)
 	}
 	if got := b.sessStatus.want["192.0.2.1"]; got["bgpStatus"] != "Established" || got["bfdStatus"] != "up" || got["node"] != "n1" {
 		t.Errorf("BGPSessionState status %v", got)
+	}
+
+	// Down: MetalLB's session gauge follows (its BGPSessionDown alert's input).
+	b.onState(testNS, st("Active", "down", bgp.HoldTimerExpired, "hold timer expired"))
+	if v := testutil.ToFloat64(b.m.mlbBGP.SessionUp.WithLabelValues("192.0.2.1:179")); v != 0 {
+		t.Errorf("metallb_bgp_session_up %v after the session went down, want 0", v)
+	}
+	if v := testutil.ToFloat64(b.m.mlbBFD.SessionUp.WithLabelValues("192.0.2.1", "default")); v != 0 {
+		t.Errorf("metallb_bfd_session_up %v after BFD went down, want 0", v)
+	}
+	b.onState(testNS, st("Established", "up", "", ""))
+	for len(rec.Events) > 0 {
+		<-rec.Events
 	}
 
 	// A flapping session: a burst of events, then the rate limit.
@@ -88,6 +121,11 @@ func TestOnState(t *testing.T) {
 	b.onState(testNS, removed)
 	if n := testutil.CollectAndCount(b.m.sessionUp); n != 0 {
 		t.Errorf("%d session_up series after removal", n)
+	}
+	for _, name := range []string{"metallb_bgp_session_up", "metallb_bgp_pending_prefixes_total", "metallb_bfd_session_up", "metallb_bfd_session_up_events"} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 0 {
+			t.Errorf("%d %s series after removal (%v)", n, name, err)
+		}
 	}
 	if _, ok := b.sessStatus.want["192.0.2.1"]; ok {
 		t.Error("BGPSessionState still wanted after removal")
@@ -139,5 +177,36 @@ func TestWarnUnsupported(t *testing.T) {
 	b.warnUnsupported(testNS, in)
 	if got := events(); len(got) != 1 || !strings.Contains(got[0], "BFDProfile fast: spec.minimumTtl") {
 		t.Errorf("after the field changed: events %q, want one about minimumTtl", got)
+	}
+}
+
+// checkMetrics compares the metrics of reg that want names with want, in the text format.
+func checkMetrics(t *testing.T, reg prometheus.Gatherer, want string) {
+	t.Helper()
+	var names []string
+	for _, l := range strings.Split(want, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[1] == "TYPE" {
+			names = append(names, f[2])
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSetAnnouncing: metallb_speaker_announced's bgp series follow the Services advertised from this
+// node, and the ones withdrawn go.
+func TestSetAnnouncing(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := &bgpMode{node: "n1", m: &bgpMetrics{mlbAnnounced: newMetrics(reg).mlbAnnounced}}
+	b.setAnnouncing(map[string][]string{"default/a": {"198.51.100.1", "2001:db8::1"}, "default/b": {"198.51.100.2"}})
+	b.setAnnouncing(map[string][]string{"default/a": {"198.51.100.1"}})
+	checkMetrics(t, reg, `
+# HELP metallb_speaker_announced Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.
+# TYPE metallb_speaker_announced gauge
+metallb_speaker_announced{ip="198.51.100.1",node="n1",protocol="bgp",service="default/a"} 1
+`)
+	if got := peerLabel(netip.MustParseAddr("2001:db8::1"), 179); got != "2001:db8::1:179" {
+		t.Errorf("peerLabel = %q, want MetalLB's 2001:db8::1:179", got)
 	}
 }

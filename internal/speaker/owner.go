@@ -20,6 +20,8 @@ import (
 	"github.com/ironlb/ironlb/internal/config"
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/liveness"
+	"github.com/ironlb/ironlb/internal/metallbmetrics"
+	"github.com/ironlb/ironlb/internal/speaker/layer2"
 )
 
 // The owner: one goroutine (run) owns the layer-2 state. It feeds the plan (plan.go) with the model
@@ -181,6 +183,11 @@ type metrics struct {
 
 	// hbRejected counts the heartbeats rejected, by reason (indexed by liveness.Reason).
 	hbRejected []prometheus.Counter
+
+	// MetalLB's speaker metrics, under MetalLB's names (package metallbmetrics).
+	k8s          *metallbmetrics.K8sClient
+	mlbAnnounced *prometheus.GaugeVec // metallb_speaker_announced{service,protocol,node,ip}
+	l2           *metallbmetrics.Layer2
 }
 
 // newMetrics builds the speaker's layer-2 metrics and registers them with reg.
@@ -212,7 +219,42 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.hbRejected[r] = rejected.WithLabelValues(r.String())
 	}
 	reg.MustRegister(m.announced, m.takeovers, m.conflicts, m.peersDead, m.detection, m.strictARP, m.dataplaneReady, rejected)
+	m.k8s = metallbmetrics.NewK8sClient(reg)
+	m.k8s.Show() // every speaker reads the configuration
+	m.mlbAnnounced = metallbmetrics.NewSpeakerAnnounced(reg)
+	m.l2 = metallbmetrics.NewLayer2(reg)
 	return m
+}
+
+// layer2Count is the responders' OnCount: MetalLB's per-address layer-2 counters.
+func (m *metrics) layer2Count(c layer2.Count, ip netip.Addr) {
+	var v *prometheus.CounterVec
+	switch c {
+	case layer2.CountRequest:
+		v = m.l2.Requests
+	case layer2.CountAnswer:
+		v = m.l2.Responses
+	case layer2.CountGratuitous:
+		v = m.l2.Gratuitous
+	default:
+		return
+	}
+	v.WithLabelValues(ip.String()).Inc()
+}
+
+// configKinds are the kinds of the configuration objects: one of them left out of the model (it does
+// not decode, or is invalid) makes the configuration stale, in MetalLB's terms.
+var configKinds = map[string]bool{"IPAddressPool": true, "L2Advertisement": true, "BGPPeer": true,
+	"BGPAdvertisement": true, "BFDProfile": true, "Community": true}
+
+// configValid reports whether the model left no configuration object out.
+func configValid(drops []config.Dropped) bool {
+	for _, d := range drops {
+		if configKinds[d.Kind] {
+			return false
+		}
+	}
+	return true
 }
 
 // heartbeatRejected counts a heartbeat rejected (the Monitor's OnReject).
@@ -289,6 +331,7 @@ func (s *speaker) pokeSoon() {
 // objectsChanged is the informers' handler: the model is rebuilt at the next reconcile, which comes
 // within the object batch.
 func (s *speaker) objectsChanged() {
+	s.m.k8s.Updates.Inc()
 	s.dirty.Store(true)
 	s.pokeSoon()
 }
@@ -382,9 +425,13 @@ func (s *speaker) resolve(c conflict) {
 func (s *speaker) reconcile(ctx context.Context) {
 	now := s.clock.Now()
 	m := s.model()
-	if s.bgpStale && s.bgp != nil {
+	if s.bgpStale {
 		s.bgpStale = false
-		s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(m))
+		bgpValid := true
+		if s.bgp != nil {
+			bgpValid = s.bgp.reconcile(s.cfg.Namespace, s.bgpObjects(m))
+		}
+		s.m.k8s.Config(configValid(m.Dropped) && bgpValid)
 	}
 	if s.configStale && s.cfgState != nil {
 		s.configStale = false
@@ -561,10 +608,12 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 	}
 	if err := r.Announce(a); err != nil {
 		s.log.Error("announcing", "ip", a, "service", key, "err", err)
+		s.m.k8s.UpdateErrors.Inc()
 		return
 	}
 	s.announced[a] = key
 	s.m.takeovers.WithLabelValues("elected").Inc()
+	s.m.mlbAnnounced.WithLabelValues(key, "layer2", s.cfg.Node, a.String()).Set(1)
 	if spread {
 		// No broadcast: it would steer every client to this node. Clients are answered (and
 		// re-pointed) one by one.
@@ -603,6 +652,7 @@ func (s *speaker) withdraw(a netip.Addr, key string) {
 		_ = r.Withdraw(a)
 	}
 	delete(s.announced, a)
+	s.m.mlbAnnounced.DeleteLabelValues(key, "layer2", s.cfg.Node, a.String())
 	s.handover.forget(a)
 	s.log.Info("withdrawn", "ip", a, "service", key)
 }

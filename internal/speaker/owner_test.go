@@ -198,6 +198,7 @@ type ownerEnv struct {
 	objs       stores
 	m          *metrics
 	self, peer string
+	reg        *prometheus.Registry
 	peerMAC    net.HardwareAddr
 	peerIP     netip.Addr
 	svc        *corev1.Service
@@ -216,7 +217,8 @@ func newOwnerEnv(t *testing.T, selfFirst bool, cfg Config) *ownerEnv {
 	if selfFirst {
 		e.self, e.peer = r[0], r[1]
 	}
-	e.m = newMetrics(prometheus.NewRegistry())
+	e.reg = prometheus.NewRegistry()
+	e.m = newMetrics(e.reg)
 	add := func(s cache.Store, o any) {
 		if err := s.Add(o); err != nil {
 			t.Fatal(err)
@@ -312,6 +314,21 @@ func TestOwnerAnnounce(t *testing.T) {
 	if v := testutil.ToFloat64(e.m.takeovers.WithLabelValues("elected")); v != 1 {
 		t.Errorf("takeovers %v, want 1", v)
 	}
+	if v := testutil.ToFloat64(e.m.mlbAnnounced.WithLabelValues("default/web", "layer2", e.self, vip.String())); v != 1 {
+		t.Errorf("metallb_speaker_announced %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(e.m.k8s.Updates); v != 0 {
+		t.Errorf("metallb_k8s_client_updates_total %v before any informer change", v)
+	}
+	// A valid configuration: loaded, not stale.
+	checkMetrics(t, e.reg, `
+# HELP metallb_k8s_client_config_loaded_bool 1 if the MetalLB configuration was successfully loaded at least once.
+# TYPE metallb_k8s_client_config_loaded_bool gauge
+metallb_k8s_client_config_loaded_bool 1
+# HELP metallb_k8s_client_config_stale_bool 1 if running on a stale configuration, because the latest config failed to load.
+# TYPE metallb_k8s_client_config_stale_bool gauge
+metallb_k8s_client_config_stale_bool 0
+`)
 	// Nothing changes: nothing is done again.
 	e.s.reconcile(context.Background())
 	if n := e.arp.take(""); n != 0 {
@@ -344,6 +361,45 @@ func TestOwnerWithdraw(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(e.m.announced); v != 0 {
 		t.Errorf("announced addresses %v, want 0", v)
+	}
+	if n := testutil.CollectAndCount(e.m.mlbAnnounced); n != 0 {
+		t.Errorf("%d metallb_speaker_announced series after the withdrawal, want 0", n)
+	}
+}
+
+// TestOwnerConfigGauges: MetalLB's config gauges follow the configuration objects. An invalid pool
+// from the start: never loaded (MetalLBConfigNotLoaded); fixed: loaded; invalid again: stale
+// (MetalLBStaleConfig), still loaded; fixed: not stale. Each informer change counts as an update.
+func TestOwnerConfigGauges(t *testing.T) {
+	e := newOwnerEnv(t, true, Config{})
+	setPool := func(addr string) {
+		t.Helper()
+		if err := e.objs.pools.Update(toUnstructured(t, "IPAddressPool", &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNS},
+			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{addr}}})); err != nil {
+			t.Fatal(err)
+		}
+		e.s.objectsChanged()
+		e.s.reconcile(context.Background())
+	}
+	check := func(what string, loaded, stale float64) {
+		t.Helper()
+		if v := gaugeValue(t, e.reg, "metallb_k8s_client_config_loaded_bool"); v != loaded {
+			t.Errorf("%s: config_loaded_bool %v, want %v", what, v, loaded)
+		}
+		if v := gaugeValue(t, e.reg, "metallb_k8s_client_config_stale_bool"); v != stale {
+			t.Errorf("%s: config_stale_bool %v, want %v", what, v, stale)
+		}
+	}
+	setPool("not-an-address")
+	check("invalid from the start", 0, 1)
+	setPool("172.18.255.200-172.18.255.250")
+	check("fixed", 1, 0)
+	setPool("172.18.255.250-172.18.255.200")
+	check("invalid again", 1, 1)
+	setPool("172.18.255.200-172.18.255.250")
+	check("fixed again", 1, 0)
+	if v := testutil.ToFloat64(e.m.k8s.Updates); v != 4 {
+		t.Errorf("metallb_k8s_client_updates_total %v, want 4", v)
 	}
 }
 
@@ -540,4 +596,20 @@ func TestDropReporter(t *testing.T) {
 			t.Errorf("step %d: events %q, want %d AddressInNoPool", i, ev, step.want)
 		}
 	}
+}
+
+// gaugeValue returns the value of the one series of name in reg.
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single series of %s", name)
+	return 0
 }

@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var s *speaker
 	l2cfg := func(name string) layer2.Config {
 		return layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.onConflict(ip, mac) }, Logger: log, Refresh: cfg.Refresh,
-			OnNetDown: func(err error) { s.onSocketError(name)(err) }}
+			OnNetDown: func(err error) { s.onSocketError(name)(err) }, OnCount: m.layer2Count}
 	}
 	arp, err := dialManaged(ifi, layer2.DialARP, l2cfg(responderARP), func(err error) { s.onSocketError(responderARP)(err) })
 	if err != nil {

@@ -283,10 +283,15 @@ func (g *gobgpServer) counters() ([]PeerCounters, error) {
 		if err != nil {
 			return
 		}
-		c := PeerCounters{Name: p.Conf.Description, Peer: addr.Unmap()}
+		c := PeerCounters{Name: p.Conf.Description, Peer: addr.Unmap(), Port: uint16(p.GetTransport().GetRemotePort())}
 		if m := p.GetState().GetMessages(); m != nil {
-			c.UpdatesSent, c.UpdatesReceived = m.GetSent().GetUpdate(), m.GetReceived().GetUpdate()
-			c.NotificationsSent = m.GetSent().GetNotification()
+			sent, recv := m.GetSent(), m.GetReceived()
+			c.UpdatesSent, c.UpdatesReceived = sent.GetUpdate(), recv.GetUpdate()
+			c.NotificationsSent = sent.GetNotification()
+			c.OpensSent, c.OpensReceived = sent.GetOpen(), recv.GetOpen()
+			c.KeepalivesSent, c.KeepalivesReceived = sent.GetKeepalive(), recv.GetKeepalive()
+			c.RouteRefreshSent = sent.GetRefresh()
+			c.TotalSent, c.TotalReceived = sent.GetTotal(), recv.GetTotal()
 		}
 		for _, af := range p.AfiSafis {
 			c.Advertised += af.GetState().GetAdvertised()

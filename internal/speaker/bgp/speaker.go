@@ -182,8 +182,14 @@ type PeerCounters struct {
 	// Name is the BGPPeer's name; Peer its address.
 	Name string
 	Peer netip.Addr
+	// Port is the peer's port.
+	Port uint16
 	// UpdatesSent and UpdatesReceived count UPDATE messages; NotificationsSent NOTIFICATIONs.
 	UpdatesSent, UpdatesReceived, NotificationsSent uint64
+	// The other messages, as FRR counts them for MetalLB's FRR-mode metrics: OPENs, KEEPALIVEs,
+	// ROUTE-REFRESHes sent, and all messages.
+	OpensSent, OpensReceived, KeepalivesSent, KeepalivesReceived, RouteRefreshSent uint64
+	TotalSent, TotalReceived                                                       uint64
 	// Advertised is the number of prefixes advertised to the peer now; 0 unless Established.
 	Advertised uint64
 }
@@ -373,7 +379,7 @@ func (s *Speaker) apply(want *bgpconfig.State) error {
 		}
 		r.sess = *sess
 		st := r.status
-		st.Name, st.Paths = sess.Name, len(sess.Paths)
+		st.Name, st.Port, st.Paths = sess.Name, sess.Port, len(sess.Paths)
 		st.BFDStatus = r.bfdStatus(st.BFDStatus, s.bfd != nil)
 		r.status = s.report(st)
 	}

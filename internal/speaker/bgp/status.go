@@ -13,9 +13,10 @@ import (
 // SessionStatus is the state of one BGP session, shaped like MetalLB's (frr-k8s') BGPSessionState
 // status, with why it is not Established.
 type SessionStatus struct {
-	// Name is the BGPPeer's name; Peer its address.
+	// Name is the BGPPeer's name; Peer its address and Port its port.
 	Name string
 	Peer netip.Addr
+	Port uint16
 	// Local is the local address of the session's TCP connection once there was one, else the
 	// configured source address (or the zero Addr).
 	Local netip.Addr

@@ -85,6 +85,38 @@ type Config struct {
 	// way, after which the socket never receives again: the caller decides
 	// whether to reopen (Managed.Reopen). It must not block.
 	OnNetDown func(err error)
+	// OnCount, if set, is called for each packet counted in Stats.Requests,
+	// Stats.Answers and Stats.Gratuitous, with the announced address it was
+	// for: the speaker turns it into MetalLB's per-address counters
+	// (metallb_layer2_*), which outlive a responder reopened on the same
+	// interface. It is called from Run's goroutine, and from Gratuitous and
+	// GratuitousTo's callers; it must not block.
+	OnCount func(c Count, ip netip.Addr)
+}
+
+// Count is what OnCount counts.
+type Count uint8
+
+const (
+	// CountRequest: an ARP request or neighbour solicitation for an
+	// announced address (Stats.Requests).
+	CountRequest Count = iota + 1
+	// CountAnswer: an answer sent (Stats.Answers).
+	CountAnswer
+	// CountGratuitous: a gratuitous frame sent (Stats.Gratuitous).
+	CountGratuitous
+)
+
+func (c Count) String() string {
+	switch c {
+	case CountRequest:
+		return "request"
+	case CountAnswer:
+		return "answer"
+	case CountGratuitous:
+		return "gratuitous"
+	}
+	return fmt.Sprintf("Count(%d)", uint8(c))
 }
 
 // Stats are a Responder's counters since it was built.
@@ -393,12 +425,12 @@ func (r *Responder) GratuitousTo(ip, clientIP netip.Addr, clientMAC, mac net.Har
 	switch r.fam {
 	case familyARP:
 		_, reply := gratuitousARP(ip, clientMAC, r.mac, mac)
-		err = r.send(reply, &r.gratuitous)
+		err = r.send(reply, ip, CountGratuitous)
 	case familyNDP:
 		if !clientIP.Is6() || clientIP.Is4In6() || clientIP.IsUnspecified() || clientIP.IsMulticast() {
 			return fmt.Errorf("gratuitous for %v to %v on %s: client address must be IPv6 unicast", ip, clientIP, r.ifi.Name)
 		}
-		err = r.send(neighborAdvertisement(ip, clientMAC, r.mac, clientIP, mac, false), &r.gratuitous)
+		err = r.send(neighborAdvertisement(ip, clientMAC, r.mac, clientIP, mac, false), ip, CountGratuitous)
 	}
 	if err != nil {
 		return fmt.Errorf("gratuitous for %v to %v on %s: %w", ip, clientIP, r.ifi.Name, err)
@@ -410,16 +442,16 @@ func (r *Responder) GratuitousTo(ip, clientIP netip.Addr, clientMAC, mac net.Har
 func (r *Responder) sendGratuitous(ip netip.Addr, mac net.HardwareAddr) error {
 	if r.fam == familyARP {
 		req, rep := gratuitousARP(ip, broadcastMAC, r.mac, mac)
-		return errors.Join(r.send(req, &r.gratuitous), r.send(rep, &r.gratuitous))
+		return errors.Join(r.send(req, ip, CountGratuitous), r.send(rep, ip, CountGratuitous))
 	}
-	return r.send(neighborAdvertisement(ip, ipv6MulticastMAC(allNodes), r.mac, allNodes, mac, false), &r.gratuitous)
+	return r.send(neighborAdvertisement(ip, ipv6MulticastMAC(allNodes), r.mac, allNodes, mac, false), ip, CountGratuitous)
 }
 
 // frame is an ARP or NDP.
 type frame interface{ Marshal() ([]byte, error) }
 
-// send writes f and counts it in counter on success.
-func (r *Responder) send(f frame, counter *atomic.Uint64) error {
+// send writes f, sent for the announced address ip, and counts it as c on success.
+func (r *Responder) send(f frame, ip netip.Addr, c Count) error {
 	b, err := f.Marshal()
 	if err != nil {
 		return err
@@ -434,8 +466,23 @@ func (r *Responder) send(f frame, counter *atomic.Uint64) error {
 	if _, err := r.conn.WriteTo(b, &packet.Addr{HardwareAddr: dst}); err != nil {
 		return err
 	}
-	counter.Add(1)
+	r.count(c, ip)
 	return nil
+}
+
+// count adds one to c's counter and tells OnCount.
+func (r *Responder) count(c Count, ip netip.Addr) {
+	switch c {
+	case CountRequest:
+		r.requests.Add(1)
+	case CountAnswer:
+		r.answers.Add(1)
+	case CountGratuitous:
+		r.gratuitous.Add(1)
+	}
+	if r.cfg.OnCount != nil {
+		r.cfg.OnCount(c, ip)
+	}
 }
 
 // Run reads frames and answers requests until ctx ends, then returns nil;
@@ -552,7 +599,7 @@ func (r *Responder) handleARP(b []byte) error {
 	if !ok {
 		return nil
 	}
-	r.requests.Add(1)
+	r.count(CountRequest, p.TargetIP)
 	if !macEqual(p.EthDst, broadcastMAC) && !macEqual(p.EthDst, r.mac) {
 		return nil // someone else's unicast probe, flooded to us
 	}
@@ -595,7 +642,7 @@ func (r *Responder) handleNDP(b []byte) error {
 		if !ok {
 			return nil
 		}
-		r.requests.Add(1)
+		r.count(CountRequest, target)
 		switch {
 		case p.Dst == solicitedNode(target) && macEqual(p.EthDst, ipv6MulticastMAC(p.Dst)):
 		case p.Dst == target && macEqual(p.EthDst, r.mac): // unicast, e.g. unreachability detection
@@ -630,7 +677,7 @@ func (r *Responder) handleNDP(b []byte) error {
 
 // reply sends an answer and accounts for it.
 func (r *Responder) reply(f frame, ip, client netip.Addr, mac net.HardwareAddr) {
-	if err := r.send(f, &r.answers); err != nil {
+	if err := r.send(f, ip, CountAnswer); err != nil {
 		r.sendErrors.Add(1)
 		r.log.Warn("sending answer failed", "ip", ip, "client", client, "mac", mac, "err", err)
 		return

@@ -28,7 +28,14 @@ type harness struct {
 	groups    *FakeGroups
 	mu        sync.Mutex
 	conflicts []conflict
+	counted   map[counted]uint64 // OnCount's calls
 	stop      func() error
+}
+
+// counted is one OnCount key.
+type counted struct {
+	c  Count
+	ip netip.Addr
 }
 
 func newHarness(t *testing.T, fam family, cfg Config, announce ...netip.Addr) *harness {
@@ -38,6 +45,12 @@ func newHarness(t *testing.T, fam family, cfg Config, announce ...netip.Addr) *h
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.conflicts = append(h.conflicts, conflict{ip, mac})
+	}
+	h.counted = map[counted]uint64{}
+	cfg.OnCount = func(c Count, ip netip.Addr) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.counted[counted{c, ip}]++
 	}
 	var err error
 	if fam == familyARP {
@@ -73,6 +86,24 @@ func (h *harness) exchange(frame []byte) [][]byte {
 	h.conn.Inject(frame)
 	synctest.Wait()
 	return h.conn.Sent()
+}
+
+// checkCounted checks that OnCount saw exactly the requests, answers and gratuitous frames st
+// counts, each for ip: the per-address counters the speaker exports (metallb_layer2_*) agree with
+// the responder's own.
+func (h *harness) checkCounted(t *testing.T, ip netip.Addr, st Stats) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	want := map[counted]uint64{}
+	for c, n := range map[Count]uint64{CountRequest: st.Requests, CountAnswer: st.Answers, CountGratuitous: st.Gratuitous} {
+		if n > 0 {
+			want[counted{c, ip}] = n
+		}
+	}
+	if diff := cmp.Diff(want, h.counted, cmp.AllowUnexported(counted{}), cmpOpts); diff != "" {
+		t.Errorf("OnCount (-want +got):\n%s", diff)
+	}
 }
 
 func (h *harness) takeConflicts() []conflict {
@@ -169,6 +200,7 @@ func TestARPResponder(t *testing.T) {
 				if diff := cmp.Diff(tt.wantStats, h.r.Stats()); diff != "" {
 					t.Errorf("stats (-want +got):\n%s", diff)
 				}
+				h.checkCounted(t, vip4, tt.wantStats)
 			})
 		})
 	}
@@ -247,6 +279,7 @@ func TestNDPResponder(t *testing.T) {
 				if diff := cmp.Diff(tt.wantStats, h.r.Stats()); diff != "" {
 					t.Errorf("stats (-want +got):\n%s", diff)
 				}
+				h.checkCounted(t, vip6, tt.wantStats)
 			})
 		})
 	}
@@ -430,6 +463,7 @@ func TestGratuitous(t *testing.T) {
 		if got := h.r.Stats(); got != (Stats{Gratuitous: 3}) {
 			t.Errorf("stats = %+v, want 3 gratuitous", got)
 		}
+		h.checkCounted(t, vip4, Stats{Gratuitous: 3})
 		for name, err := range map[string]error{
 			"not announced":    h.r.Gratuitous(netip.MustParseAddr("192.0.2.11")),
 			"wrong family":     h.r.Gratuitous(vip6),

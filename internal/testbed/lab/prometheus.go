@@ -60,6 +60,10 @@ type PodMonitorSpec struct {
 		MatchNames []string `json:"matchNames"`
 	} `json:"namespaceSelector"`
 	PodMetricsEndpoints []PodMetricsEndpoint `json:"podMetricsEndpoints"`
+	// JobLabel names the pod label whose value becomes the job label (when the pod has it), as the
+	// Prometheus Operator does: ironlb's monitors use app, so that job is "ironlb" and MetalLB's
+	// alerting rules (job=~"ironlb.*", config/prometheus-rules) select them.
+	JobLabel string `json:"jobLabel,omitempty"`
 }
 
 // PodMetricsEndpoint is one scraped port of the selected pods. Scheme, TLSConfig and
@@ -184,6 +188,11 @@ func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval, secretsDir stri
 			}
 			job := fmt.Sprintf("podMonitor/%s/%s/%d", m.Metadata.Namespace, m.Metadata.Name, i)
 			rl = append(rl, relabel{TargetLabel: "job", Replacement: &job})
+			if m.Spec.JobLabel != "" {
+				one := "${1}"
+				rl = append(rl, relabel{SourceLabels: []string{"__meta_kubernetes_pod_label_" + labelNameChars.ReplaceAllString(m.Spec.JobLabel, "_")},
+					TargetLabel: "job", Regex: "(.+)", Replacement: &one})
+			}
 			path := ep.Path
 			if path == "" {
 				path = "/metrics"
@@ -219,16 +228,50 @@ func PodMonitorScrapeConfigs(mons []PodMonitor, sdURL, interval, secretsDir stri
 	return out, nil
 }
 
-// PrometheusConfig is the lab Prometheus' whole configuration file (YAML) for ironlb's PodMonitors.
-func PrometheusConfig(mons []PodMonitor, sdURL, interval, secretsDir string) (string, error) {
+// PrometheusConfig is the lab Prometheus' whole configuration file (YAML) for ironlb's PodMonitors,
+// loading the rule files named (RuleFile's).
+func PrometheusConfig(mons []PodMonitor, sdURL, interval, secretsDir string, ruleFiles ...string) (string, error) {
 	scs, err := PodMonitorScrapeConfigs(mons, sdURL, interval, secretsDir)
 	if err != nil {
 		return "", err
 	}
-	b, err := yaml.Marshal(map[string]any{
+	cfg := map[string]any{
 		"global":         map[string]any{"scrape_interval": interval, "evaluation_interval": interval},
 		"scrape_configs": scs,
-	})
+	}
+	if len(ruleFiles) > 0 {
+		cfg["rule_files"] = ruleFiles
+	}
+	b, err := yaml.Marshal(cfg)
+	return string(b), err
+}
+
+// RuleFile turns the PrometheusRules of a multi-document YAML stream (config/prometheus-rules:
+// MetalLB's alerting rules) into a Prometheus rule file, as the Prometheus Operator does: their
+// spec.groups, in order. Other kinds are skipped; no PrometheusRule is an error.
+func RuleFile(stream string) (string, error) {
+	var groups []any
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var pr struct {
+			Kind string
+			Spec struct {
+				Groups []any `json:"groups"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &pr); err != nil {
+			return "", fmt.Errorf("document %d: %w", i, err)
+		}
+		if pr.Kind == "PrometheusRule" {
+			groups = append(groups, pr.Spec.Groups...)
+		}
+	}
+	if len(groups) == 0 {
+		return "", fmt.Errorf("no PrometheusRule groups")
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": groups})
 	return string(b), err
 }
 
@@ -242,8 +285,9 @@ func (l *Lab) PrometheusURL() string {
 	return fmt.Sprintf("http://%s:%d", l.Plan.ControlPlane().Addr, PrometheusPort)
 }
 
-// startPrometheus writes the configuration from config/prometheus and starts Prometheus in the
-// control-plane node, then waits until it is ready.
+// startPrometheus writes the configuration from config/prometheus (and the rules of
+// config/prometheus-rules) and starts Prometheus in the control-plane node, then waits until it is
+// ready.
 func (l *Lab) startPrometheus(ctx context.Context) error {
 	if _, err := os.Stat(PrometheusBin); err != nil {
 		return fmt.Errorf("%s: %w (apt-get install prometheus)", PrometheusBin, err)
@@ -257,11 +301,24 @@ func (l *Lab) startPrometheus(ctx context.Context) error {
 		return fmt.Errorf("config/prometheus: %w", err)
 	}
 	dir := l.prometheusDir()
-	cfg, err := PrometheusConfig(mons, l.podSDURL(), LabScrapeInterval, filepath.Join(dir, "secrets"))
+	// MetalLB's alerting rules, as installed with config/prometheus-rules: `ironlb lab promql ALERTS`.
+	rstream, err := manifests.Bundle("prometheus-rules")
+	if err != nil {
+		return err
+	}
+	rules, err := RuleFile(rstream)
+	if err != nil {
+		return fmt.Errorf("config/prometheus-rules: %w", err)
+	}
+	rulesFile := filepath.Join(dir, "rules.yml")
+	cfg, err := PrometheusConfig(mons, l.podSDURL(), LabScrapeInterval, filepath.Join(dir, "secrets"), rulesFile)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(rulesFile, []byte(rules), 0o644); err != nil {
 		return err
 	}
 	if err := l.monitorSecrets(ctx, stream, mons, filepath.Join(dir, "secrets")); err != nil {

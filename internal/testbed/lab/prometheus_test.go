@@ -52,6 +52,8 @@ func TestPodMonitorScrapeConfigs(t *testing.T) {
 			"regex: (" + role + ");true", "__meta_kubernetes_pod_label_component", "regex: " + ports[role],
 			"__meta_kubernetes_pod_container_port_name", "scrape_interval: 5s", "metrics_path: /metrics",
 			"url: http://127.0.0.1:9091/pods?namespace=metallb-system", "target_label: job",
+			// jobLabel app: job="ironlb", which MetalLB's alerting rules select.
+			"- regex: (.+)\n  replacement: ${1}\n  source_labels:\n  - __meta_kubernetes_pod_label_app\n  target_label: job",
 		} {
 			if !strings.Contains(s, want) {
 				t.Errorf("job %s lacks %q:\n%s", job, want, s)
@@ -89,7 +91,22 @@ func TestPrometheusConfigPromtool(t *testing.T) {
 			}
 		}
 	}
-	cfg, err := PrometheusConfig(mons, "http://127.0.0.1:9091/pods", "5s", dir)
+	stream, err := manifests.Bundle("prometheus-rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := RuleFile(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesFile := filepath.Join(dir, "rules.yml")
+	if err := os.WriteFile(rulesFile, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rules, "alert: MetalLBBGPSessionDown") {
+		t.Errorf("rule file lacks MetalLB's rules:\n%s", rules)
+	}
+	cfg, err := PrometheusConfig(mons, "http://127.0.0.1:9091/pods", "5s", dir, rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +114,15 @@ func TestPrometheusConfigPromtool(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("promtool", "check", "config", "--syntax-only", file).CombinedOutput(); err != nil {
+	if !strings.Contains(cfg, "rule_files:\n- "+rulesFile) {
+		t.Errorf("configuration does not load the rules:\n%s", cfg)
+	}
+	// Without --syntax-only, promtool checks the rule files too.
+	if out, err := exec.Command("promtool", "check", "config", file).CombinedOutput(); err != nil {
 		t.Fatalf("promtool: %v\n%s\n%s", err, out, cfg)
+	}
+	if _, err := RuleFile("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"); err == nil {
+		t.Error("RuleFile: no error without a PrometheusRule")
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/ironlb/ironlb/internal/testbed/bench/benchcfg"
 	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
@@ -53,19 +54,22 @@ func (o Options) Label() string {
 	return fmt.Sprintf("%s, %s, hold time %s", sp, bfd, o.HoldTime)
 }
 
-const config = `apiVersion: metallb.io/v1beta1
+// The benchmark's configuration objects; each is replaced whole (benchcfg), so nothing an earlier
+// run set survives.
+const (
+	poolYAML = `apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: bench-bgp, namespace: metallb-system}
 spec:
   addresses: [172.30.0.0/28]
----
-apiVersion: metallb.io/v1beta1
+`
+	adYAML = `apiVersion: metallb.io/v1beta1
 kind: BGPAdvertisement
 metadata: {name: bench-bgp, namespace: metallb-system}
 spec:
   ipAddressPools: [bench-bgp]
----
-apiVersion: metallb.io/v1beta2
+`
+	peerYAML = `apiVersion: metallb.io/v1beta2
 kind: BGPPeer
 metadata: {name: router, namespace: metallb-system}
 spec:
@@ -73,8 +77,13 @@ spec:
   peerASN: %d
   peerAddress: %s
   holdTime: %s
-%s---
-apiVersion: apps/v1
+%s`
+	bfdYAML = `apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: bench, namespace: metallb-system}
+spec: {receiveInterval: %d, transmitInterval: %d, detectMultiplier: 3}
+`
+	workloadYAML = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: bench-web, namespace: default}
 spec:
@@ -94,8 +103,8 @@ spec:
           - {labelSelector: {matchLabels: {app: bench-web}}, topologyKey: kubernetes.io/hostname}
       containers:
       - {name: whoami, image: traefik/whoami}
----
-apiVersion: v1
+`
+	serviceYAML = `apiVersion: v1
 kind: Service
 metadata:
   name: bench-bgp
@@ -106,34 +115,65 @@ spec:
   selector: {app: bench-web}
   ports: [{port: 80}]
 `
+)
 
-func (o Options) manifest() string {
-	bfd := ""
-	if o.BFD > 0 && o.Speaker != "metallb" {
-		bfd = "  bfdProfile: bench\n"
+// Objects returns exactly what a run with o needs in the cluster: the pool, the advertisement, the
+// router's BGPPeer (with the BFD profile it names when o.BFD > 0, put before it), and the workload.
+// Every other BGPPeer, BGPAdvertisement, BFDProfile and Community goes (benchcfg.Owned): MetalLB's
+// native speaker refuses a whole configuration in which any peer has a BFD profile.
+func (o Options) Objects() []benchcfg.Object {
+	cfg := func(res, name, manifest string) benchcfg.Object {
+		return benchcfg.Object{Ref: benchcfg.Ref{Resource: res, Namespace: benchcfg.Namespace, Name: name}, Manifest: manifest, Replace: true}
 	}
-	m := fmt.Sprintf(config, lab.NodeASN, lab.RouterASN, "172.18.255.254", o.HoldTime, bfd, VIP)
+	objs := []benchcfg.Object{
+		cfg("ipaddresspool.metallb.io", "bench-bgp", poolYAML),
+		cfg("bgpadvertisement.metallb.io", "bench-bgp", adYAML),
+	}
+	bfd := ""
 	if o.BFD > 0 {
 		ms := o.BFD.Milliseconds()
-		m += fmt.Sprintf("---\napiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {name: bench, namespace: metallb-system}\nspec: {receiveInterval: %d, transmitInterval: %d, detectMultiplier: 3}\n", ms, ms)
+		objs = append(objs, cfg("bfdprofile.metallb.io", "bench", fmt.Sprintf(bfdYAML, ms, ms)))
+		bfd = "  bfdProfile: bench\n"
 	}
-	return m
+	objs = append(objs, cfg("bgppeer.metallb.io", "router", fmt.Sprintf(peerYAML, lab.NodeASN, lab.RouterASN, "172.18.255.254", o.HoldTime, bfd)),
+		benchcfg.Object{Ref: benchcfg.Ref{Resource: "deployment.apps", Namespace: "default", Name: "bench-web"}, Manifest: workloadYAML},
+		benchcfg.Object{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-bgp"}, Manifest: fmt.Sprintf(serviceYAML, VIP)})
+	return objs
 }
 
-// Setup runs the chosen speaker and applies the benchmark's configuration and workload.
-func Setup(ctx context.Context, l *lab.Lab, o Options) error {
+// Setup runs the chosen speaker and makes the cluster hold exactly the benchmark's configuration
+// and workload (Objects). It returns when it started writing them, for Ready.
+func Setup(ctx context.Context, l *lab.Lab, o Options) (applied time.Time, err error) {
 	if l.Plan.Router.Name == "" {
-		return fmt.Errorf("the lab has no router: bring it up with `ironlb lab up --bgp`")
+		return time.Time{}, fmt.Errorf("the lab has no router: bring it up with `ironlb lab up --bgp`")
+	}
+	if o.Speaker == "metallb" && o.BFD > 0 {
+		return time.Time{}, fmt.Errorf("MetalLB's native BGP mode has no BFD: use --bfd 0")
 	}
 	fo := failover.Options{Self: o.Self, Speaker: o.Speaker, Memberlist: "default", Log: o.Log}
 	if err := failover.UseSpeaker(ctx, fo); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	_ = kubectl(ctx, o.Self, "", "-n", "metallb-system", "delete", "bfdprofile", "bench", "--ignore-not-found")
-	if err := kubectl(ctx, o.Self, o.manifest(), "apply", "-f", "-"); err != nil {
-		return err
+	if applied, err = benchcfg.Apply(ctx, o.kubectl, o.Objects()); err != nil {
+		return applied, err
 	}
-	return kubectl(ctx, o.Self, "", "rollout", "status", "deploy/bench-web", "--timeout=120s")
+	return applied, kubectl(ctx, o.Self, "", "rollout", "status", "deploy/bench-web", "--timeout=120s")
+}
+
+// kubectl is benchcfg's Kubectl for o.
+func (o Options) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	return failover.Kubectl(ctx, o.Self, stdin, args...)
+}
+
+// Ready waits until the router's route to VIP has exactly the nodes as next hops, and fails at once
+// with the speakers' own words if they refuse the configuration Setup applied at applied.
+func Ready(ctx context.Context, l *lab.Lab, o Options, mon *Monitor, applied time.Time, timeout time.Duration) error {
+	wctx, cancel := context.WithCancel(ctx)
+	refused := make(chan error, 1)
+	go func() { refused <- benchcfg.Watch(wctx, o.kubectl, applied, 2*time.Second) }()
+	err := mon.WaitNextHopsOr(wctx, NodeAddrs(l), timeout, refused)
+	cancel()
+	return err
 }
 
 func kubectl(ctx context.Context, self, stdin string, args ...string) error {
@@ -218,6 +258,11 @@ func (m *Monitor) Since(t time.Time) []RouteEvent {
 
 // WaitNextHops waits until the route has exactly the given next hops.
 func (m *Monitor) WaitNextHops(ctx context.Context, want []netip.Addr, timeout time.Duration) error {
+	return m.WaitNextHopsOr(ctx, want, timeout, nil)
+}
+
+// WaitNextHopsOr is WaitNextHops that also returns the first non-nil error from fail.
+func (m *Monitor) WaitNextHopsOr(ctx context.Context, want []netip.Addr, timeout time.Duration, fail <-chan error) error {
 	want = slices.Clone(want)
 	slices.SortFunc(want, func(a, b netip.Addr) int { return a.Compare(b) })
 	deadline := time.Now().Add(timeout)
@@ -231,6 +276,11 @@ func (m *Monitor) WaitNextHops(ctx context.Context, want []netip.Addr, timeout t
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-fail:
+			if err != nil {
+				return err
+			}
+			fail = nil // Watch ended without a refusal
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -270,7 +320,8 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	if !ok || !cutHost.IsNode() {
 		return nil, fmt.Errorf("no node %q", o.Cut)
 	}
-	if err := Setup(ctx, l, o); err != nil {
+	applied, err := Setup(ctx, l, o)
+	if err != nil {
 		return nil, err
 	}
 	mon, err := Watch(l, VIP)
@@ -280,6 +331,9 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	defer mon.Close()
 	url := "http://" + VIP.String() + "/"
 	var trials []Trial
+	if err := Ready(ctx, l, o, mon, applied, 120*time.Second); err != nil {
+		return nil, err
+	}
 	for i := 1; i <= o.Trials; i++ {
 		if err := mon.WaitNextHops(ctx, NodeAddrs(l), 120*time.Second); err != nil {
 			return trials, fmt.Errorf("before trial %d: %w", i, err)

@@ -76,7 +76,8 @@ func routerCounters(ctx context.Context, l *lab.Lab) (bfdDown, bgpDropped, bfdUp
 // probing from mypc2 every 100 ms, and counts what went down.
 func Soak(ctx context.Context, l *lab.Lab, o Options, d time.Duration, load bool) (SoakResult, error) {
 	res := SoakResult{Label: o.Label(), Duration: d, Load: load}
-	if err := Setup(ctx, l, o); err != nil {
+	applied, err := Setup(ctx, l, o)
+	if err != nil {
 		return res, err
 	}
 	mon, err := Watch(l, VIP)
@@ -84,7 +85,7 @@ func Soak(ctx context.Context, l *lab.Lab, o Options, d time.Duration, load bool
 		return res, err
 	}
 	defer mon.Close()
-	if err := mon.WaitNextHops(ctx, NodeAddrs(l), 120*time.Second); err != nil {
+	if err := Ready(ctx, l, o, mon, applied, 120*time.Second); err != nil {
 		return res, err
 	}
 	if o.BFD > 0 { // BFD comes up a moment after BGP

@@ -15,6 +15,7 @@ import (
 
 	manifests "github.com/ironlb/ironlb/config"
 	"github.com/ironlb/ironlb/internal/election"
+	"github.com/ironlb/ironlb/internal/testbed/bench/benchcfg"
 	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
@@ -41,19 +42,22 @@ const tunedMemberlist = `{"TCPTimeout":"10s","IndirectChecks":3,"RetransmitMult"
 "GossipNodes":3,"GossipInterval":"10ms","GossipToTheDeadTime":"30s","GossipVerifyIncoming":true,"GossipVerifyOutgoing":true,
 "EnableCompression":true,"HandoffQueueDepth":1024,"UDPBufferSize":1400,"QueueCheckInterval":"30s"}`
 
-const workload = `apiVersion: metallb.io/v1beta1
+// The layer-2 benchmarks' objects: the lab's pool and advertisement, replaced whole, and the
+// workload.
+const (
+	poolYAML = `apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: my-ippool, namespace: metallb-system}
 spec:
   addresses: [172.18.255.200-172.18.255.250]
----
-apiVersion: metallb.io/v1beta1
+`
+	l2adYAML = `apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
 metadata: {name: my-l2advertise, namespace: metallb-system}
 spec:
   ipAddressPools: [my-ippool]
----
-apiVersion: apps/v1
+`
+	workload = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: bench-web, namespace: default}
 spec:
@@ -82,6 +86,57 @@ spec:
   selector: {app: bench-web}
   ports: [{port: 80}]
 `
+)
+
+// Objects returns exactly what a layer-2 run announcing vip needs: the pool, the advertisement and
+// the workload. No BGPPeer, BGPAdvertisement, BFDProfile or Community stays (benchcfg.Owned): a
+// peer left by `lab bench-bgp` with a BFD profile makes MetalLB's native speaker refuse its whole
+// configuration, layer 2 included.
+func Objects(vip netip.Addr) []benchcfg.Object {
+	cfg := func(res, name, manifest string) benchcfg.Object {
+		return benchcfg.Object{Ref: benchcfg.Ref{Resource: res, Namespace: benchcfg.Namespace, Name: name}, Manifest: manifest, Replace: true}
+	}
+	return []benchcfg.Object{
+		cfg("ipaddresspool.metallb.io", "my-ippool", poolYAML),
+		cfg("l2advertisement.metallb.io", "my-l2advertise", l2adYAML),
+		{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-failover"}, Manifest: fmt.Sprintf(workload, vip)},
+	}
+}
+
+// setup makes the cluster hold exactly Objects(vip) and waits for the workload. It returns when it
+// started writing the configuration, for ready.
+func (o Options) setup(ctx context.Context, vip netip.Addr) (time.Time, error) {
+	applied, err := benchcfg.Apply(ctx, o.benchKubectl, Objects(vip))
+	if err != nil {
+		return applied, err
+	}
+	return applied, o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s")
+}
+
+func (o Options) benchKubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	return Kubectl(ctx, o.Self, stdin, args...)
+}
+
+// ready waits until the node to be cut owns the address (waitOwner), and fails at once with the
+// speakers' own words if they refuse the configuration applied at applied (benchcfg.Watch).
+func (o Options) ready(ctx context.Context, applied time.Time, vip netip.Addr, url, mac string) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	refused, owner := make(chan error, 1), make(chan error, 1)
+	go func() { refused <- benchcfg.Watch(wctx, o.benchKubectl, applied, 2*time.Second) }()
+	go func() { owner <- o.waitOwner(wctx, vip, url, mac) }()
+	select {
+	case err := <-owner:
+		return err
+	case err := <-refused:
+		if err != nil {
+			cancel()
+			<-owner
+			return err
+		}
+		return <-owner
+	}
+}
 
 // Address returns the first pool address that MetalLB's ranking gives to node among nodes.
 func Address(node string, nodes []string) (netip.Addr, error) {
@@ -109,13 +164,14 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	if err := o.useSpeaker(ctx); err != nil {
 		return nil, err
 	}
-	if err := o.kubectl(ctx, fmt.Sprintf(workload, vip), "apply", "-f", "-"); err != nil {
-		return nil, err
-	}
-	if err := o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s"); err != nil {
+	applied, err := o.setup(ctx, vip)
+	if err != nil {
 		return nil, err
 	}
 	url := "http://" + vip.String() + "/"
+	if err := o.ready(ctx, applied, vip, url, cutMAC); err != nil {
+		return nil, err
+	}
 	var trials []Trial
 	for i := 1; i <= o.Trials; i++ {
 		if err := o.waitOwner(ctx, vip, url, cutMAC); err != nil {

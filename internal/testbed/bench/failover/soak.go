@@ -61,14 +61,12 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	if err := o.useSpeaker(ctx); err != nil {
 		return res, err
 	}
-	if err := o.kubectl(ctx, fmt.Sprintf(workload, vip), "apply", "-f", "-"); err != nil {
-		return res, err
-	}
-	if err := o.kubectl(ctx, "", "rollout", "status", "deploy/bench-web", "--timeout=120s"); err != nil {
+	applied, err := o.setup(ctx, vip)
+	if err != nil {
 		return res, err
 	}
 	url := "http://" + vip.String() + "/"
-	if err := o.waitOwner(ctx, vip, url, cutHost.MAC); err != nil {
+	if err := o.ready(ctx, applied, vip, url, cutHost.MAC); err != nil {
 		return res, err
 	}
 	logs := speakerLogs(l, o.Speaker)
