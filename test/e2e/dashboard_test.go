@@ -135,10 +135,12 @@ spec: {type: LoadBalancer, selector: {app: webpod}, ports: [{port: 80}]}
 `
 
 func dashboardSuite(t *testing.T) {
-	// Every role is scraped: a target per controller replica and one speaker and proxy per node.
-	for job, want := range map[string]int{"ironlb-controller": 1, "ironlb-speaker": len(labNodes), "ironlb-proxy": len(labNodes)} {
-		expr := fmt.Sprintf(`sum(up{job="podMonitor/metallb-system/%s/0"})`, job)
-		eventually(t, 60*time.Second, "Prometheus scrapes "+job, func() error {
+	// Every role is scraped: a target per controller replica and one speaker and proxy per node. The
+	// PodMonitors' jobLabel (app) makes every role's job "ironlb", as MetalLB's chart makes "metallb"
+	// (its alerting rules select job=~"ironlb.*"); the container label tells the roles apart.
+	for role, want := range map[string]int{"controller": 1, "speaker": len(labNodes), "proxy": len(labNodes)} {
+		expr := fmt.Sprintf(`sum(up{job="ironlb",container=%q})`, role)
+		eventually(t, 60*time.Second, "Prometheus scrapes ironlb-"+role, func() error {
 			v, err := promSamples(expr)
 			if err != nil {
 				return err

@@ -483,6 +483,24 @@ func (s Span) covers(at time.Time, slack time.Duration) bool {
 	return !at.Before(s.From) && !at.After(s.To.Add(slack))
 }
 
+// overlaps says whether the span (its end extended by slack) meets [from, to).
+func (s Span) overlaps(from, to time.Time, slack time.Duration) bool {
+	return to.After(s.From) && !from.After(s.To.Add(slack))
+}
+
+// allowsDuring says whether some span of kind naming node (or every node) meets [from, to): a
+// disturbance is judged over its whole length, as its From is its first bucket's start, up to a
+// bucket before the first packet it holds (a power cut's span, recorded just before the cut, can
+// start inside the bucket in which the cut node's last answer and its successor's first fall).
+func allowsDuring(spans []Span, kind SpanKind, node string, from, to time.Time, slack time.Duration) bool {
+	for _, s := range spans {
+		if s.Kind == kind && (s.Node == "" || s.Node == node) && s.overlaps(from, to, slack) {
+			return true
+		}
+	}
+	return false
+}
+
 // allows says whether some span of kind covering at names node (or every node).
 func allows(spans []Span, kind SpanKind, node string, at time.Time, slack time.Duration) bool {
 	for _, s := range spans {
@@ -647,13 +665,13 @@ func JudgeDisturbances(ds []Disturbance, macNode map[string]string, spans []Span
 		explained := false
 		if len(d.MACs) == 0 && d.To.Sub(d.From) <= maxSilence {
 			for _, sp := range spans {
-				explained = explained || sp.Kind == SpanLoses && sp.covers(d.From, slack)
+				explained = explained || sp.Kind == SpanLoses && sp.overlaps(d.From, d.To, slack)
 			}
 		}
 		var names []string
 		for _, m := range d.MACs {
 			node := macNode[strings.ToLower(m)]
-			explained = explained || node != "" && (allows(spans, SpanLoses, node, d.From, slack) || allows(spans, SpanRegains, node, d.From, slack))
+			explained = explained || node != "" && (allowsDuring(spans, SpanLoses, node, d.From, d.To, slack) || allowsDuring(spans, SpanRegains, node, d.From, d.To, slack))
 			names = append(names, cmp.Or(node, m))
 		}
 		if explained {

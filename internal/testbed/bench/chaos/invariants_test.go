@@ -528,3 +528,31 @@ func TestProbeEnd(t *testing.T) {
 		t.Errorf("a probe with no requests is judged to end (and found unanswered), not cut")
 	}
 }
+
+// TestJudgeDisturbancesBucketStart: a power cut's Loses span is recorded just before the cut, which
+// can fall inside the 100 ms bucket that holds the cut node's last answer and its successor's first
+// (a clean handover seen as two MACs in one bucket). The disturbance starts at that bucket's start,
+// before the span: it is judged over its whole length, so the cut explains it (CI, replayed-heartbeat,
+// 2026-11-26). A span that starts only after the disturbance ended explains nothing.
+func TestJudgeDisturbancesBucketStart(t *testing.T) {
+	t0 := time.Unix(8000, 0)
+	vip := ip("172.18.212.1")
+	handover := []Disturbance{{From: t0.Add(2 * time.Second), To: t0.Add(2100 * time.Millisecond), Addr: vip, MACs: []string{macW1, macW2}}}
+	attack := Span{From: t0, To: t0.Add(5 * time.Second), Fault: "replayed-heartbeat", Node: "w1", Kind: SpanAttack}
+	for _, tc := range []struct {
+		name    string
+		cutSpan time.Duration // when the Loses span of w1 starts, from t0
+		want    []string
+	}{
+		{"span recorded 30 ms into the handover's bucket", 2030 * time.Millisecond, nil},
+		{"span recorded before the bucket", 1900 * time.Millisecond, nil},
+		{"span recorded after the disturbance", 2200 * time.Millisecond, []string{InvAttack}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spans := []Span{attack, {From: t0.Add(tc.cutSpan), To: t0.Add(40 * time.Second), Fault: "replayed-heartbeat", Node: "w1", Kind: SpanLoses}}
+			if got := invariantsOf(JudgeDisturbances(handover, testMACNode, spans, 3*time.Second, 300*time.Millisecond, time.Second)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
