@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,8 +31,21 @@ func TestStopStartNode(t *testing.T) {
 	}
 	run(t, ironlb, "lab", "start-node", "myk8s-worker")
 	stopped = false
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What the agent saw: its log since the restart and the Pod as the API has it.
+			out, _ := runErr("sh", "-c", "tail -n 60 "+stateDir+"/logs/myk8s-worker/agent.log")
+			t.Logf("myk8s-worker's agent log (tail):\n%s", out)
+			out, _ = runErr(ironlb, "lab", "kubectl", "describe", "pod", "webpod1")
+			t.Logf("kubectl describe pod webpod1:\n%s", out)
+		}
+	})
 	eventually(t, 60*time.Second, "webpod1 answers again after start-node", func() error {
 		ip := podIP(t, "webpod1")
+		if ip == "" {
+			phase := strings.TrimSpace(kubectl(t, "get", "pod", "webpod1", "-o", "jsonpath={.status.phase} {.status.conditions}"))
+			return fmt.Errorf("webpod1 has no pod IP (status: %s)", phase)
+		}
 		body, err := curl("myk8s-control-plane", "http://"+ip)
 		if err != nil || hostnameOf(body) != "webpod1" {
 			return fmt.Errorf("curl %s: %q %v", ip, hostnameOf(body), err)

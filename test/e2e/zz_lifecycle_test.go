@@ -198,6 +198,7 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 	t.Run("Algorithms", algorithmSuite)
 	t.Run("NodeLoss", nodeLossSuite)
 	t.Run("Dashboard", dashboardSuite)
+	t.Run("Alerts", alertsSuite)
 	t.Run("Chaos", chaosSuite)
 	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
 	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
