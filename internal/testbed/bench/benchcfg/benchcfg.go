@@ -176,3 +176,34 @@ func metallbError(line string) string {
 	}
 	return prefix + e
 }
+
+// Workload is the Deployment every side-by-side benchmark sends its traffic to: two whoami pods, one
+// on myk8s-worker and one on myk8s-worker2 (never on the node the benchmarks cut). There is one
+// definition for all of them because the benchmarks run one after another in one lab: with two
+// versions, `lab bench-failover` after `lab bench-bgp` rolled the Deployment from one template to
+// the other, and the old pods' required anti-affinity left the surge pod no node, so the rollout
+// never finished.
+var Workload = Object{
+	Ref: Ref{Resource: "deployment.apps", Namespace: "default", Name: "bench-web"},
+	Manifest: `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench-web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: bench-web}}
+  template:
+    metadata: {labels: {app: bench-web}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - {key: kubernetes.io/hostname, operator: In, values: [myk8s-worker, myk8s-worker2]}
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - {labelSelector: {matchLabels: {app: bench-web}}, topologyKey: kubernetes.io/hostname}
+      containers:
+      - {name: whoami, image: traefik/whoami}
+`,
+}

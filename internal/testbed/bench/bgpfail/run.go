@@ -83,27 +83,6 @@ kind: BFDProfile
 metadata: {name: bench, namespace: metallb-system}
 spec: {receiveInterval: %d, transmitInterval: %d, detectMultiplier: 3}
 `
-	workloadYAML = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: bench-web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: bench-web}}
-  template:
-    metadata: {labels: {app: bench-web}}
-    spec:
-      affinity:
-        nodeAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - {key: kubernetes.io/hostname, operator: In, values: [myk8s-worker, myk8s-worker2]}
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - {labelSelector: {matchLabels: {app: bench-web}}, topologyKey: kubernetes.io/hostname}
-      containers:
-      - {name: whoami, image: traefik/whoami}
-`
 	serviceYAML = `apiVersion: v1
 kind: Service
 metadata:
@@ -136,7 +115,7 @@ func (o Options) Objects() []benchcfg.Object {
 		bfd = "  bfdProfile: bench\n"
 	}
 	objs = append(objs, cfg("bgppeer.metallb.io", "router", fmt.Sprintf(peerYAML, lab.NodeASN, lab.RouterASN, "172.18.255.254", o.HoldTime, bfd)),
-		benchcfg.Object{Ref: benchcfg.Ref{Resource: "deployment.apps", Namespace: "default", Name: "bench-web"}, Manifest: workloadYAML},
+		benchcfg.Workload,
 		benchcfg.Object{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-bgp"}, Manifest: fmt.Sprintf(serviceYAML, VIP)})
 	return objs
 }

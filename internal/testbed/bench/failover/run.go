@@ -57,25 +57,7 @@ metadata: {name: my-l2advertise, namespace: metallb-system}
 spec:
   ipAddressPools: [my-ippool]
 `
-	workload = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: bench-web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: bench-web}}
-  template:
-    metadata: {labels: {app: bench-web}}
-    spec:
-      affinity:
-        nodeAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - {key: kubernetes.io/hostname, operator: In, values: [myk8s-worker, myk8s-worker2]}
-      containers:
-      - {name: whoami, image: traefik/whoami}
----
-apiVersion: v1
+	serviceYAML = `apiVersion: v1
 kind: Service
 metadata:
   name: bench-failover
@@ -99,7 +81,8 @@ func Objects(vip netip.Addr) []benchcfg.Object {
 	return []benchcfg.Object{
 		cfg("ipaddresspool.metallb.io", "my-ippool", poolYAML),
 		cfg("l2advertisement.metallb.io", "my-l2advertise", l2adYAML),
-		{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-failover"}, Manifest: fmt.Sprintf(workload, vip)},
+		benchcfg.Workload,
+		{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-failover"}, Manifest: fmt.Sprintf(serviceYAML, vip)},
 	}
 }
 
