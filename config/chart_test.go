@@ -176,6 +176,31 @@ func checkNamespaces(t *testing.T, ns string, objs map[string]map[string]any) {
 	}
 }
 
+// checkLabels checks that every object carries the chart's labels (_helpers.tpl), and every pod the
+// selector labels and its component.
+func checkLabels(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	want := map[string]string{"app.kubernetes.io/name": "ironlb", "app.kubernetes.io/instance": "ironlb", "app.kubernetes.io/managed-by": "Helm"}
+	for k, o := range objs {
+		labels, _ := dig(o, "metadata", "labels").(map[string]any)
+		for l, v := range want {
+			if labels[l] != v {
+				t.Errorf("%s: label %s=%v, want %s", k, l, labels[l], v)
+			}
+		}
+		if _, ok := labels["helm.sh/chart"]; !ok {
+			t.Errorf("%s: no helm.sh/chart label", k)
+		}
+		if pod, ok := dig(o, "spec", "template", "metadata", "labels").(map[string]any); ok {
+			for _, l := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"} {
+				if pod[l] == nil || pod[l] != labels[l] {
+					t.Errorf("%s: pod label %s=%v, the object's %v", k, l, pod[l], labels[l])
+				}
+			}
+		}
+	}
+}
+
 func asList(v any) []any { l, _ := v.([]any); return l }
 
 func dig(v any, path ...string) any {
@@ -218,6 +243,7 @@ func TestChartServerDryRun(t *testing.T) {
 			}
 			objs := objects(t, "helm template", []byte(out))
 			checkNamespaces(t, ns, objs)
+			checkLabels(t, objs)
 			for _, kind := range []string{"Deployment", "DaemonSet", "PodDisruptionBudget", "PodMonitor", "ServiceMonitor", "PrometheusRule", "ConfigMap"} {
 				if !slices.ContainsFunc(keys(objs), func(k string) bool { return strings.Contains(k, " "+kind+" ") }) {
 					t.Errorf("no %s rendered with every toggle on", kind)

@@ -42,3 +42,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "ironlb.image" -}}
 {{- printf "%s:%s" .repository (default .root.Chart.AppVersion .root.Values.image.tag) }}
 {{- end }}
+
+{{/*
+ironlb.podLabels (dict "root" $ "component" "speaker"): the labels of one role's pods, as MetalLB's
+chart gives them: no chart or app version, so that a chart bump alone rolls no pod.
+*/}}
+{{- define "ironlb.podLabels" -}}
+{{ include "ironlb.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
