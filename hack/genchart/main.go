@@ -253,7 +253,7 @@ func (im *images) check(path string) error {
 	}
 	for _, want := range []string{
 		"\nimage:\n  repository: " + im.repo + "\n",
-		"\n  image:\n    # The proxy's image is ironlb's with the nft and conntrack tools (Dockerfile, target proxy); its\n    # tag is image.tag.\n    repository: " + im.proxyRepo + "\n",
+		"\n    repository: " + im.proxyRepo + "\n", // proxy.image.repository
 		"\n" + rulesValues,
 	} {
 		if !bytes.Contains(b, []byte(want)) {
