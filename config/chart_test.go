@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	yaml "go.yaml.in/yaml/v3"
+
 	"github.com/ironlb/ironlb/internal/testbed/testenv"
 )
 
@@ -263,6 +265,36 @@ func TestChartServerDryRun(t *testing.T) {
 			}
 			if n := strings.Count(res, "(server dry run)"); n != len(objs) {
 				t.Errorf("the apiserver accepted %d objects of %d:\n%s", n, len(objs), res)
+			}
+			// The workloads' pods, as their controllers would create them: pod admission (the priority
+			// classes, Pod Security on the namespace) runs on pods only.
+			var pods []string
+			for k, o := range objs {
+				tpl, ok := dig(o, "spec", "template").(map[string]any)
+				if !ok {
+					continue
+				}
+				md := tpl["metadata"].(map[string]any)
+				md["name"], md["namespace"] = "pod-of-"+fmt.Sprint(dig(o, "metadata", "name")), ns
+				pod, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": tpl["spec"]})
+				if err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				pods = append(pods, string(pod))
+			}
+			// Their ServiceAccounts must exist (the ServiceAccount admission), which the dry run above
+			// did not create.
+			for _, sa := range []string{"ironlb-controller", "ironlb-speaker", "ironlb-proxy"} {
+				kubectl("create", "serviceaccount", "-n", ns, sa)
+			}
+			if len(pods) != 3 {
+				t.Errorf("%d pod templates, want the controller's, the speaker's and the proxy's", len(pods))
+			}
+			if err := os.WriteFile(f, []byte(strings.Join(pods, "---\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := env.Kubectl("create", "--dry-run=server", "--validate=strict", "-f", f); err != nil {
+				t.Errorf("kubectl create --dry-run=server of the pods: %v\n%s", err, res)
 			}
 		})
 	}
