@@ -340,6 +340,8 @@ var (
 	docSep      = regexp.MustCompile(`(?m)^---\n`)
 	topMetadata = regexp.MustCompile(`(?m)^metadata:\n`)
 	topKind     = regexp.MustCompile(`(?m)^kind: (\S+)\n`)
+	// metaAnnotations finds annotations in a metadata block.
+	metaAnnotations = regexp.MustCompile(`(?m)^  annotations:`)
 	// podMonitorToggle is the PodMonitors' own toggle; the rest of config/prometheus (the metrics
 	// reader) also serves the ServiceMonitors.
 	podMonitorToggle = ".Values.prometheus.podMonitor.enabled"
@@ -386,7 +388,7 @@ func perObject(g group, s string) (string, error) {
 		podMonitor := false
 		if m := topKind.FindStringSubmatch(d); g.dir == "prometheus" && m != nil && m[1] == "PodMonitor" {
 			podMonitor = true
-			if strings.Contains(block, "\n  annotations:\n") || strings.HasPrefix(block, "  annotations:\n") {
+			if metaAnnotations.MatchString(block) {
 				return "", errors.New("a PodMonitor has annotations of its own: add the chart's to them")
 			}
 			block = strings.Replace(block, include+"\n", include+"\n    {{- with $.Values.prometheus.podMonitor.additionalLabels }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1) +
