@@ -110,9 +110,10 @@ apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
   name: ironlb
-  namespace: {{ .Values.namespace }}
+  namespace: {{ .Release.Namespace }}
   labels:
     app: ironlb
+    {{- include "ironlb.labels" . | nindent 4 }}
     {{- with .Values.prometheus.prometheusRule.additionalLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestPerObject: the chart's labels go into each object's metadata (after labels of its own), and
+// config/prometheus's PodMonitors get their own toggle and values.
+func TestPerObject(t *testing.T) {
+	tests := []struct {
+		name      string
+		g         group
+		in, want  string
+		wantError bool
+	}{
+		{
+			name: "no labels",
+			g:    group{dir: "crd/bases"},
+			in:   "apiVersion: v1\nkind: X\nmetadata:\n  name: a\nspec: {}\n",
+			want: "apiVersion: v1\nkind: X\nmetadata:\n  labels:\n    {{- include \"ironlb.labels\" $ | nindent 4 }}\n  name: a\nspec: {}\n",
+		},
+		{
+			name: "labels of its own, a component, two objects",
+			g:    group{dir: "speaker"},
+			in:   "# c\nkind: A\nmetadata:\n  name: a\n  labels:\n    app: ironlb\n  annotations: {}\n---\nkind: B\nmetadata:\n  name: b\n",
+			want: "# c\nkind: A\nmetadata:\n  name: a\n  labels:\n    {{- include \"ironlb.componentLabels\" (dict \"root\" $ \"component\" \"speaker\") | nindent 4 }}\n    app: ironlb\n  annotations: {}\n" +
+				"---\nkind: B\nmetadata:\n  labels:\n    {{- include \"ironlb.componentLabels\" (dict \"root\" $ \"component\" \"speaker\") | nindent 4 }}\n  name: b\n",
+		},
+		{
+			name: "a PodMonitor",
+			g:    group{dir: "prometheus"},
+			in:   "kind: PodMonitor\nmetadata:\n  name: m\nspec: {}\n",
+			want: "{{- if .Values.prometheus.podMonitor.enabled }}\nkind: PodMonitor\nmetadata:\n  labels:\n    {{- include \"ironlb.labels\" $ | nindent 4 }}\n" +
+				"    {{- with $.Values.prometheus.podMonitor.additionalLabels }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n  name: m\n" +
+				"  {{- with $.Values.prometheus.podMonitor.annotations }}\n  annotations:\n    {{- toYaml . | nindent 4 }}\n  {{- end }}\nspec: {}\n{{- end }}\n",
+		},
+		{name: "an object without metadata", g: group{dir: "speaker"}, in: "kind: A\nspec: {}\n", wantError: true},
+		{name: "a PodMonitor with annotations", g: group{dir: "prometheus"}, in: "kind: PodMonitor\nmetadata:\n  annotations: {a: b}\n", wantError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := perObject(tt.g, tt.in)
+			if (err != nil) != tt.wantError {
+				t.Fatalf("error %v, want one: %v", err, tt.wantError)
+			}
+			if diff := cmp.Diff(tt.want, got); !tt.wantError && diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
