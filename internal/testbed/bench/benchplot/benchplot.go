@@ -160,9 +160,13 @@ func (logTimeTicks) Ticks(lo, hi float64) []plot.Tick {
 			}
 			ts = append(ts, t)
 		}
-		for m := 3.0; m < 10; m++ { // minor ticks
+		for m := 3.0; m < 10; m++ { // minor ticks, labelled on a short axis
 			if v := m * base; m != 5 && v >= lo && v <= hi {
-				ts = append(ts, plot.Tick{Value: v})
+				t := plot.Tick{Value: v}
+				if decades < 1.2 {
+					t.Label = FormatMS(roundSig(v))
+				}
+				ts = append(ts, t)
 			}
 		}
 	}

@@ -136,16 +136,16 @@ func (t Timeline) build() (*plot.Plot, plot.Legend, int, error) {
 		if !in(r.Start) {
 			continue
 		}
+		// Requests overlap (one starts every 20 ms, a failed one lasts its 250 ms timeout): failed
+		// ones are spread over 4 lanes below the successful ones so each is seen.
 		b, lane := okReq, 0
 		if !r.OK {
-			b, nfail = failReq, nfail+1
-			lane = nfail
+			b, lane = failReq, 1+nfail%4
+			nfail++
 		} else {
 			nok++
 		}
-		// Requests overlap (one starts every 20 ms, a failed one lasts its 250 ms timeout): failed
-		// ones are spread over lanes below the row so each is seen.
-		b.add(ms(r.Start), min(ms(r.End), ms(t.To)), httpY+0.12-0.09*float64(lane%5))
+		b.add(ms(r.Start), min(ms(r.End), ms(t.To)), httpY+0.15-0.1*float64(lane))
 	}
 	if nok > 0 {
 		p.Add(okReq)
