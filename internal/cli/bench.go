@@ -202,7 +202,7 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 				o.KubeProxyNode, o.IronLBNode, o.Services, o.SyncTrials, o.Changes, wrk)
 			r, err := proxybench.Run(c.Context(), l, o)
 			proxybench.Table(os.Stdout, r)
-			if plotDir != "" && len(r.Sync) > 0 {
+			if plotDir != "" && len(r.Sync)+len(r.Changes) > 0 {
 				logWritten(proxybench.SavePlots(plotDir, proxybench.Saved{Name: "proxy-lab", Where: "in the lab", Result: r}))
 			}
 			return err
@@ -282,7 +282,7 @@ timed until the new endpoint's chain is in each namespace's ruleset. Run it with
 			o.Log("bench proxy-scale: Services %v (%d starts of each proxy), %d endpoint changes", o.Services, o.SyncTrials, o.Changes)
 			r, err := proxybench.RunScale(c.Context(), o)
 			proxybench.Table(os.Stdout, r)
-			if plotDir != "" && len(r.Sync) > 0 {
+			if plotDir != "" && len(r.Sync)+len(r.Changes) > 0 {
 				logWritten(proxybench.SavePlots(plotDir, proxybench.Saved{Name: "proxy-scale", Where: "without the lab (bench proxy-scale)", Result: r}))
 			}
 			if left := proxybench.ScaleNetNS(); len(left) > 0 {

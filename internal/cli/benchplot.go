@@ -38,7 +38,8 @@ func benchPlotCmd() *cobra.Command {
     side (e.g. ironlb and MetalLB), and failover-timeline-NAME.svg, one trial of each run (the
     median trial by cut -> ARP, or --trial);
   proxy-lab.json, proxy-scale.json (lab bench-proxy, bench proxy-scale): NAME.svg, full sync time
-    against the number of Services for both proxies.
+    against the number of Services for both proxies, and NAME-change.svg, the distribution of the
+    endpoint changes' times.
 The same results give the same bytes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, files []string) error {
@@ -57,12 +58,11 @@ The same results give the same bytes.`,
 				case failover.ResultsKind:
 					failovers = append(failovers, f)
 				case proxybench.ResultsKind:
-					svg, err := proxybench.RenderFile(out, f)
-					if err != nil {
-						errs = append(errs, err)
-						continue
+					svgs, err := proxybench.RenderFile(out, f)
+					for _, s := range svgs {
+						fmt.Println(s)
 					}
-					fmt.Println(svg)
+					errs = append(errs, err)
 				default:
 					errs = append(errs, fmt.Errorf("%s: results of kind %q: no picture for them", f, kind))
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,8 +59,44 @@ func SyncPlot(s Saved) benchplot.Scaling {
 	return p
 }
 
-// SavePlots writes s to dir as NAME.json and draws NAME.svg (SyncPlot) from it. It returns the
-// files written.
+// ChangePlot is the distribution of the endpoint changes' times for both proxies: from the
+// EndpointSlice update to the rules in the kernel (solid) and by the proxy's own partial-sync
+// metric (dashed). ok is false when the run made no change.
+func ChangePlot(s Saved) (d benchplot.Distribution, ok bool) {
+	d = benchplot.Distribution{
+		Title:  fmt.Sprintf("One endpoint change at %s Services, %s", fmtCount(s.Result.ChangeAt), s.Where),
+		XLabel: "time (log scale)",
+	}
+	for _, px := range []struct {
+		name, label string
+		color       int
+	}{{KubeProxy, "kube-proxy nftables", 1}, {IronLB, "ironlb proxy", 0}} {
+		var rules, own []time.Duration
+		for _, c := range s.Result.Changes[px.name] {
+			rules, own = append(rules, c.Ruleset), append(own, c.Own)
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		ok = true
+		d.Series = append(d.Series,
+			benchplot.Series{Name: px.label + ": update -> rules in the kernel", Style: benchplot.Style{Color: px.color}, Values: rules},
+			benchplot.Series{Name: px.label + ": own partial-sync metric", Style: benchplot.Style{Color: px.color, Dashed: true}, Values: own})
+	}
+	return d, ok
+}
+
+// fmtCount writes 10000 as "10,000".
+func fmtCount(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// SavePlots writes s to dir as NAME.json and draws from it NAME.svg (SyncPlot) and, when the run
+// changed endpoints, NAME-change.svg (ChangePlot). It returns the files written.
 func SavePlots(dir string, s Saved) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -73,31 +110,50 @@ func SavePlots(dir string, s Saved) ([]string, error) {
 	if err := os.WriteFile(f, b, 0o644); err != nil {
 		return nil, err
 	}
-	svg, err := RenderFile(dir, f)
-	if err != nil {
-		return []string{f}, err
-	}
-	return []string{f, svg}, nil
+	svgs, err := RenderFile(dir, f)
+	return append([]string{f}, svgs...), err
 }
 
-// RenderFile draws the run saved in file into dir as the file's base name with .svg, and returns
-// that path.
-func RenderFile(dir, file string) (string, error) {
+// RenderFile draws the run saved in file into dir: BASE.svg (SyncPlot), when it has full syncs,
+// and BASE-change.svg (ChangePlot), when it has endpoint changes, BASE being the file's name without
+// .json. It returns the files written.
+func RenderFile(dir, file string) ([]string, error) {
 	var s Saved
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if s.Kind != ResultsKind {
-		return "", fmt.Errorf("%s: kind %q, want %q", file, s.Kind, ResultsKind)
+		return nil, fmt.Errorf("%s: kind %q, want %q", file, s.Kind, ResultsKind)
 	}
-	svg, err := SyncPlot(s).SVG()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
+	base := filepath.Join(dir, strings.TrimSuffix(filepath.Base(file), ".json"))
+	var written []string
+	write := func(out string, svg func() ([]byte, error)) error {
+		b, err := svg()
+		if err != nil {
+			return fmt.Errorf("%s: %w", out, err)
+		}
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			return err
+		}
+		written = append(written, out)
+		return nil
 	}
-	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(file), ".json")+".svg")
-	return out, os.WriteFile(out, svg, 0o644)
+	if len(s.Result.Sync) > 0 {
+		if err := write(base+".svg", SyncPlot(s).SVG); err != nil {
+			return written, err
+		}
+	}
+	if d, ok := ChangePlot(s); ok {
+		if err := write(base+"-change.svg", d.SVG); err != nil {
+			return written, err
+		}
+	}
+	if len(written) == 0 {
+		return nil, fmt.Errorf("%s: neither full syncs nor endpoint changes to draw", file)
+	}
+	return written, nil
 }

@@ -48,11 +48,11 @@ func TestSyncPlot(t *testing.T) {
 	}
 	first, _ := os.ReadFile(files[1])
 	again := t.TempDir()
-	svg, err := RenderFile(again, files[0])
-	if err != nil {
-		t.Fatal(err)
+	svgs, err := RenderFile(again, files[0])
+	if err != nil || len(svgs) != 1 {
+		t.Fatalf("drawn again: %v, %v", svgs, err)
 	}
-	second, _ := os.ReadFile(svg)
+	second, _ := os.ReadFile(svgs[0])
 	if len(first) == 0 || !bytes.Equal(first, second) {
 		t.Errorf("drawn again from the saved file: %d bytes against %d", len(second), len(first))
 	}
@@ -64,5 +64,36 @@ func TestSyncPlot(t *testing.T) {
 	}
 	if _, err := RenderFile(dir, filepath.Join(dir, "other.json")); err == nil {
 		t.Error("a failover file drawn as a proxy sync")
+	}
+}
+
+func TestChangePlot(t *testing.T) {
+	ms := time.Millisecond
+	r := Result{ChangeAt: 10000, Changes: map[string][]ChangeTrial{
+		KubeProxy: {{Ruleset: 300 * ms, Own: 280 * ms}, {Ruleset: 350 * ms, Own: -1}},
+		IronLB:    {{Ruleset: 6 * ms, Own: 3 * ms}, {Ruleset: 8 * ms, Own: 4 * ms}},
+	}}
+	d, ok := ChangePlot(Saved{Where: "without the lab", Result: r})
+	if !ok || d.Title != "One endpoint change at 10,000 Services, without the lab" || len(d.Series) != 4 {
+		t.Fatalf("ChangePlot = %+v, %v", d, ok)
+	}
+	want := benchplot.Series{Name: "ironlb proxy: update -> rules in the kernel", Style: benchplot.Style{Color: 0}, Values: []time.Duration{6 * ms, 8 * ms}}
+	if diff := cmp.Diff(want, d.Series[2]); diff != "" {
+		t.Errorf("ironlb's series (-want +got):\n%s", diff)
+	}
+	if _, ok := ChangePlot(Saved{}); ok {
+		t.Error("a run without changes drawn")
+	}
+	// A run with changes only (bench-proxy --skip-sync) draws the changes alone.
+	dir := t.TempDir()
+	files, err := SavePlots(dir, Saved{Name: "proxy-lab", Where: "in the lab", Result: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(dir, "proxy-lab.json"), filepath.Join(dir, "proxy-lab-change.svg")}, files); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if _, err := SavePlots(dir, Saved{Name: "empty"}); err == nil {
+		t.Error("nothing drawn and no error")
 	}
 }
