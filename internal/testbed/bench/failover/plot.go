@@ -108,7 +108,7 @@ func MedianTrial(recs []Record) int {
 // return when the new node never answered.
 func Timeline(r Results, i int) (benchplot.Timeline, error) {
 	if i < 0 || i >= len(r.Records) {
-		return benchplot.Timeline{}, fmt.Errorf("trial %d: the run has %d", i+1, len(r.Records))
+		return benchplot.Timeline{}, fmt.Errorf("trial %d: the run has %d trials", i+1, len(r.Records))
 	}
 	rec := r.Records[i]
 	name := func(mac string) string {
@@ -193,12 +193,14 @@ func LoadResults(file string) (Results, error) {
 // showing trial (1-based; the median trial when trial < 1). It returns the files written.
 func RenderFiles(dir string, files []string, trial int) ([]string, error) {
 	var runs []Results
+	from := map[string]string{} // run name -> its file, for errors
 	for _, f := range files {
 		r, err := LoadResults(f)
 		if err != nil {
 			return nil, err
 		}
 		runs = append(runs, r)
+		from[r.Name()] = f
 	}
 	order := map[string]int{"ironlb": 0, "metallb-tuned": 1, "metallb-default": 2}
 	rank := func(r Results) int {
@@ -233,7 +235,7 @@ func RenderFiles(dir string, files []string, trial int) ([]string, error) {
 		}
 		tl, err := Timeline(r, i)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
+			errs = append(errs, fmt.Errorf("%s: %w", from[r.Name()], err))
 			continue
 		}
 		write("failover-timeline-"+r.Name()+".svg", tl.SVG)
