@@ -123,12 +123,14 @@ helm:
 bench-controller: k8s metallb
 	IRONLB_BENCH=1 IRONLB_BENCH_SERVICES=10000 $(GO) test -count=1 -run TestScaleVsMetalLB -v -timeout 90m ./internal/controller
 
-# Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes).
+# Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes). The failover
+# runs' results and pictures go to $(PLOTS) (docs/benchmarks.md, "Drawing the pictures").
+PLOTS ?= bin/plots
 bench-l2: build k8s registry metallb
 	$(BIN) lab up
-	$(BIN) lab bench-failover --trials 20
-	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist default
-	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist tuned
+	$(BIN) lab bench-failover --trials 20 --plot $(PLOTS)
+	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist default --plot $(PLOTS)
+	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist tuned --plot $(PLOTS)
 	$(BIN) lab bench-soak --duration 10m
 	$(BIN) lab bench-soak --duration 10m --speaker metallb --memberlist tuned
 	$(BIN) lab bench-soak --duration 10m --speaker metallb --memberlist default

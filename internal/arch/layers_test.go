@@ -156,6 +156,9 @@ var pureFiles = []struct {
 	{pkg: "internal/bfdprofile", noClock: true},
 	{pkg: "internal/liveness", files: []string{"detector.go", "echo.go", "wire.go", "auth.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "log/slog", "runtime", "crypto/rand", "math/rand", "math/rand/v2"}, noClock: true},
+	// The benchmarks' pictures: data in, SVG bytes out; the benchmarks save and load the files.
+	{pkg: "internal/testbed/bench/benchplot", forbidden: []string{"os", "os/exec", "net", "syscall", "log/slog",
+		"math/rand", "math/rand/v2", module + "internal/testbed/lab"}, noClock: true},
 	// `ironlb status` decides and prints from objects; only load.go talks to the API.
 	{pkg: "internal/status", except: []string{"load.go"}, forbidden: []string{"k8s.io/client-go/", "net/http", "os"}},
 }

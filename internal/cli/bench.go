@@ -20,6 +20,7 @@ import (
 func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	o := failover.Options{Log: logf}
 	var restore bool
+	var plotDir string
 	cmd := &cobra.Command{
 		Use:   "bench-failover",
 		Short: "Cut the power of an address's announcer again and again and measure the outage from the client (ironlb or MetalLB speakers)",
@@ -35,14 +36,22 @@ func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 				o.CutWindow = 2 * time.Second
 			}
 			logf("bench-failover: %s, %d trials, cut %s, probing every 20 ms from %s", label, o.Trials, o.Cut, l.Plan.Config.ClientName)
-			trials, err := failover.Run(c.Context(), l, o)
+			recs, err := failover.RunRecords(c.Context(), l, o)
 			if restore && o.Speaker != "ironlb" {
 				if rerr := failover.Restore(c.Context(), o); rerr != nil && err == nil {
 					err = rerr
 				}
 			}
-			failover.Table(os.Stdout, label, trials)
-			return afterTrials(len(trials), err)
+			failover.Table(os.Stdout, label, failover.Trials(recs))
+			if plotDir != "" && len(recs) > 0 {
+				memberlist := ""
+				if o.Speaker == "metallb" {
+					memberlist = o.Memberlist
+				}
+				logWritten(failover.SavePlots(plotDir, failover.Results{Label: label, Speaker: o.Speaker, Memberlist: memberlist,
+					Nodes: failover.NodeMACs(l), Records: recs}))
+			}
+			return afterTrials(len(recs), err)
 		}),
 	}
 	f := cmd.Flags()
@@ -54,6 +63,7 @@ func benchFailoverCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	f.DurationVar(&o.BackWindow, "back-window", 12*time.Second, "probing after the node's return")
 	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's probe log here")
 	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
+	plotFlag(cmd, &plotDir)
 	return cmd
 }
 
@@ -168,7 +178,7 @@ func benchBGPCmd(load func() (*lab.Lab, error)) *cobra.Command {
 
 func benchProxyCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	o := proxybench.Options{Log: logf}
-	var cidr string
+	var cidr, plotDir string
 	cmd := &cobra.Command{
 		Use:   "bench-proxy",
 		Short: "kube-proxy (nftables) vs ironlb proxy in one lab (lab up --proxy=nftables): full sync time and peak RSS at 1k-30k Services, one endpoint change, wrk through a NodePort",
@@ -192,6 +202,9 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 				o.KubeProxyNode, o.IronLBNode, o.Services, o.SyncTrials, o.Changes, wrk)
 			r, err := proxybench.Run(c.Context(), l, o)
 			proxybench.Table(os.Stdout, r)
+			if plotDir != "" && len(r.Sync)+len(r.Changes) > 0 {
+				logWritten(proxybench.SavePlots(plotDir, proxybench.Saved{Name: "proxy-lab", Where: "in the lab", Result: r}))
+			}
 			return err
 		}),
 	}
@@ -206,6 +219,7 @@ Everything it creates or changes is undone at the end, on failure and on Ctrl-C.
 	f.StringVar(&o.KubeProxyNode, "kube-proxy-node", "myk8s-worker2", "the node whose kube-proxy is measured")
 	f.StringVar(&o.IronLBNode, "ironlb-node", "myk8s-worker3", "the node that runs ironlb's proxy instead of kube-proxy")
 	f.StringVar(&cidr, "service-cidr", "10.201.0.0/16", "added as a ServiceCIDR when the lab's service CIDR is too small for the Services")
+	plotFlag(cmd, &plotDir)
 	return cmd
 }
 
@@ -240,7 +254,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmarks that run without the lab",
 	}
-	cmd.AddCommand(benchProxyScaleCmd())
+	cmd.AddCommand(benchProxyScaleCmd(), benchPlotCmd())
 	return cmd
 }
 
@@ -248,6 +262,7 @@ func benchProxyScaleCmd() *cobra.Command {
 	o := proxybench.ScaleOptions{Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
 	}}
+	var plotDir string
 	cmd := &cobra.Command{
 		Use:   "proxy-scale",
 		Short: "kube-proxy (nftables) vs ironlb proxy without the lab: full sync time and peak RSS at 1k-30k Services, one endpoint change",
@@ -267,6 +282,9 @@ timed until the new endpoint's chain is in each namespace's ruleset. Run it with
 			o.Log("bench proxy-scale: Services %v (%d starts of each proxy), %d endpoint changes", o.Services, o.SyncTrials, o.Changes)
 			r, err := proxybench.RunScale(c.Context(), o)
 			proxybench.Table(os.Stdout, r)
+			if plotDir != "" && len(r.Sync)+len(r.Changes) > 0 {
+				logWritten(proxybench.SavePlots(plotDir, proxybench.Saved{Name: "proxy-scale", Where: "without the lab (bench proxy-scale)", Result: r}))
+			}
 			if left := proxybench.ScaleNetNS(); len(left) > 0 {
 				o.Log("network namespaces of this benchmark still exist: %v", left)
 			}
@@ -279,6 +297,7 @@ timed until the new endpoint's chain is in each namespace's ruleset. Run it with
 	f.IntVar(&o.Changes, "changes", 20, "endpoint changes at the Service count closest to 10,000 (0: none)")
 	f.StringVar(&o.K8sBin, "k8s-bin", apiserver.BinDir(), "Kubernetes binaries (etcd, kube-apiserver, kube-proxy; hack/k8s-binaries.sh)")
 	f.StringVar(&o.Dir, "dir", "", "keep the apiserver's data and the proxies' logs here (default: a temporary directory, removed)")
+	plotFlag(cmd, &plotDir)
 	return cmd
 }
 

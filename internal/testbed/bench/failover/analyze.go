@@ -17,13 +17,13 @@ import (
 
 // Event is one line of the probe's log.
 type Event struct {
-	At   time.Time // ARP: when seen; HTTP: when the request started
-	End  time.Time // HTTP: when it ended
-	Kind string    // "reply", "garp" (ARP) or "http"
-	MAC  string    // ARP sender
-	OK   bool      // HTTP success
+	At   time.Time `json:"at"`            // ARP: when seen; HTTP: when the request started
+	End  time.Time `json:"end,omitzero"`  // HTTP: when it ended
+	Kind string    `json:"kind"`          // "reply", "garp" (ARP) or "http"
+	MAC  string    `json:"mac,omitempty"` // ARP sender
+	OK   bool      `json:"ok,omitempty"`  // HTTP success
 	// HTTP: the answering host, or why the request failed (probe's detail; "" in older logs)
-	Detail string
+	Detail string `json:"detail,omitempty"`
 }
 
 // Parse reads the probe's log; malformed lines are an error with their number.

@@ -134,6 +134,12 @@ func Address(node string, nodes []string) (netip.Addr, error) {
 
 // Run sets the lab up for the chosen speaker and runs the trials, logging each.
 func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
+	recs, err := RunRecords(ctx, l, o)
+	return Trials(recs), err
+}
+
+// RunRecords is Run keeping each trial's probe log and instants beside its figures (for plots).
+func RunRecords(ctx context.Context, l *lab.Lab, o Options) ([]Record, error) {
 	nodes := l.Plan.NodeNames()
 	cutHost, ok := l.Plan.Host(o.Cut)
 	if !ok {
@@ -155,7 +161,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 	if err := o.ready(ctx, applied, vip, url, cutMAC); err != nil {
 		return nil, err
 	}
-	var trials []Trial
+	var trials []Record
 	for i := 1; i <= o.Trials; i++ {
 		if err := o.waitOwner(ctx, vip, url, cutMAC); err != nil {
 			return trials, fmt.Errorf("before trial %d: %w", i, err)
@@ -194,8 +200,9 @@ func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
 		if err != nil {
 			return trials, err
 		}
-		t := Analyze(ev, cut, back, back.Add(o.BackWindow), cutMAC)
-		trials = append(trials, t)
+		end := back.Add(o.BackWindow)
+		t := Analyze(ev, cut, back, end, cutMAC)
+		trials = append(trials, Record{Trial: t, Cut: cut, Back: back, End: end, CutMAC: cutMAC, Events: ev})
 		o.Log("trial %2d/%d: ARP %s  GARP %s  HTTP gap %s (%d failed)  | return: HTTP gap %s (%d failed), ARP gap %s, taken back after %s, answerers %d",
 			i, o.Trials, ms(t.ARP), ms(t.GARP), ms(t.HTTPGap), t.HTTPFailed, ms(t.BackGap), t.BackFailed, ms(t.BackARPGap), ms(t.TakeBack), t.Answerers)
 	}
@@ -342,4 +349,15 @@ func Table(w io.Writer, label string, ts []Trial) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.name, ms(s.Median), ms(s.P90), ms(s.P99), ms(s.Max))
 	}
 	fmt.Fprintf(w, "failed requests: %d after cuts, %d after returns; trials ending with other than one answering MAC: %d\n", fails, backFails, multi)
+}
+
+// NodeMACs maps each node's MAC to its name, to name ARP senders in pictures.
+func NodeMACs(l *lab.Lab) map[string]string {
+	out := map[string]string{}
+	for _, n := range l.Plan.NodeNames() {
+		if h, ok := l.Plan.Host(n); ok {
+			out[h.MAC] = n
+		}
+	}
+	return out
 }
