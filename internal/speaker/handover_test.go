@@ -106,7 +106,7 @@ func TestLingerUntilClaimed(t *testing.T) {
 	wg.Go(func() { _ = s.arp.(*layer2.Responder).Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
-	s.announce(vip, key, false)
+	s.announce(vip, key, false, []string{s.ifi.Name})
 	if !answers(s, vip) {
 		t.Fatal("not announced")
 	}
@@ -153,8 +153,8 @@ func TestResolveOnlyDisputedKey(t *testing.T) {
 	peer, self := r[0], r[1]
 	s, _ := testSpeaker(t, self, mac)
 	s.macs[other.String()] = peer
-	s.announce(a, "default/a", false)
-	s.announce(b, "default/b", false)
+	s.announce(a, "default/a", false, []string{s.ifi.Name})
+	s.announce(b, "default/b", false, []string{s.ifi.Name})
 	s.elKeys[a], s.elKeys[b] = a, b
 	s.current[a], s.current[b] = self, self
 	s.resolve(conflict{a, other})

@@ -225,7 +225,9 @@ func TestPlanInterfaces(t *testing.T) {
 	ranked := election.Rank(vip, []string{"node-a", "node-b"})
 	first, second := ranked[0], ranked[1]
 	t0 := time.Date(2026, 11, 26, 6, 30, 0, 0, time.UTC)
-	ad := func(name string, ifs ...string) election.Advertisement { return election.Advertisement{Name: name, Interfaces: ifs} }
+	ad := func(name string, ifs ...string) election.Advertisement {
+		return election.Advertisement{Name: name, Interfaces: ifs}
+	}
 	for _, tc := range []struct {
 		name      string
 		self      string
@@ -268,8 +270,8 @@ func TestPlanInterfaces(t *testing.T) {
 			mem := newMemory(handoverLinger)
 			mem.Eligible[peer] = t0.Add(-time.Hour)
 			in := planInput{Config: planConfig{Self: tc.self, Interfaces: tc.selfIfs},
-				Model: &config.Model{Services: []config.Service{svc}, Nodes: []config.Node{{Name: first}, {Name: second}}},
-				Peers: map[string]peerView{peer: {Alive: true, Heard: true, Ready: true, ReadyFor: time.Hour, Interfaces: tc.peerIfs}},
+				Model:      &config.Model{Services: []config.Service{svc}, Nodes: []config.Node{{Name: first}, {Name: second}}},
+				Peers:      map[string]peerView{peer: {Alive: true, Heard: true, Ready: true, ReadyFor: time.Hour, Interfaces: tc.peerIfs}},
 				ReadySince: t0.Add(-time.Hour), Announced: announced}
 			got := plan(in, mem, t0)
 			if diff := cmp.Diff(tc.wantOn, got.On[vip]); diff != "" {
