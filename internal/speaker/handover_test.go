@@ -73,7 +73,7 @@ func testSpeaker(t *testing.T, node string, mac net.HardwareAddr) (*speaker, *la
 	conn := layer2.NewFakeConn()
 	ifi := &net.Interface{Index: 1, Name: "eth0", HardwareAddr: mac}
 	var s *speaker
-	arp, err := layer2.NewARP(ifi, conn, layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac) }})
+	arp, err := layer2.NewARP(ifi, conn, layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac, false) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestResolveOnlyDisputedKey(t *testing.T) {
 	s.announce(b, "default/b", false, []string{s.ifi.Name})
 	s.elKeys[a], s.elKeys[b] = a, b
 	s.current[a], s.current[b] = self, self
-	s.resolve(conflict{a, other})
+	s.resolve(conflict{a, other, false})
 	if answers(s, a) {
 		t.Error("still answering for a: the better-ranked peer claims it")
 	}

@@ -308,7 +308,14 @@ func (s *speaker) onEchoDowns(downs []liveness.Down) {
 // onConflict is the responders' OnConflict: another MAC claims an address this node announces.
 func (s *speaker) onConflict(ip netip.Addr, mac net.HardwareAddr) {
 	if !s.sp.isSpread(ip) { // in spread mode other nodes answer too, by design
-		s.duplicate(ip, mac)
+		s.duplicate(ip, mac, false)
+	}
+}
+
+// onSecondaryConflict is the OnConflict of the responders on the other interfaces.
+func (s *speaker) onSecondaryConflict(ip netip.Addr, mac net.HardwareAddr) {
+	if !s.sp.isSpread(ip) {
+		s.duplicate(ip, mac, true)
 	}
 }
 
@@ -354,6 +361,9 @@ func (s *speaker) poke() {
 type conflict struct {
 	ip  netip.Addr
 	mac net.HardwareAddr
+	// secondary: seen on another interface than the InternalIP's, where the peers' MACs are not
+	// known (learnMACs reads the InternalIP's neighbours only).
+	secondary bool
 }
 
 func (s *speaker) run(ctx context.Context) error {
@@ -405,7 +415,9 @@ func (s *speaker) resolve(c conflict) {
 		return
 	}
 	other, known := s.macs[c.mac.String()]
-	if known && s.handover.claimed(c.ip) {
+	// On another interface the claimant's MAC is unknown; a claim of an address this node lingers on
+	// (it lost the election to a live, eligible node) is the winner's.
+	if (known || c.secondary) && s.handover.claimed(c.ip) {
 		// Make-before-break: this node lost the election for the address and kept answering until now.
 		s.log.Info("handed over: the new announcer claims the address", "ip", c.ip, "node", other, "service", key)
 		s.withdraw(c.ip, key)
@@ -768,10 +780,10 @@ func (r *retries) len() int {
 }
 
 // duplicate is called by a responder when another MAC claims an address this node announces.
-func (s *speaker) duplicate(ip netip.Addr, mac net.HardwareAddr) {
+func (s *speaker) duplicate(ip netip.Addr, mac net.HardwareAddr, secondary bool) {
 	s.m.conflicts.Inc()
 	select {
-	case s.conflicts <- conflict{ip, slices.Clone(mac)}:
+	case s.conflicts <- conflict{ip, slices.Clone(mac), secondary}:
 	default:
 	}
 }

@@ -95,3 +95,29 @@ func TestOwnerSecondaryInterface(t *testing.T) {
 		t.Errorf("announced on eth0 %v, eth1 %v; want eth1 only", e.arp.announced[vip], eth1.announced[vip])
 	}
 }
+
+// TestOwnerSecondaryClaim: on another interface than the InternalIP's the peers' MACs are unknown,
+// so a claim seen there of an address this node lingers on (make-before-break) is the winner's and
+// ends the handover; the same unknown MAC on the InternalIP's interface is an unknown host.
+func TestOwnerSecondaryClaim(t *testing.T) {
+	for _, secondary := range []bool{true, false} {
+		e := newOwnerEnv(t, true, Config{})
+		e.s.sec = []secondaryLink{{Name: "eth1", ARP: newFakeResponder()}}
+		e.peerUp()
+		e.s.eligible[e.peer] = e.clock.Now()
+		e.s.reconcile(context.Background())
+		if _, ok := e.s.announced[vip]; !ok {
+			t.Fatal("not announced")
+		}
+		e.events()
+		e.s.handover.keep(vip, true, e.clock.Now())
+		e.s.resolve(conflict{vip, net.HardwareAddr{0x02, 0x42, 0xac, 0x13, 0, 9}, secondary})
+		_, still := e.s.announced[vip]
+		if still == secondary {
+			t.Errorf("secondary %v: still announced %v", secondary, still)
+		}
+		if ev := e.events(); (len(ev) > 0) == secondary {
+			t.Errorf("secondary %v: events %v", secondary, ev)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	secondary, secManaged, err := openSecondaries(ifi, cfg.ExcludeInterfaces, l2cfg, func(name string) func(error) {
 		return func(err error) { s.onSecondaryError(name)(err) }
-	}, log)
+	}, func(ip netip.Addr, mac net.HardwareAddr) { s.onSecondaryConflict(ip, mac) }, log)
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,7 @@ func dialManaged(ifi *net.Interface, dial func(*net.Interface, layer2.Config) (*
 // primary that can announce (interfaces.go). An interface whose responder cannot be opened is left
 // out (logged), as MetalLB does.
 func openSecondaries(primary *net.Interface, exclude []string, l2cfg func(string) layer2.Config, onFail func(string) func(error),
-	log *slog.Logger) ([]secondaryLink, []*layer2.Managed, error) {
+	onConflict func(netip.Addr, net.HardwareAddr), log *slog.Logger) ([]secondaryLink, []*layer2.Managed, error) {
 	if exclude == nil {
 		exclude = DefaultExcludeInterfaces
 	}
@@ -378,7 +378,7 @@ func openSecondaries(primary *net.Interface, exclude []string, l2cfg func(string
 		i := slices.IndexFunc(ifs, func(ifi net.Interface) bool { return ifi.Name == name })
 		ifi := &ifs[i]
 		cfg := l2cfg(responderARP)
-		cfg.OnNetDown = onFail(name)
+		cfg.OnNetDown, cfg.OnConflict = onFail(name), onConflict
 		arp, err := dialManaged(ifi, layer2.DialARP, cfg, onFail(name))
 		if err != nil {
 			log.Warn("cannot open an ARP responder: not announcing on this interface", "iface", name, "err", err)
@@ -388,7 +388,7 @@ func openSecondaries(primary *net.Interface, exclude []string, l2cfg func(string
 		all = append(all, arp)
 		if hasIPv6(ifi) {
 			cfg := l2cfg(responderNDP)
-			cfg.OnNetDown = onFail(name)
+			cfg.OnNetDown, cfg.OnConflict = onFail(name), onConflict
 			if ndp, err := dialManaged(ifi, layer2.DialNDP, cfg, onFail(name)); err != nil {
 				log.Warn("NDP responder unavailable on this interface: IPv6 addresses are not announced on it", "iface", name, "err", err)
 			} else {
