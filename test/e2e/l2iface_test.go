@@ -72,7 +72,17 @@ spec:
 	t.Cleanup(func() {
 		kubectl(t, "delete", "-n", "metallb-system", "l2advertisement/second-l2", "ipaddresspool/second-pool", "--ignore-not-found")
 	})
-	const ip = "172.19.255.200"
+	// An address MetalLB's ranking gives worker3 (no webpod there), so that its power cut below
+	// moves it.
+	ip := ""
+	for i := 200; i <= 210 && ip == ""; i++ {
+		if a := netip.AddrFrom4([4]byte{172, 19, 255, byte(i)}); election.Rank(a, labNodes)[0] == "myk8s-worker3" {
+			ip = a.String()
+		}
+	}
+	if ip == "" {
+		t.Fatal("no address in 172.19.255.200-210 ranks myk8s-worker3 first")
+	}
 	svc := fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -132,4 +142,25 @@ spec:
 		return nil
 	})
 	t.Logf("%s on eth1 only: answered by %s (%s), requests %v, ServiceL2Status %s/eth1", ip, want, macs[0], counts, want)
+
+	// The announcer loses power (both cables): another node takes the address over, on its eth1.
+	run(t, ironlb, "lab", "stop-node", want)
+	t.Cleanup(func() { _, _ = runErr(ironlb, "lab", "start-node", want) })
+	eventually(t, 10*time.Second, "another node answers on the second network", func() error {
+		if macs = arpingFrom("mypc3", ip); len(macs) != 1 || eth1MACNode[macs[0]] == want || eth1MACNode[macs[0]] == "" {
+			return fmt.Errorf("MACs %v, want one other node's eth1", macs)
+		}
+		if _, err := curl("mypc3", "http://"+ip); err != nil {
+			return err
+		}
+		return nil
+	})
+	t.Logf("after %s's power cut: answered by %s (%s)", want, eth1MACNode[macs[0]], macs[0])
+	run(t, ironlb, "lab", "start-node", want)
+	eventually(t, 60*time.Second, "exactly one announcer after the return", func() error {
+		if macs = arpingFrom("mypc3", ip); len(macs) != 1 {
+			return fmt.Errorf("MACs %v", macs)
+		}
+		return nil
+	})
 }

@@ -183,6 +183,12 @@ func (l *Lab) setLink(ctx context.Context, h Host, up bool) error {
 	if err := InNetNS(l.Plan.BridgeNS, func() error { _, err := linkSetUp(bridgePort(h), up); return err }); err != nil {
 		return fmt.Errorf("link set %s %s in %s: %w", bridgePort(h), state, l.Plan.BridgeNS, err)
 	}
+	// A power cut or a partition pulls the node's cable to the second network too.
+	if l.Plan.Bridge2 != "" && h.IsNode() {
+		if err := InNetNS(l.Plan.BridgeNS, func() error { _, err := linkSetUp(secondPort(h), up); return err }); err != nil {
+			return fmt.Errorf("link set %s %s in %s: %w", secondPort(h), state, l.Plan.BridgeNS, err)
+		}
+	}
 	return nil
 }
 
