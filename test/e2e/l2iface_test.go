@@ -40,8 +40,9 @@ func arpingFrom(host, ip string) []string {
 
 // Issue 20: a pool on a second network, announced on eth1 only (L2Advertisement.spec.interfaces,
 // MetalLB's semantics). From mypc3 on that network exactly one node answers ARP, with its eth1 MAC,
-// the node MetalLB's ranking puts first; requests reach the pods; the ServiceL2Status lists eth1; and
-// nothing answers for the address on the first network.
+// the node MetalLB's ranking puts first; requests reach the pods; the ServiceL2Status lists eth1;
+// nothing answers for the address on the first network; and when the announcer loses power, one other
+// node answers on its eth1.
 func TestL2SecondNetwork(t *testing.T) {
 	kubectlApply(t, "testdata/webpods.yaml")
 	waitReady(t, "pod/webpod1", "pod/webpod2")
