@@ -53,7 +53,7 @@ metadata:
   namespace: metallb-system
 spec:
   addresses:
-  - 172.19.255.200-172.19.255.210
+  - 172.19.255.200-172.19.255.250
   autoAssign: false
 ---
 apiVersion: metallb.io/v1beta1
@@ -76,13 +76,13 @@ spec:
 	// An address MetalLB's ranking gives worker3 (no webpod there), so that its power cut below
 	// moves it.
 	ip := ""
-	for i := 200; i <= 210 && ip == ""; i++ {
+	for i := 200; i <= 250 && ip == ""; i++ {
 		if a := netip.AddrFrom4([4]byte{172, 19, 255, byte(i)}); election.Rank(a, labNodes)[0] == "myk8s-worker3" {
 			ip = a.String()
 		}
 	}
 	if ip == "" {
-		t.Fatal("no address in 172.19.255.200-210 ranks myk8s-worker3 first")
+		t.Fatal("no address in 172.19.255.200-250 ranks myk8s-worker3 first")
 	}
 	svc := fmt.Sprintf(`apiVersion: v1
 kind: Service
