@@ -15,7 +15,7 @@ import (
 
 // labUpCmd is `lab up`. Its flags fill cfg, which the lab command's persistent flags fill too.
 func labUpCmd(cfg *lab.Config) *cobra.Command {
-	var nodeCIDR, nodeCIDR6, podCIDR, podCIDR6, svcCIDR, svcCIDR6, clientAddr, routerCIDR string
+	var nodeCIDR, nodeCIDR6, podCIDR, podCIDR6, svcCIDR, svcCIDR6, clientAddr, routerCIDR, secondCIDR string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up (idempotent); it keeps running after this command returns",
@@ -32,6 +32,9 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 			}
 			if cfg.RouterCIDR, err = netip.ParsePrefix(routerCIDR); err != nil {
 				return fmt.Errorf("--router-cidr: %w", err)
+			}
+			if cfg.SecondCIDR, err = netip.ParsePrefix(secondCIDR); err != nil {
+				return fmt.Errorf("--second-cidr: %w", err)
 			}
 			if cfg.ClientAddr, err = netip.ParseAddr(clientAddr); err != nil {
 				return fmt.Errorf("--client-addr: %w", err)
@@ -81,6 +84,8 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000), where ironlb lab push pushes")
 	f.StringVar(&cfg.RegistryBin, "registry-bin", envOr("IRONLB_REGISTRY_BIN", lab.DefaultRegistryBin()), "directory with the registry binary (hack/registry-binary.sh builds it)")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
+	f.BoolVar(&cfg.SecondNetwork, "second-network", false, "add a second network: bridge br1, eth1 on every node in --second-cidr and the client mypc3 on it (L2 announcement on a secondary NIC)")
+	f.StringVar(&secondCIDR, "second-cidr", d.SecondCIDR.String(), "the second network's IPv4 subnet (--second-network)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
 	return up
 }
@@ -97,7 +102,8 @@ func labDownCmd(cfg *lab.Config, load func() (*lab.Lab, error)) *cobra.Command {
 			if errors.Is(err, lab.ErrNoLab) {
 				// Sweep by name anyway: a crashed `up` may have left namespaces before writing its record.
 				sweep := withDefaults(*cfg)
-				sweep.BGP = true // also the router and mypc2 of a --bgp lab
+				sweep.BGP = true           // also the router and mypc2 of a --bgp lab
+				sweep.SecondNetwork = true // and mypc3 of a --second-network lab
 				p, perr := lab.NewPlan(sweep)
 				if perr != nil {
 					return perr

@@ -39,6 +39,8 @@ func speakerCmd() *cobra.Command {
 	f.DurationVar(&cfg.HandoverGrace, "handover-grace", 300*time.Millisecond, "on SIGTERM, keep answering this long after telling peers this speaker leaves")
 	f.DurationVar(&cfg.HoldDown, "hold-down", 5*time.Second, "how long a returning node must be alive before it takes addresses back")
 	f.DurationVar(&cfg.Refresh, "refresh", 0, "re-announce every address this often against switch FDB and ARP/neighbor cache ageing (0 = never)")
+	f.StringSliceVar(&cfg.ExcludeInterfaces, "exclude-interfaces", speaker.DefaultExcludeInterfaces,
+		"regular expressions of interfaces never announced on in layer 2 (MetalLB's announcedInterfacesToExclude; empty: none); the InternalIP's interface is always announced on")
 	f.IntVar(&cfg.Nice, "nice", -10, "scheduling priority (nice) to run at, ahead of ordinary work; needs CAP_SYS_NICE (0 leaves it)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7473", "Prometheus metrics address (empty disables)")
 	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")

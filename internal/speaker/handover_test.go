@@ -73,7 +73,7 @@ func testSpeaker(t *testing.T, node string, mac net.HardwareAddr) (*speaker, *la
 	conn := layer2.NewFakeConn()
 	ifi := &net.Interface{Index: 1, Name: "eth0", HardwareAddr: mac}
 	var s *speaker
-	arp, err := layer2.NewARP(ifi, conn, layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac) }})
+	arp, err := layer2.NewARP(ifi, conn, layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.duplicate(ip, mac, false) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestLingerUntilClaimed(t *testing.T) {
 	wg.Go(func() { _ = s.arp.(*layer2.Responder).Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
-	s.announce(vip, key, false)
+	s.announce(vip, key, false, []string{s.ifi.Name})
 	if !answers(s, vip) {
 		t.Fatal("not announced")
 	}
@@ -153,11 +153,11 @@ func TestResolveOnlyDisputedKey(t *testing.T) {
 	peer, self := r[0], r[1]
 	s, _ := testSpeaker(t, self, mac)
 	s.macs[other.String()] = peer
-	s.announce(a, "default/a", false)
-	s.announce(b, "default/b", false)
+	s.announce(a, "default/a", false, []string{s.ifi.Name})
+	s.announce(b, "default/b", false, []string{s.ifi.Name})
 	s.elKeys[a], s.elKeys[b] = a, b
 	s.current[a], s.current[b] = self, self
-	s.resolve(conflict{a, other})
+	s.resolve(conflict{a, other, false})
 	if answers(s, a) {
 		t.Error("still answering for a: the better-ranked peer claims it")
 	}

@@ -93,6 +93,8 @@ type deps struct {
 	Keys keyState
 	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
 	ConfigState configStateSink
+	// Secondary are the interfaces besides Interface that can announce (owner_links.go).
+	Secondary []secondaryLink
 }
 
 // keyState says why this speaker has no heartbeat key ("" when it has one): *heartbeatKeys.
@@ -107,6 +109,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		st: d.Status, cfgState: d.ConfigState, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
+		sec: d.Secondary, secFailed: map[string]string{}, on: map[netip.Addr][]string{},
 		retries: &retries{pending: map[timer]struct{}{}}}
 	s.remember(newMemory(handoverLinger))
 	s.initDataplane(d)
@@ -155,7 +158,12 @@ type speaker struct {
 	dp       dataplane // the data plane's health (dataplane.go)
 	lastLoss time.Time // when the echo detector last declared a peer node lost
 	leaving  bool
+	// secFailed says why a secondary link's responder failed, by interface (owner_links.go).
+	secFailed map[string]string
 
+	sec        []secondaryLink         // the secondary links (fixed)
+	on         map[netip.Addr][]string // owned by run: the interfaces each announced address is answered on
+	secRetryAt time.Time               // owned by run: when failed secondary links are reopened next
 	// owned by run; current, elKeys, handover, yielded and eligible are the plan's memory (memory)
 	announced map[netip.Addr]string     // address -> service key, announced by this node
 	current   map[netip.Addr]string     // election key -> node that won the last election
@@ -268,7 +276,7 @@ func (m *metrics) heartbeatRejected(r liveness.Reason) {
 func (s *speaker) heartbeat() liveness.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: []string{s.ifi.Name}}
+	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: s.interfacesLocked()}
 	if hb.Ready {
 		hb.ReadyFor = s.clock.Now().Sub(s.readyAt)
 	}
@@ -300,7 +308,14 @@ func (s *speaker) onEchoDowns(downs []liveness.Down) {
 // onConflict is the responders' OnConflict: another MAC claims an address this node announces.
 func (s *speaker) onConflict(ip netip.Addr, mac net.HardwareAddr) {
 	if !s.sp.isSpread(ip) { // in spread mode other nodes answer too, by design
-		s.duplicate(ip, mac)
+		s.duplicate(ip, mac, false)
+	}
+}
+
+// onSecondaryConflict is the OnConflict of the responders on the other interfaces.
+func (s *speaker) onSecondaryConflict(ip netip.Addr, mac net.HardwareAddr) {
+	if !s.sp.isSpread(ip) {
+		s.duplicate(ip, mac, true)
 	}
 }
 
@@ -346,6 +361,9 @@ func (s *speaker) poke() {
 type conflict struct {
 	ip  netip.Addr
 	mac net.HardwareAddr
+	// secondary: seen on another interface than the InternalIP's, where the peers' MACs are not
+	// known (learnMACs reads the InternalIP's neighbours only).
+	secondary bool
 }
 
 func (s *speaker) run(ctx context.Context) error {
@@ -397,7 +415,9 @@ func (s *speaker) resolve(c conflict) {
 		return
 	}
 	other, known := s.macs[c.mac.String()]
-	if known && s.handover.claimed(c.ip) {
+	// On another interface the claimant's MAC is unknown; a claim of an address this node lingers on
+	// (it lost the election to a live, eligible node) is the winner's.
+	if (known || c.secondary) && s.handover.claimed(c.ip) {
 		// Make-before-break: this node lost the election for the address and kept answering until now.
 		s.log.Info("handed over: the new announcer claims the address", "ip", c.ip, "node", other, "service", key)
 		s.withdraw(c.ip, key)
@@ -408,7 +428,7 @@ func (s *speaker) resolve(c conflict) {
 		return // not a speaker: a misconfigured host; keep announcing and let the event tell
 	}
 	if election.Rank(c.ip, []string{s.cfg.Node, other})[0] == s.cfg.Node {
-		if r := s.responder(c.ip); r != nil {
+		for _, r := range s.respsOf(c.ip) {
 			_ = r.Gratuitous(c.ip) // reassert
 		}
 		return
@@ -447,11 +467,14 @@ func (s *speaker) reconcile(ctx context.Context) {
 		s.echo.SetPeers(peers)
 	}
 	dpDown, dpRetry := s.dataplaneStep()
+	if t := s.secondaryStep(now); !t.IsZero() && (dpRetry.IsZero() || t.Before(dpRetry)) {
+		dpRetry = t
+	}
 	s.mu.Lock()
 	readyAt := s.readyAt
 	s.mu.Unlock()
 	s.learnMACs(m)
-	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: []string{s.ifi.Name}, HoldDown: s.cfg.HoldDown},
+	p := plan(planInput{Config: planConfig{Self: s.cfg.Node, Interfaces: s.interfaces(), HoldDown: s.cfg.HoldDown},
 		Model: m, Peers: s.peerViews(m), ReadySince: readyAt, Announced: s.announced, Dataplane: dpDown}, s.memory(), now)
 	s.remember(p.Memory)
 	s.wake = p.Wake
@@ -461,7 +484,14 @@ func (s *speaker) reconcile(ctx context.Context) {
 
 	repoint := s.sp.set(p.Rings)
 	for _, an := range p.Announce {
-		s.announce(an.Addr, an.Key, an.Reason == AnnounceSpread)
+		s.announce(an.Addr, an.Key, an.Reason == AnnounceSpread, s.onFor(an.Addr, p))
+	}
+	// Announced addresses whose interfaces changed (an advertisement's interfaces, a secondary link
+	// failed or back).
+	for a, key := range s.announced {
+		if _, ok := p.On[a]; ok {
+			s.move(a, key, s.onFor(a, p), s.sp.isSpread(a))
+		}
 	}
 	// Spread mode: the clients this node took over (a node left or joined the ring) learn its MAC now.
 	for a, cs := range repoint {
@@ -493,14 +523,14 @@ func (s *speaker) reconcile(ctx context.Context) {
 	// A peer that comes back may have announced our addresses while it could not see us (a partition):
 	// announce ours again so that each of us sees the other's claim and resolve settles it.
 	for _, a := range p.Regratuitous {
-		if r := s.responder(a); r != nil {
+		for _, r := range s.respsOf(a) {
 			_ = r.Gratuitous(a)
 		}
 	}
 	s.m.announced.Set(float64(len(s.announced)))
 	status := map[string]map[string]any{}
 	for _, key := range s.announced {
-		status[key] = l2Status(key, s.cfg.Node, []string{s.ifi.Name})
+		status[key] = l2Status(key, s.cfg.Node, s.statusInterfaces(key))
 	}
 	s.st.Set(status)
 }
@@ -601,17 +631,30 @@ func (s *speaker) responder(a netip.Addr) responder {
 	return s.ndp
 }
 
-func (s *speaker) announce(a netip.Addr, key string, spread bool) {
-	r := s.responder(a)
-	if r == nil {
-		return
+// announce starts answering for a on the interfaces ifs (Plan.On).
+func (s *speaker) announce(a netip.Addr, key string, spread bool, ifs []string) {
+	var rs []responder
+	var on []string
+	for _, name := range ifs {
+		r := s.respOn(name, a)
+		if r == nil {
+			continue
+		}
+		if err := r.Announce(a); err != nil {
+			s.log.Error("announcing", "ip", a, "service", key, "iface", name, "err", err)
+			s.m.k8s.UpdateErrors.Inc()
+			continue
+		}
+		rs, on = append(rs, r), append(on, name)
 	}
-	if err := r.Announce(a); err != nil {
-		s.log.Error("announcing", "ip", a, "service", key, "err", err)
-		s.m.k8s.UpdateErrors.Inc()
+	if len(rs) == 0 {
+		if len(ifs) == 0 {
+			s.log.Warn("not announcing: no interface to announce on (spread mode answers on the InternalIP's interface only)", "ip", a, "service", key)
+		}
 		return
 	}
 	s.announced[a] = key
+	s.on[a] = on
 	s.m.takeovers.WithLabelValues("elected").Inc()
 	s.m.mlbAnnounced.WithLabelValues(key, "layer2", s.cfg.Node, a.String()).Set(1)
 	if spread {
@@ -621,13 +664,17 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 		return
 	}
 	// Gratuitous announcements at once and a few times more against loss (as request and reply).
-	if err := r.Gratuitous(a); err != nil {
-		s.log.Warn("gratuitous announcement", "ip", a, "err", err)
+	for _, r := range rs {
+		if err := r.Gratuitous(a); err != nil {
+			s.log.Warn("gratuitous announcement", "ip", a, "err", err)
+		}
 	}
 	for _, at := range gratuitousRetries {
 		s.retries.after(s.clock, at, func() {
-			if err := r.Gratuitous(a); err != nil {
-				s.log.Warn("gratuitous announcement", "ip", a, "err", err)
+			for _, r := range rs {
+				if err := r.Gratuitous(a); err != nil {
+					s.log.Warn("gratuitous announcement", "ip", a, "err", err)
+				}
 			}
 		})
 	}
@@ -635,9 +682,9 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 	since := s.clock.Now().Sub(s.lastLoss)
 	s.mu.Unlock()
 	if since < time.Second {
-		s.log.Info("announcing", "ip", a, "service", key, "sinceNodeLoss", since)
+		s.log.Info("announcing", "ip", a, "service", key, "interfaces", on, "sinceNodeLoss", since)
 	} else {
-		s.log.Info("announcing", "ip", a, "service", key)
+		s.log.Info("announcing", "ip", a, "service", key, "interfaces", on)
 	}
 	// The Service from the informer's cache, never from the apiserver: this runs on the run goroutine,
 	// and a request to an unreachable apiserver (restarting, or this node cut off) held every other
@@ -648,10 +695,11 @@ func (s *speaker) announce(a netip.Addr, key string, spread bool) {
 }
 
 func (s *speaker) withdraw(a netip.Addr, key string) {
-	if r := s.responder(a); r != nil {
+	for _, r := range s.respsOf(a) {
 		_ = r.Withdraw(a)
 	}
 	delete(s.announced, a)
+	delete(s.on, a)
 	s.m.mlbAnnounced.DeleteLabelValues(key, "layer2", s.cfg.Node, a.String())
 	s.handover.forget(a)
 	s.log.Info("withdrawn", "ip", a, "service", key)
@@ -732,10 +780,10 @@ func (r *retries) len() int {
 }
 
 // duplicate is called by a responder when another MAC claims an address this node announces.
-func (s *speaker) duplicate(ip netip.Addr, mac net.HardwareAddr) {
+func (s *speaker) duplicate(ip netip.Addr, mac net.HardwareAddr, secondary bool) {
 	s.m.conflicts.Inc()
 	select {
-	case s.conflicts <- conflict{ip, slices.Clone(mac)}:
+	case s.conflicts <- conflict{ip, slices.Clone(mac), secondary}:
 	default:
 	}
 }

@@ -419,7 +419,7 @@ func TestOwnerLingerUntilClaimed(t *testing.T) {
 	if !e.s.wake.Equal(e.clock.Now().Add(handoverLinger)) {
 		t.Errorf("wake %v, want the linger's end", e.s.wake)
 	}
-	e.s.resolve(conflict{vip, e.peerMAC})
+	e.s.resolve(conflict{vip, e.peerMAC, false})
 	if e.arp.announced[vip] || e.s.handover.lingering(vip) {
 		t.Error("still answering after the winner claimed the address")
 	}
@@ -435,7 +435,7 @@ func TestOwnerResolve(t *testing.T) {
 		e.s.learnMACs(e.s.cur) // learn the peer's MAC, as a reconcile does
 		e.arp.take("")
 		e.events()
-		e.s.duplicate(vip, e.peerMAC)
+		e.s.duplicate(vip, e.peerMAC, false)
 		e.s.resolve(<-e.s.conflicts)
 		if ev := e.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning DuplicateAnnouncer") {
 			t.Errorf("selfFirst %v: events %q, want one DuplicateAnnouncer", selfFirst, ev)
@@ -484,7 +484,7 @@ func TestOwnerMACNotFromHeartbeats(t *testing.T) {
 				claim = e.peerMAC
 			}
 			e.events()
-			e.s.resolve(conflict{vip, claim})
+			e.s.resolve(conflict{vip, claim, false})
 			ev := e.events()
 			if len(ev) != 1 || strings.Contains(ev[0], e.peer) != tc.wantKnown {
 				t.Errorf("events %q: want one naming %s = %v", ev, e.peer, tc.wantKnown)

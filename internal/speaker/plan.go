@@ -16,8 +16,8 @@ import (
 //
 // Rules, in the order the plan applies them:
 //
-//  1. Nodes. This node is alive, ready since it became ready, on its announcing interface, unless its
-//     data plane is down (planInput.Dataplane, dataplane.go): then it is not alive. A peer is
+//  1. Nodes. This node is alive, ready since it became ready, on its announcing interfaces
+//     (planConfig.Interfaces; a peer's come in its heartbeats), unless its data plane is down (planInput.Dataplane, dataplane.go): then it is not alive. A peer is
 //     eligible when both detectors say it is alive and its last heartbeat says ready and not
 //     leaving; its hold-down runs from when it became ready by its own clock (now - ReadyFor), or
 //     from when this node first saw it eligible if it does not say (eligible-since memory). A peer
@@ -31,7 +31,9 @@ import (
 //     an address is announced through none that leaves out one of its Services.
 //  3. Wanted addresses: those of the groups this node wins, and in spread mode (config.Service.Spread)
 //     those of the groups whose spread set holds this node, with their ring (Plan.Rings, from which
-//     the owner re-points the clients this node gains).
+//     the owner re-points the clients this node gains). Each is answered on the interfaces of this
+//     node that the group's advertisements selecting it name, or on all of them when one names none
+//     (Plan.On; MetalLB's ipAdvertisementFor): the owner moves an announced address when they change.
 //  4. Announce (AnnounceElected, AnnounceSpread) each wanted address not announced yet, unless it
 //     was given up to a duplicate announcer a moment ago and that node is still alive
 //     (Plan.Yielded). A wanted address ends its handover.
@@ -49,7 +51,7 @@ import (
 // planConfig is what the plan knows of this node and its policy.
 type planConfig struct {
 	Self       string        // this node's name
-	Interfaces []string      // this node's announcing interfaces
+	Interfaces []string      // this node's interfaces that can announce now (see interfaces.go)
 	HoldDown   time.Duration // election.Input.HoldDown
 }
 
@@ -181,6 +183,11 @@ type Plan struct {
 	Rings map[netip.Addr]election.Ring
 	// Regratuitous are the addresses to announce again because a peer returned, sorted.
 	Regratuitous []netip.Addr
+	// On maps every address this node wants to answer for (announced already or in Announce) to the
+	// interfaces it answers on, sorted: this node's interfaces (planConfig.Interfaces) that the
+	// advertisements selecting it name, or all of them when one names none (MetalLB's
+	// AllInterfaces). Lingering addresses keep the interfaces they have.
+	On map[netip.Addr][]string
 	// Wake is when the plan may change without any input changing (zero: never).
 	Wake time.Time
 	// Memory is the memory for the next plan.
@@ -192,7 +199,7 @@ type Plan struct {
 func plan(in planInput, mem memory, now time.Time) Plan {
 	cfg := in.Config
 	mem = mem.clone()
-	p := Plan{Rings: map[netip.Addr]election.Ring{}}
+	p := Plan{Rings: map[netip.Addr]election.Ring{}, On: map[netip.Addr][]string{}}
 
 	// 1. Nodes.
 	for _, n := range in.Model.Nodes {
@@ -234,13 +241,24 @@ func plan(in planInput, mem memory, now time.Time) Plan {
 	lingers := map[netip.Addr]bool{} // addresses this node lost but may keep answering (Decision.Lingers)
 	current := make(map[netip.Addr]string, len(mem.Current))
 	elKeys := make(map[netip.Addr]netip.Addr, len(mem.ElKeys))
+	on := map[netip.Addr][]string{}
+	self := election.Node{Name: cfg.Self, Interfaces: cfg.Interfaces}
+	if i := slices.IndexFunc(p.Nodes, func(n election.Node) bool { return n.Name == cfg.Self }); i >= 0 {
+		self = p.Nodes[i]
+	}
 	for _, group := range election.Group(svcs) {
 		first := byKey[group[0].Key]
 		spread := first.Spread
-		d := election.Elect(election.Input{Services: group, Advertisements: groupAdvertisements(group, byKey), HoldDown: cfg.HoldDown,
+		ads := groupAdvertisements(group, byKey)
+		d := election.Elect(election.Input{Services: group, Advertisements: ads, HoldDown: cfg.HoldDown,
 			Current: mem.Current[electionKey(group)], Spread: spread}, p.Nodes, now)
+		ifs, _ := election.AnnounceInterfaces(ads, self)
+		if ifs == nil {
+			ifs = slices.Sorted(slices.Values(cfg.Interfaces))
+		}
 		for _, a := range d.Addrs {
 			elKeys[a] = d.Key
+			on[a] = ifs
 			if !spread && d.Lingers(cfg.Self) {
 				lingers[a] = true
 			}
@@ -262,6 +280,11 @@ func plan(in planInput, mem memory, now time.Time) Plan {
 		}
 	}
 	mem.Current, mem.ElKeys = current, elKeys
+	for a, ifs := range on {
+		if _, ok := want[a]; ok {
+			p.On[a] = ifs
+		}
+	}
 
 	// 4. Announce.
 	alive := map[string]bool{}

@@ -204,7 +204,7 @@ func TestPlanRules(t *testing.T) {
 			if len(r.want.Rings) == 0 {
 				r.want.Rings = map[netip.Addr]election.Ring{}
 			}
-			if diff := cmp.Diff(r.want, got, cmpopts.IgnoreFields(Plan{}, "Nodes", "Memory"), cmpopts.EquateComparable(netip.Addr{}),
+			if diff := cmp.Diff(r.want, got, cmpopts.IgnoreFields(Plan{}, "Nodes", "Memory", "On"), cmpopts.EquateComparable(netip.Addr{}),
 				cmp.AllowUnexported(election.Ring{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -213,6 +213,72 @@ func TestPlanRules(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, copyMemory(mem), cmpopts.EquateComparable(netip.Addr{}, yield{})); diff != "" {
 				t.Errorf("plan modified its input memory (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanInterfaces: which interfaces an address is answered on (Plan.On), and which nodes may
+// announce when an advertisement names interfaces (MetalLB's ipAdvertisementFor; election rule 6).
+func TestPlanInterfaces(t *testing.T) {
+	vip := netip.MustParseAddr("172.19.255.200")
+	ranked := election.Rank(vip, []string{"node-a", "node-b"})
+	first, second := ranked[0], ranked[1]
+	t0 := time.Date(2026, 11, 26, 6, 30, 0, 0, time.UTC)
+	ad := func(name string, ifs ...string) election.Advertisement {
+		return election.Advertisement{Name: name, Interfaces: ifs}
+	}
+	for _, tc := range []struct {
+		name      string
+		self      string
+		selfIfs   []string
+		peerIfs   []string
+		ads       []election.Advertisement
+		announced bool
+		wantOn    []string // nil: not wanted here
+		announce  bool
+	}{
+		{name: "no interfaces named: every interface of the node", self: first, selfIfs: []string{"eth1", "eth0"}, peerIfs: []string{"eth0"},
+			ads: []election.Advertisement{ad("all")}, wantOn: []string{"eth0", "eth1"}, announce: true},
+		{name: "interfaces [eth1]: eth1 only", self: first, selfIfs: []string{"eth0", "eth1"}, peerIfs: []string{"eth0", "eth1"},
+			ads: []election.Advertisement{ad("second", "eth1")}, wantOn: []string{"eth1"}, announce: true},
+		{name: "named interfaces this node lacks are left out", self: first, selfIfs: []string{"eth0", "eth1"}, peerIfs: []string{"eth0"},
+			ads: []election.Advertisement{ad("x", "eth1", "bond0")}, wantOn: []string{"eth1"}, announce: true},
+		{name: "two advertisements: the union of their interfaces", self: first, selfIfs: []string{"eth0", "eth1", "eth2"}, peerIfs: []string{"eth0"},
+			ads: []election.Advertisement{ad("a", "eth2"), ad("b", "eth1")}, wantOn: []string{"eth1", "eth2"}, announce: true},
+		{name: "one advertisement without interfaces wins over one naming some", self: first, selfIfs: []string{"eth0", "eth1"}, peerIfs: []string{"eth0"},
+			ads: []election.Advertisement{ad("a", "eth1"), ad("b")}, wantOn: []string{"eth0", "eth1"}, announce: true},
+		{name: "the top-ranked node lacks eth1 (or its eth1 responder failed): the next node announces", self: second,
+			selfIfs: []string{"eth0", "eth1"}, peerIfs: []string{"eth0"}, ads: []election.Advertisement{ad("second", "eth1")},
+			wantOn: []string{"eth1"}, announce: true},
+		{name: "this node lacks eth1: it does not announce", self: first, selfIfs: []string{"eth0"}, peerIfs: []string{"eth0", "eth1"},
+			ads: []election.Advertisement{ad("second", "eth1")}},
+		{name: "announced already: no announcement, but On says where (the owner moves it)", self: first, selfIfs: []string{"eth0", "eth1"},
+			peerIfs: []string{"eth0"}, ads: []election.Advertisement{ad("second", "eth1")}, announced: true, wantOn: []string{"eth1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer := first
+			if tc.self == first {
+				peer = second
+			}
+			svc := config.Service{Key: "default/web", Pool: "p", Addrs: []netip.Addr{vip}, L2: tc.ads,
+				Endpoints: []election.Endpoint{{Node: first, Ready: true}, {Node: second, Ready: true}}}
+			announced := map[netip.Addr]string{}
+			if tc.announced {
+				announced[vip] = svc.Key
+			}
+			mem := newMemory(handoverLinger)
+			mem.Eligible[peer] = t0.Add(-time.Hour)
+			in := planInput{Config: planConfig{Self: tc.self, Interfaces: tc.selfIfs},
+				Model:      &config.Model{Services: []config.Service{svc}, Nodes: []config.Node{{Name: first}, {Name: second}}},
+				Peers:      map[string]peerView{peer: {Alive: true, Heard: true, Ready: true, ReadyFor: time.Hour, Interfaces: tc.peerIfs}},
+				ReadySince: t0.Add(-time.Hour), Announced: announced}
+			got := plan(in, mem, t0)
+			if diff := cmp.Diff(tc.wantOn, got.On[vip]); diff != "" {
+				t.Errorf("On (-want +got):\n%s", diff)
+			}
+			if a := len(got.Announce) == 1; a != tc.announce {
+				t.Errorf("announce = %v, want %v (%+v)", a, tc.announce, got.Announce)
 			}
 		})
 	}

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,6 +70,10 @@ type Config struct {
 	MetricsSecure bool
 	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
 	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
+	// ExcludeInterfaces are regular expressions of interface names never announced on, as MetalLB's
+	// announcedInterfacesToExclude; nil means DefaultExcludeInterfaces (MetalLB's default list).
+	// The InternalIP's interface is always announced on.
+	ExcludeInterfaces []string
 
 	// HeartbeatKeySecret is the Secret in Namespace holding the heartbeat keys ("" =
 	// DefaultHeartbeatKeySecret); see heartbeatkey.go.
@@ -128,6 +133,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	secondary, secManaged, err := openSecondaries(ifi, cfg.ExcludeInterfaces, l2cfg, func(name string) func(error) {
+		return func(err error) { s.onSecondaryError(name)(err) }
+	}, func(ip netip.Addr, mac net.HardwareAddr) { s.onSecondaryConflict(ip, mac) }, log)
+	if err != nil {
+		return err
+	}
 	var ndp *layer2.Managed
 	if hasIPv6(ifi) {
 		if ndp, err = dialManaged(ifi, layer2.DialNDP, l2cfg(responderNDP), func(err error) { s.onSocketError(responderNDP)(err) }); err != nil {
@@ -165,8 +176,9 @@ func Run(ctx context.Context, cfg Config) error {
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
 	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Keys: keys, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
-		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
-		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
+		Recorder:  b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
+		Objects:   stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()},
+		Secondary: secondary}
 	if ndp != nil { // never a nil *Managed in the interface
 		d.NDP = ndp
 		d.Reopen[responderNDP] = ndp
@@ -189,6 +201,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		r.SetAnswerFunc(s.sp.answer)
 		io.Go(func() { _ = r.Run(ioctx) }) // a failing responder is reported to s.onSocketError
+	}
+	for _, r := range secManaged {
+		r.SetAnswerFunc(s.sp.answerSecondary(r.Interface().HardwareAddr))
+		io.Go(func() { _ = r.Run(ioctx) }) // a failing responder is reported to s.onSecondaryError
 	}
 	// The link the responders serve: deleted, renamed, down or back (dataplane.go).
 	io.Go(func() {
@@ -335,6 +351,56 @@ func dialManaged(ifi *net.Interface, dial func(*net.Interface, layer2.Config) (*
 		}
 		return dial(now, cfg)
 	}, onFail)
+}
+
+// openSecondaries opens ARP (and, with an IPv6 address, NDP) responders on every interface besides
+// primary that can announce (interfaces.go). An interface whose responder cannot be opened is left
+// out (logged), as MetalLB does.
+func openSecondaries(primary *net.Interface, exclude []string, l2cfg func(string) layer2.Config, onFail func(string) func(error),
+	onConflict func(netip.Addr, net.HardwareAddr), log *slog.Logger) ([]secondaryLink, []*layer2.Managed, error) {
+	if exclude == nil {
+		exclude = DefaultExcludeInterfaces
+	}
+	re, err := excludeRegexp(exclude)
+	if err != nil {
+		return nil, nil, fmt.Errorf("interfaces to exclude: %w", err)
+	}
+	links, ifs, err := readLinks()
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing interfaces: %w", err)
+	}
+	var out []secondaryLink
+	var all []*layer2.Managed
+	for _, name := range announceInterfaces(links, re) {
+		if name == primary.Name {
+			continue
+		}
+		i := slices.IndexFunc(ifs, func(ifi net.Interface) bool { return ifi.Name == name })
+		ifi := &ifs[i]
+		cfg := l2cfg(responderARP)
+		cfg.OnNetDown, cfg.OnConflict = onFail(name), onConflict
+		arp, err := dialManaged(ifi, layer2.DialARP, cfg, onFail(name))
+		if err != nil {
+			log.Warn("cannot open an ARP responder: not announcing on this interface", "iface", name, "err", err)
+			continue
+		}
+		l := secondaryLink{Name: name, ARP: arp, Reopen: []reopener{arp}}
+		all = append(all, arp)
+		if hasIPv6(ifi) {
+			cfg := l2cfg(responderNDP)
+			cfg.OnNetDown, cfg.OnConflict = onFail(name), onConflict
+			if ndp, err := dialManaged(ifi, layer2.DialNDP, cfg, onFail(name)); err != nil {
+				log.Warn("NDP responder unavailable on this interface: IPv6 addresses are not announced on it", "iface", name, "err", err)
+			} else {
+				l.NDP = ndp
+				l.Reopen = append(l.Reopen, ndp)
+				all = append(all, ndp)
+			}
+		}
+		log.Info("announcing on a further interface too", "iface", name, "mac", ifi.HardwareAddr.String())
+		out = append(out, l)
+	}
+	return out, all, nil
 }
 
 // interfaceWith finds the interface holding ip.

@@ -105,3 +105,16 @@ func (sp *spreadState) set(rings map[netip.Addr]election.Ring) map[netip.Addr][]
 	sp.rings = rings
 	return out
 }
+
+// answerSecondary is the AnswerFunc of a responder on a secondary interface (owner_links.go): every
+// client is answered with that interface's MAC, but spread addresses never (spread mode answers on
+// the InternalIP's interface only).
+func (sp *spreadState) answerSecondary(mac net.HardwareAddr) func(ip, clientIP netip.Addr, clientMAC net.HardwareAddr) (net.HardwareAddr, bool) {
+	mac = slices.Clone(mac)
+	return func(ip, _ netip.Addr, _ net.HardwareAddr) (net.HardwareAddr, bool) {
+		if sp.isSpread(ip) {
+			return nil, false
+		}
+		return mac, true
+	}
+}

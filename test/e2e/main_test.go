@@ -83,8 +83,9 @@ func setup() (int, error) {
 		return 1, fmt.Errorf("building ironlb: %w", err)
 	}
 	t0 := time.Now()
-	// Seed 003's router and mypc2 too, for the BGP tests; the layer-2 tests ignore them.
-	up := exec.Command(ironlb, "lab", "up", "--bgp")
+	// Seed 003's router and mypc2 too, for the BGP tests, and the second network (br1, eth1 on every
+	// node, mypc3) for TestL2SecondNetwork; the other tests ignore them.
+	up := exec.Command(ironlb, "lab", "up", "--bgp", "--second-network")
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	if err := up.Run(); err != nil {
 		return 1, fmt.Errorf("lab up: %w", err)
@@ -98,7 +99,7 @@ func leftovers() []string {
 	var out []string
 	ents, _ := os.ReadDir("/run/netns")
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "myk8s-") || e.Name() == "mypc" || e.Name() == "mypc2" || e.Name() == "router" {
+		if strings.HasPrefix(e.Name(), "myk8s-") || e.Name() == "mypc" || e.Name() == "mypc2" || e.Name() == "mypc3" || e.Name() == "router" {
 			out = append(out, "netns "+e.Name())
 		}
 	}

@@ -28,7 +28,7 @@ func TestLabDownLeavesNothing(t *testing.T) {
 // so an interruption lands half-way.
 func startUp(t *testing.T) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(ironlb, "lab", "up")
+	cmd := exec.Command(ironlb, "lab", "up", "--second-network") // its mypc3 and br1 must go on every path too
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -28,9 +28,13 @@ const (
 	ProxyIronLB = "ironlb"
 	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
 	// peers from NodeASN with the router in RouterASN.
-	RouterName         = "router"
-	Client2Name        = "mypc2"
-	RouterASN          = 64512
+	RouterName  = "router"
+	Client2Name = "mypc2"
+	RouterASN   = 64512
+	// Client3Name is the client on the second network (Config.SecondNetwork).
+	Client3Name = "mypc3"
+	// SecondIface is the nodes' interface on the second network.
+	SecondIface        = "eth1"
 	NodeASN            = 64513
 	apiserverPort      = 6443
 	controlPlaneSuffix = "-control-plane"
@@ -68,6 +72,10 @@ type Config struct {
 	Registry bool `json:"registry,omitempty"`
 	// RegistryBin is the directory with the registry binary (hack/registry-binary.sh builds it).
 	RegistryBin string `json:"registryBin,omitempty"`
+	// SecondNetwork adds a second layer-2 network: a second bridge in the bridge namespace, SecondIface
+	// on every node with an address of SecondCIDR, and the client Client3Name on it (network.go).
+	SecondNetwork bool         `json:"secondNetwork,omitempty"`
+	SecondCIDR    netip.Prefix `json:"secondCIDR,omitzero"` // its IPv4 subnet (172.19.0.0/16, Docker's next network)
 }
 
 // DefaultConfig returns seed 000's cluster.
@@ -86,6 +94,7 @@ func DefaultConfig() Config {
 		IPFamily:     IPFamilyIPv4,
 		ProxyMode:    ProxyIPTables,
 		RouterCIDR:   netip.MustParsePrefix("192.168.10.0/24"),
+		SecondCIDR:   netip.MustParsePrefix("172.19.0.0/16"),
 		StateDir:     DefaultStateDir,
 		Registry:     true,
 	}
@@ -185,6 +194,18 @@ func (c Config) Validate() error {
 		}
 		if c.ClientName == RouterName || c.ClientName == Client2Name {
 			errs = append(errs, fmt.Errorf("--client %q: the BGP lab uses that name", c.ClientName))
+		}
+	}
+	if c.SecondNetwork {
+		switch {
+		case !c.SecondCIDR.IsValid() || !c.SecondCIDR.Addr().Is4() || c.SecondCIDR.Bits() > 24 || c.SecondCIDR != c.SecondCIDR.Masked():
+			errs = append(errs, fmt.Errorf("--second-cidr %s: want an IPv4 CIDR of /24 or more without host bits", c.SecondCIDR))
+		case c.SecondCIDR.Overlaps(c.NodeCIDR) || c.SecondCIDR.Overlaps(c.PodCIDR) || c.SecondCIDR.Overlaps(c.ServiceCIDR) ||
+			c.BGP && c.SecondCIDR.Overlaps(c.RouterCIDR):
+			errs = append(errs, fmt.Errorf("--second-cidr %s must not overlap the node, pod, service or router CIDR", c.SecondCIDR))
+		}
+		if c.ClientName == Client3Name {
+			errs = append(errs, fmt.Errorf("--client %q: the second network's client uses that name", c.ClientName))
 		}
 	}
 	if c.Registry && c.NodeCIDR.IsValid() && c.NodeCIDR.Addr().Is4() && c.NodeCIDR.Bits() <= 28 {

@@ -85,10 +85,56 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 		}
 	}
 	if p.Router.Name != "" {
-		return l.createRouterNetwork(ctx)
+		if err := l.createRouterNetwork(ctx); err != nil {
+			return err
+		}
+	}
+	if p.Bridge2 != "" {
+		return l.createSecondNetwork(ctx)
 	}
 	return nil
 }
+
+// createSecondNetwork builds the second layer-2 network (issue 20: announcing on secondary NICs): a
+// bridge in the bridge namespace, SecondIface on every node (a veth to it) with an address of
+// SecondCIDR, and Client3 on it. It has no gateway and no route beyond its subnet: nodes and Client3
+// reach each other on-link. Everything lives in lab namespaces and goes with them.
+func (l *Lab) createSecondNetwork(ctx context.Context) error {
+	p := l.Plan
+	bits := p.Config.SecondCIDR.Bits()
+	if err := ipBatch(ctx, p.BridgeNS, []string{"link add " + p.Bridge2 + " type bridge", "link set " + p.Bridge2 + " up"}); err != nil {
+		return err
+	}
+	attach := func(ns, ifname, port string, addr netip.Addr) error {
+		if err := ip(ctx, "-n", ns, "link", "add", ifname, "type", "veth", "peer", "name", port, "netns", p.BridgeNS); err != nil {
+			return err
+		}
+		if err := ipBatch(ctx, ns, []string{
+			"link set " + ifname + " address " + macFor(addr),
+			fmt.Sprintf("addr add %s/%d dev %s", addr, bits, ifname),
+			"link set " + ifname + " up",
+		}); err != nil {
+			return err
+		}
+		return ipBatch(ctx, p.BridgeNS, []string{"link set " + port + " master " + p.Bridge2, "link set " + port + " up"})
+	}
+	for _, n := range p.Nodes {
+		if err := attach(n.Name, SecondIface, secondPort(n), p.SecondAddr(n)); err != nil {
+			return err
+		}
+	}
+	c3 := p.Client3
+	if err := ip(ctx, "netns", "add", c3.Name); err != nil {
+		return err
+	}
+	if err := ipBatch(ctx, c3.Name, []string{"link set lo up"}); err != nil {
+		return err
+	}
+	return attach(c3.Name, "eth0", "veth2-c", c3.Addr)
+}
+
+// secondPort is the bridge-side name of a node's link to the second network.
+func secondPort(h Host) string { return fmt.Sprintf("veth2-%d", h.Index) }
 
 // createRouterNetwork links Client2 to the router (seed 003: a client on another subnet that reaches
 // the service addresses only through the router) and routes that subnet from every node via the
@@ -136,6 +182,12 @@ func (l *Lab) setLink(ctx context.Context, h Host, up bool) error {
 	// instant the failover benchmark records, not after a fork and exec.
 	if err := InNetNS(l.Plan.BridgeNS, func() error { _, err := linkSetUp(bridgePort(h), up); return err }); err != nil {
 		return fmt.Errorf("link set %s %s in %s: %w", bridgePort(h), state, l.Plan.BridgeNS, err)
+	}
+	// A power cut or a partition pulls the node's cable to the second network too.
+	if l.Plan.Bridge2 != "" && h.IsNode() {
+		if err := InNetNS(l.Plan.BridgeNS, func() error { _, err := linkSetUp(secondPort(h), up); return err }); err != nil {
+			return fmt.Errorf("link set %s %s in %s: %w", secondPort(h), state, l.Plan.BridgeNS, err)
+		}
 	}
 	return nil
 }

@@ -57,6 +57,12 @@ type Plan struct {
 	Client2 Host `json:"client2,omitzero"`
 	// RouterLANAddr is the router's address on Client2's subnet, Client2's default gateway.
 	RouterLANAddr netip.Addr `json:"routerLANAddr,omitzero"`
+	// Client3 exists with Config.SecondNetwork: the client on the second network (Bridge2), not on
+	// the first bridge (Index -1).
+	Client3 Host `json:"client3,omitzero"`
+	// Bridge2 is the second network's bridge inside BridgeNS (Config.SecondNetwork), without an
+	// address: a layer-2 segment between the nodes' SecondIface and Client3.
+	Bridge2 string `json:"bridge2,omitempty"`
 	// Registry exists when Config.Registry is set: the OCI distribution registry's host on the
 	// bridge, serving plain HTTP on RegistryPort (registry.go).
 	Registry Host `json:"registry,omitzero"`
@@ -109,6 +115,11 @@ func NewPlan(c Config) (Plan, error) {
 		a2 := nthAddr(c.RouterCIDR, 100)
 		p.Client2 = Host{Name: Client2Name, Role: RoleClient, Index: -1, Addr: a2, MAC: macFor(a2)}
 	}
+	if c.SecondNetwork {
+		p.Bridge2 = "br1"
+		a3 := nthAddr(c.SecondCIDR, addrOffset(c.NodeCIDR.Addr(), c.ClientAddr))
+		p.Client3 = Host{Name: Client3Name, Role: RoleClient, Index: -1, Addr: a3, MAC: macFor(a3)}
+	}
 	if c.Registry {
 		// Index after the router's whether or not there is one: a bridge port's name does not
 		// depend on --bgp.
@@ -139,13 +150,23 @@ func (p Plan) Hosts() []Host {
 	return hs
 }
 
-// AllHosts returns every host namespace: the bridge's hosts and (BGP lab) Client2 behind the router.
+// AllHosts returns every host namespace: the bridge's hosts, (BGP lab) Client2 behind the router and
+// (second network) Client3.
 func (p Plan) AllHosts() []Host {
 	hs := p.Hosts()
 	if p.Client2.Name != "" {
 		hs = append(hs, p.Client2)
 	}
+	if p.Client3.Name != "" {
+		hs = append(hs, p.Client3)
+	}
 	return hs
+}
+
+// SecondAddr is a node's address on the second network (Config.SecondNetwork): the same offset in
+// SecondCIDR as its eth0 address in NodeCIDR (172.18.0.3 -> 172.19.0.3).
+func (p Plan) SecondAddr(h Host) netip.Addr {
+	return nthAddr(p.Config.SecondCIDR, addrOffset(p.Config.NodeCIDR.Addr(), h.Addr))
 }
 
 // NodeNames returns the names of the nodes, control plane first.

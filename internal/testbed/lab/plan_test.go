@@ -410,3 +410,37 @@ func TestHostIsNode(t *testing.T) {
 		t.Errorf("hosts that are nodes (-want +got):\n%s", d)
 	}
 }
+
+// TestPlanSecondNetwork: the second network's client is a host of its own (torn down with the
+// others), off the first bridge, and each node's eth1 address mirrors its eth0 address.
+func TestPlanSecondNetwork(t *testing.T) {
+	c := DefaultConfig()
+	c.SecondNetwork = true
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Bridge2 != "br1" {
+		t.Errorf("Bridge2 = %q, want br1", p.Bridge2)
+	}
+	want := Host{Name: "mypc3", Role: RoleClient, Index: -1, Addr: netip.MustParseAddr("172.19.0.100"), MAC: "02:42:ac:13:00:64"}
+	if got := p.Client3; got.Name != want.Name || got.Role != want.Role || got.Index != want.Index || got.Addr != want.Addr || got.MAC != want.MAC {
+		t.Errorf("Client3 = %+v, want %+v", got, want)
+	}
+	if h, ok := p.Host("mypc3"); !ok || h.Name != p.Client3.Name {
+		t.Errorf("Host(mypc3) = %v, %v: not among AllHosts", h, ok)
+	}
+	if got := p.SecondAddr(p.Nodes[1]); got != netip.MustParseAddr("172.19.0.3") {
+		t.Errorf("SecondAddr(%s) = %s, want 172.19.0.3", p.Nodes[1].Name, got)
+	}
+	for _, bad := range []string{"172.18.0.0/24", "10.10.0.0/16", "172.19.0.0/25", "172.19.0.1/16"} {
+		c.SecondCIDR = netip.MustParsePrefix(bad)
+		if err := c.Validate(); err == nil {
+			t.Errorf("--second-cidr %s accepted", bad)
+		}
+	}
+	c.SecondCIDR, c.ClientName = netip.MustParsePrefix("172.19.0.0/16"), "mypc3"
+	if err := c.Validate(); err == nil {
+		t.Error("--client mypc3 accepted with the second network")
+	}
+}
