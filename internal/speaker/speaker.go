@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
 	d := deps{Log: log, Interface: ifi, Heartbeats: mon, Keys: keys, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{}, Neighbours: netlinkNeighbours{index: ifi.Index},
 		Recorder: rec, NoLayer2: noL2,
-		Objects:  stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
+		Objects: stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
 	if arp != nil { // never a nil *Managed in the interface
 		d.ARP = arp
 		d.Reopen[responderARP] = arp
