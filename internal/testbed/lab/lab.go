@@ -341,7 +341,7 @@ data: {apiServerHost: "%s", apiServerPort: "%d"}
 	var buf bytes.Buffer
 	clusterCIDR := joinPrefixes(c.PodCIDRs())
 	err := template.Must(template.New("kube-proxy").Parse(kubeProxyYAML)).Execute(&buf, map[string]string{
-		"ClusterCIDR": clusterCIDR, "Mode": c.ProxyMode, "Version": KubeVersion, "BindAddress": bindAny(c),
+		"ClusterCIDR": clusterCIDR, "Mode": c.ProxyMode, "Version": KubeVersion, "BindAddress": bindAny(c), "MetricsBindAddress": metricsBind(c),
 		"Server": fmt.Sprintf("https://%s:%d", l.Plan.ControlPlane().Name, apiserverPort),
 	})
 	if err != nil {
@@ -355,6 +355,15 @@ data: {apiServerHost: "%s", apiServerPort: "%d"}
 func bindAny(c Config) string {
 	if c.IPv6Only() {
 		return "::"
+	}
+	return "0.0.0.0"
+}
+
+// metricsBind is kube-proxy's metricsBindAddress: 0.0.0.0 as before (its port defaulted), or
+// [::]:10249 in the IPv6-only lab (an IPv6 address needs its port spelled).
+func metricsBind(c Config) string {
+	if c.IPv6Only() {
+		return "[::]:10249"
 	}
 	return "0.0.0.0"
 }
