@@ -17,6 +17,7 @@ import (
 // experiment passes with NDP in place of ARP, and the announcer's power cut moves the address to
 // another node's MAC within the layer-2 failover goal.
 func TestIPv6OnlyLab(t *testing.T) {
+	run(t, ironlb, "lab", "down") // the suite's IPv4 lab, when this runs alone: one lab at a time
 	out := run(t, ironlb, "lab", "up", "--ip-family=ipv6")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
