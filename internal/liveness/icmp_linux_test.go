@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -119,5 +120,63 @@ func run(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v: %s", name, args, err, out)
+	}
+}
+
+// TestMonitorIPv6Netns: heartbeats over UDP/IPv6 between two namespaces (IPv6-only nodes): each side
+// hears the other from its InternalIP; a heartbeat signed with the key but sent from another address
+// of the same subnet (an attacker on the link) is rejected as WrongSource and never believed.
+func TestMonitorIPv6Netns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip (iproute2)")
+	}
+	a, b := netnsPair(t, "2001:db8:e::1/64", "2001:db8:e::2/64")
+	run(t, "ip", "-n", b, "addr", "add", "2001:db8:e::99/64", "dev", "vb", "nodad") // the attacker's
+	listen := func(ns, addr string) net.PacketConn {
+		var c net.PacketConn
+		inNetns(t, ns, func() {
+			var err error
+			if c, err = net.ListenPacket("udp6", addr); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return c
+	}
+	ca, cb := listen(a, "[2001:db8:e::1]:7947"), listen(b, "[2001:db8:e::2]:7947")
+	forger := listen(b, "[2001:db8:e::99]:0")
+	defer forger.Close()
+	log := slog.New(slog.DiscardHandler)
+	ma := NewMonitor(ca, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: "a", Ready: true} }, func() {}, log)
+	mb := NewMonitor(cb, NewDetector(10*time.Millisecond, 5), 0, func() Heartbeat { return Heartbeat{Node: "b", Ready: true} }, func() {}, log)
+	var wrongSource atomic.Int32
+	ma.OnReject = func(r Reason) {
+		if r == WrongSource {
+			wrongSource.Add(1)
+		}
+	}
+	ma.SetPeers([]Peer{{Node: "b", Addr: netip.MustParseAddrPort("[2001:db8:e::2]:7947")}})
+	mb.SetPeers([]Peer{{Node: "a", Addr: netip.MustParseAddrPort("[2001:db8:e::1]:7947")}})
+	ma.SetKeys(testKey, nil)
+	mb.SetKeys(testKey, nil)
+	runMonitors(t, ma, mb)
+	alive := func(m *Monitor, n string) bool { ok, _ := m.Alive(n); return ok }
+	if !eventually(func() bool { return alive(ma, "b") && alive(mb, "a") }) {
+		t.Fatal("the IPv6 peers never heard each other")
+	}
+	s := NewSigner(7)
+	s.SetKey(testKey)
+	for range 3 {
+		if _, err := forger.WriteTo(s.Sign(Heartbeat{Node: "b", Leaving: true}, time.Now()), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("[2001:db8:e::1]:7947"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !eventually(func() bool { return wrongSource.Load() >= 3 }) {
+		t.Fatalf("forged heartbeats from another address: %d rejected as WrongSource, want 3", wrongSource.Load())
+	}
+	if hb, _ := ma.Info("b"); hb.Leaving {
+		t.Error("a forged Leaving was believed")
 	}
 }
