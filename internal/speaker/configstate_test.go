@@ -151,7 +151,9 @@ func TestConfigStateWriterAgainstAPIServer(t *testing.T) {
 	// configuration's condition leaves it.
 	n2.Set(layer2Condition("node \"n2\" is not eligible for layer 2", Layer2Loopback))
 	n2.Set(config.ConfigCondition(config.ConditionConfigValid, nil))
-	_, st2 = wait("speaker-n2", func(_ *unstructured.Unstructured, st v1beta1.ConfigurationStateStatus) bool { return len(st.Conditions) == 2 })
+	_, st2 = wait("speaker-n2", func(_ *unstructured.Unstructured, st v1beta1.ConfigurationStateStatus) bool {
+		return len(st.Conditions) == 2
+	})
 	got := map[string]string{}
 	for _, c := range st2.Conditions {
 		got[c.Type] = string(c.Status) + "/" + c.Reason

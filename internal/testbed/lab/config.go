@@ -26,9 +26,9 @@ const (
 	// client are IPv6 only (NodeCIDR6, PodCIDR6, ServiceCIDR6). The IPv4 CIDRs still lay the hosts
 	// out: a host's IPv6 address is at its IPv4 address's offset in NodeCIDR6, its MAC from the IPv4
 	// address, as in the other families.
-	IPFamilyIPv6 = "ipv6"
-	ProxyIPTables   = "iptables"
-	ProxyNFTables   = "nftables"
+	IPFamilyIPv6  = "ipv6"
+	ProxyIPTables = "iptables"
+	ProxyNFTables = "nftables"
 	// ProxyIronLB runs `ironlb proxy` (config/proxy) instead of kube-proxy.
 	ProxyIronLB = "ironlb"
 	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
