@@ -39,6 +39,9 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 			if cfg.ClientAddr, err = netip.ParseAddr(clientAddr); err != nil {
 				return fmt.Errorf("--client-addr: %w", err)
 			}
+			if cfg.IPFamily == lab.IPFamilyIPv6 && !c.Flags().Changed("registry") {
+				cfg.Registry = false // its image names would carry a bracketed IPv6 address
+			}
 			if cfg.Self, err = os.Executable(); err != nil {
 				return err
 			}
@@ -70,14 +73,14 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	d := lab.DefaultConfig()
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of worker nodes")
 	f.StringVar(&nodeCIDR, "node-cidr", d.NodeCIDR.String(), "the bridge's IPv4 subnet")
-	f.StringVar(&nodeCIDR6, "node-cidr6", d.NodeCIDR6.String(), "the bridge's IPv6 subnet (--ip-family=dual)")
+	f.StringVar(&nodeCIDR6, "node-cidr6", d.NodeCIDR6.String(), "the bridge's IPv6 subnet (--ip-family=dual or ipv6)")
 	f.StringVar(&podCIDR, "pod-cidr", d.PodCIDR.String(), "pod CIDR (a /24 per node)")
 	f.StringVar(&podCIDR6, "pod-cidr6", d.PodCIDR6.String(), "IPv6 pod CIDR (a /64 per node)")
 	f.StringVar(&svcCIDR, "service-cidr", d.ServiceCIDR.String(), "service CIDR")
 	f.StringVar(&svcCIDR6, "service-cidr6", d.ServiceCIDR6.String(), "IPv6 service CIDR")
 	f.StringVar(&cfg.ClientName, "client", d.ClientName, "name of the outside client's namespace")
 	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
-	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4 or dual")
+	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4, dual or ipv6 (IPv6 only: the bridge, nodes, pods, Services and the client; no --bgp; no registry unless --registry is given)")
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
 	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")

@@ -114,7 +114,9 @@ type Node struct {
 	Excluded bool
 	// NetworkUnavailable: its NetworkUnavailable condition is True.
 	NetworkUnavailable bool
-	// InternalIP is its first IPv4 InternalIP (kubenode.InternalIP); zero when it has none.
+	// InternalIP is its first IPv4 InternalIP, or on an IPv6-only node its first IPv6 one
+	// (kubenode.PrimaryInternalIP): where its speaker's heartbeats and echo answers come from. Zero
+	// when it has none.
 	InternalIP netip.Addr
 }
 
@@ -249,7 +251,7 @@ func BuildModel(in ModelInput) *Model {
 
 	for _, n := range in.Nodes {
 		mn := Node{Name: n.Name, Labels: n.Labels, Excluded: election.ExcludedByLabel(n.Labels), NetworkUnavailable: kubenode.NetworkUnavailable(n)}
-		mn.InternalIP, _ = kubenode.InternalIP(n, true)
+		mn.InternalIP, _ = kubenode.PrimaryInternalIP(n)
 		m.Nodes = append(m.Nodes, mn)
 	}
 	slices.SortFunc(m.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })

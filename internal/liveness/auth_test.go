@@ -14,6 +14,7 @@ var (
 	otherKey = []byte("ZYXWVUTSRQPONMLKJIHGFEDCBA987654")
 	addrA    = netip.MustParseAddr("10.0.0.1")
 	addrB    = netip.MustParseAddr("10.0.0.2")
+	addrC6   = netip.MustParseAddr("fc00:f853:ccd:e793::5")
 )
 
 func testPeers() []Peer {
@@ -41,6 +42,8 @@ func TestVerifier(t *testing.T) {
 	a2 := signer(200, testKey) // a after a restart
 	b := signer(300, testKey)
 	forger := signer(100, otherKey) // same boot as a, wrong key
+	c6 := signer(900, testKey)      // an IPv6-only node
+	c6first := sign(c6, Heartbeat{Node: "c"}, ms(900))
 	hbA := Heartbeat{Node: "a", Ready: true, Interfaces: []string{"eth0"}}
 
 	first := sign(a1, hbA, ms(0))   // seq 1
@@ -96,6 +99,19 @@ func TestVerifier(t *testing.T) {
 			pkt: sign(a2, hbA, ms(700)), from: addrA, at: ms(700), want: UnknownNode},
 		{name: "an IPv4-mapped source is the same address", setup: func() { v.SetPeers(testPeers()) },
 			pkt: sign(b, Heartbeat{Node: "b"}, ms(800)), from: netip.AddrFrom16(addrB.As16()), at: ms(800), want: Accepted},
+		// An IPv6-only node: its heartbeats come over UDP/IPv6 from its IPv6 InternalIP.
+		{name: "IPv6 node: from its InternalIP", setup: func() {
+			v.SetPeers(append(testPeers(), Peer{Node: "c", Addr: netip.AddrPortFrom(addrC6, 7947)}))
+		}, pkt: c6first, from: addrC6, at: ms(900), want: Accepted},
+		{name: "IPv6 node: the same packet again", pkt: c6first, from: addrC6, at: ms(901), want: Replay},
+		{name: "IPv6 node: from another address of its subnet", pkt: sign(c6, Heartbeat{Node: "c"}, ms(910)),
+			from: netip.MustParseAddr("fc00:f853:ccd:e793::99"), at: ms(910), want: WrongSource},
+		{name: "IPv6 node: from its link-local address", pkt: sign(c6, Heartbeat{Node: "c"}, ms(920)),
+			from: netip.MustParseAddr("fe80::42:acff:fe12:5"), at: ms(920), want: WrongSource},
+		{name: "IPv6 node: claiming an IPv4 node from its own address", pkt: sign(c6, Heartbeat{Node: "b"}, ms(930)),
+			from: addrC6, at: ms(930), want: WrongSource},
+		{name: "IPv6 node: forged with another key from its address", pkt: sign(signer(901, otherKey), Heartbeat{Node: "c"}, ms(940)),
+			from: addrC6, at: ms(940), want: BadMAC},
 	} {
 		if row.setup != nil {
 			row.setup()

@@ -146,33 +146,61 @@ func TestEchoTrackerLossAndDetection(t *testing.T) {
 }
 
 func TestEchoWire(t *testing.T) {
-	b := make([]byte, echoLen)
-	marshalEcho(b, 0x1234, 7, 0xfeedface01020304)
-	if checksum(b) != 0 {
-		t.Fatal("checksum does not verify")
-	}
-	// Turn it into a reply inside an IPv4 packet.
-	b[0] = 0
-	ip := append([]byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}, b...)
-	id, seq, nonce, ok := parseEchoReply(ip)
-	if !ok || id != 0x1234 || seq != 7 || nonce != 0xfeedface01020304 {
-		t.Fatalf("parse = %x %d %x %v", id, seq, nonce, ok)
-	}
-	// A reply to someone else's ping (no magic) is not one of ours.
-	other := slices.Clone(ip)
-	copy(other[28:], "pingpong")
-	if _, _, _, ok := parseEchoReply(other); ok {
-		t.Fatal("accepted a reply without our magic")
-	}
-	for n := 0; n < len(ip); n++ {
-		parseEchoReply(ip[:n]) // never panics on truncation
+	ipv4Header := []byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	for _, tc := range []struct {
+		name   string
+		v6     bool
+		req    byte   // the request's type
+		reply  byte   // the answer's type
+		header []byte // what a raw socket delivers before the ICMP message
+	}{
+		{name: "ICMP", req: 8, reply: 0, header: ipv4Header},
+		{name: "ICMPv6 (no header on a raw IPv6 socket)", v6: true, req: 128, reply: 129},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, echoLen)
+			marshalEcho(b, tc.v6, 0x1234, 7, 0xfeedface01020304)
+			if b[0] != tc.req {
+				t.Fatalf("request type %d, want %d", b[0], tc.req)
+			}
+			if !tc.v6 && checksum(b) != 0 {
+				t.Fatal("checksum does not verify")
+			}
+			// Turn it into the answer.
+			b[0] = tc.reply
+			pkt := append(slices.Clone(tc.header), b...)
+			id, seq, nonce, ok := parseEchoReply(pkt, tc.v6)
+			if !ok || id != 0x1234 || seq != 7 || nonce != 0xfeedface01020304 {
+				t.Fatalf("parse = %x %d %x %v", id, seq, nonce, ok)
+			}
+			// Read as the other family, it is not one of ours.
+			if _, _, _, ok := parseEchoReply(pkt, !tc.v6); ok {
+				t.Fatal("accepted as the other family")
+			}
+			// A reply to someone else's ping (no magic) is not one of ours.
+			other := slices.Clone(pkt)
+			copy(other[len(tc.header)+8:], "pingpong")
+			if _, _, _, ok := parseEchoReply(other, tc.v6); ok {
+				t.Fatal("accepted a reply without our magic")
+			}
+			// The request itself (a looped-back probe) is not an answer.
+			req := slices.Clone(pkt)
+			req[len(tc.header)] = tc.req
+			if _, _, _, ok := parseEchoReply(req, tc.v6); ok {
+				t.Fatal("accepted a request as an answer")
+			}
+			for n := 0; n < len(pkt); n++ {
+				parseEchoReply(pkt[:n], tc.v6) // never panics on truncation
+			}
+		})
 	}
 }
 
 func FuzzParseEchoReply(f *testing.F) {
-	f.Add([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2})
-	f.Add(append([]byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2}, "ironlbE2\x00\x01\x02\x03\x04\x05\x06\x07"...))
-	f.Fuzz(func(t *testing.T, b []byte) { parseEchoReply(b) })
+	f.Add([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2}, false)
+	f.Add(append([]byte{0x45, 0, 0, 44, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 2}, "ironlbE2\x00\x01\x02\x03\x04\x05\x06\x07"...), false)
+	f.Add(append([]byte{129, 0, 0, 0, 0, 1, 0, 2}, "ironlbE2\x00\x01\x02\x03\x04\x05\x06\x07"...), true)
+	f.Fuzz(func(t *testing.T, b []byte, v6 bool) { parseEchoReply(b, v6) })
 }
 
 // TestEchoTrackerForgedReplies: a spoofed echo reply must not keep a dead node alive. Only an answer

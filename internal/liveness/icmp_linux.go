@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 // the socket is never polled, so answers cost no wakeups.
 type Echoer struct {
 	fd     int
+	v6     bool // an ICMPv6 socket
 	id     uint16
 	nonces *mrand.ChaCha8 // the probes' nonces: seeded from crypto/rand, unguessable off the path
 	log    *slog.Logger
@@ -32,21 +34,42 @@ type Echoer struct {
 	names map[netip.Addr]string
 }
 
-// ListenEcho opens the raw ICMP socket on local (needs CAP_NET_RAW). Only echo replies are delivered.
+// ListenEcho opens the raw ICMP socket on local (needs CAP_NET_RAW): ICMP for an IPv4 address,
+// ICMPv6 for an IPv6 one (an IPv6-only node). Only echo replies are delivered.
 func ListenEcho(local netip.Addr, tr *EchoTracker, change func([]Down), log *slog.Logger) (*Echoer, error) {
-	if !local.Is4() {
-		return nil, fmt.Errorf("echo: %s is not IPv4", local)
+	local = local.Unmap()
+	if !local.IsValid() {
+		return nil, errors.New("echo: no local address")
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+	v6 := local.Is6()
+	var fd int
+	var err error
+	if v6 {
+		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)
+	} else {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("echo socket: %w", err)
 	}
-	// ICMP_FILTER (SOL_RAW, 1): a bit set drops that type; keep only echo replies (type 0).
-	if err := unix.SetsockoptInt(fd, unix.SOL_RAW, 1, ^1); err != nil {
+	if v6 {
+		// ICMP6_FILTER: a bit set blocks that type; pass only echo replies (129). The kernel computes
+		// and checks ICMPv6 checksums itself on a raw ICMPv6 socket (RFC 3542 3.1).
+		var f unix.ICMPv6Filter
+		for i := range f.Data {
+			f.Data[i] = ^uint32(0)
+		}
+		f.Data[icmp6EchoReply>>5] &^= 1 << (icmp6EchoReply & 31)
+		err = unix.SetsockoptICMPv6Filter(fd, unix.SOL_ICMPV6, unix.ICMPV6_FILTER, &f)
+	} else {
+		// ICMP_FILTER (SOL_RAW, 1): a bit set drops that type; keep only echo replies (type 0).
+		err = unix.SetsockoptInt(fd, unix.SOL_RAW, 1, ^1)
+	}
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("echo socket filter: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: local.As4()}); err != nil {
+	if err := unix.Bind(fd, sockaddr(local)); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("echo socket bind %s: %w", local, err)
 	}
@@ -54,8 +77,33 @@ func ListenEcho(local netip.Addr, tr *EchoTracker, change func([]Down), log *slo
 	_, _ = rand.Read(idb[:])
 	var seed [32]byte
 	_, _ = rand.Read(seed[:])
-	return &Echoer{fd: fd, id: binary.BigEndian.Uint16(idb[:]), nonces: mrand.NewChaCha8(seed), tr: tr, change: change, log: log,
+	return &Echoer{fd: fd, v6: v6, id: binary.BigEndian.Uint16(idb[:]), nonces: mrand.NewChaCha8(seed), tr: tr, change: change, log: log,
 		peers: map[string]netip.Addr{}, names: map[netip.Addr]string{}}, nil
+}
+
+// sockaddr is a's socket address (no port); a zone names the interface of a link-local address.
+func sockaddr(a netip.Addr) unix.Sockaddr {
+	if a.Is4() {
+		return &unix.SockaddrInet4{Addr: a.As4()}
+	}
+	sa := &unix.SockaddrInet6{Addr: a.As16()}
+	if z := a.Zone(); z != "" {
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			sa.ZoneId = uint32(ifi.Index)
+		}
+	}
+	return sa
+}
+
+// fromSockaddr is the address a packet came from; false for another family than the socket's.
+func fromSockaddr(sa unix.Sockaddr, v6 bool) (netip.Addr, bool) {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(sa.Addr), !v6
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(sa.Addr).Unmap(), v6
+	}
+	return netip.Addr{}, false
 }
 
 // SetPeers replaces the probed peers.
@@ -64,7 +112,9 @@ func (e *Echoer) SetPeers(peers []Peer) {
 	defer e.mu.Unlock()
 	want := map[string]netip.Addr{}
 	for _, p := range peers {
-		want[p.Node] = p.Addr.Addr()
+		if a := p.Addr.Addr().Unmap(); a.Is6() == e.v6 { // a peer of the other family is never answered
+			want[p.Node] = a
+		}
 	}
 	for n := range e.peers {
 		if _, ok := want[n]; !ok {
@@ -111,8 +161,8 @@ func (e *Echoer) Run(ctx context.Context) error {
 		for name, addr := range e.peers {
 			nonce := e.nonces.Uint64()
 			seq := e.tr.Sent(name, nonce, now)
-			marshalEcho(req, e.id, seq, nonce)
-			if err := unix.Sendto(e.fd, req, unix.MSG_DONTWAIT, &unix.SockaddrInet4{Addr: addr.As4()}); err != nil &&
+			marshalEcho(req, e.v6, e.id, seq, nonce)
+			if err := unix.Sendto(e.fd, req, unix.MSG_DONTWAIT, sockaddr(addr)); err != nil &&
 				!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ENETUNREACH) && !errors.Is(err, unix.EHOSTUNREACH) {
 				e.log.Debug("echo send", "peer", name, "err", err)
 			}
@@ -136,16 +186,16 @@ func (e *Echoer) drain(buf []byte, now time.Time) bool {
 		if err != nil {
 			return came // EAGAIN: empty
 		}
-		sa, ok := from.(*unix.SockaddrInet4)
+		src, ok := fromSockaddr(from, e.v6)
 		if !ok {
 			continue
 		}
-		id, seq, nonce, ok := parseEchoReply(buf[:n])
+		id, seq, nonce, ok := parseEchoReply(buf[:n], e.v6)
 		if !ok || id != e.id {
 			continue
 		}
 		e.mu.Lock()
-		if name, ok := e.names[netip.AddrFrom4(sa.Addr)]; ok && e.tr.Reply(name, seq, nonce, now) {
+		if name, ok := e.names[src.WithZone("")]; ok && e.tr.Reply(name, seq, nonce, now) {
 			came = true
 			e.log.Info("speaker peer answers echo", "node", name)
 		}
@@ -159,30 +209,49 @@ const echoMagic = "ironlbE2"
 // echoLen is the length of a probe: the ICMP header, the magic and the nonce.
 const echoLen = 8 + len(echoMagic) + 8
 
-// marshalEcho writes an ICMP echo request (type 8) whose payload is the magic and the probe's nonce
-// into b (echoLen bytes).
-func marshalEcho(b []byte, id, seq uint16, nonce uint64) {
-	b[0], b[1] = 8, 0
+// ICMP types of the echo (RFC 792, RFC 4443).
+const (
+	icmpEchoRequest  = 8
+	icmpEchoReply    = 0
+	icmp6EchoRequest = 128
+	icmp6EchoReply   = 129
+)
+
+// marshalEcho writes an ICMP echo request (type 8; ICMPv6 type 128 when v6) whose payload is the
+// magic and the probe's nonce into b (echoLen bytes). An ICMPv6 request's checksum is left zero:
+// the kernel fills it in (it covers the IPv6 pseudo-header, which only the kernel knows for sure).
+func marshalEcho(b []byte, v6 bool, id, seq uint16, nonce uint64) {
+	b[0], b[1] = icmpEchoRequest, 0
+	if v6 {
+		b[0] = icmp6EchoRequest
+	}
 	binary.BigEndian.PutUint16(b[2:], 0)
 	binary.BigEndian.PutUint16(b[4:], id)
 	binary.BigEndian.PutUint16(b[6:], seq)
 	copy(b[8:], echoMagic)
 	binary.BigEndian.PutUint64(b[8+len(echoMagic):], nonce)
-	binary.BigEndian.PutUint16(b[2:], checksum(b[:echoLen]))
+	if !v6 {
+		binary.BigEndian.PutUint16(b[2:], checksum(b[:echoLen]))
+	}
 }
 
-// parseEchoReply takes a raw IPv4 packet (header included) and returns an echo reply's id, seq and
-// nonce; a reply to anything but one of our probes (no magic, too short) is not ok.
-func parseEchoReply(p []byte) (id, seq uint16, nonce uint64, ok bool) {
-	if len(p) < 20 || p[0]>>4 != 4 {
-		return 0, 0, 0, false
+// parseEchoReply takes what a raw socket reads, an IPv4 packet (header included) or, when v6, an
+// ICMPv6 message (a raw IPv6 socket delivers no IPv6 header), and returns an echo reply's id, seq
+// and nonce; a reply to anything but one of our probes (no magic, too short, another family) is not
+// ok.
+func parseEchoReply(p []byte, v6 bool) (id, seq uint16, nonce uint64, ok bool) {
+	icmp, reply := p, byte(icmp6EchoReply)
+	if !v6 {
+		if len(p) < 20 || p[0]>>4 != 4 {
+			return 0, 0, 0, false
+		}
+		ihl := int(p[0]&0x0f) * 4
+		if ihl < 20 || len(p) < ihl {
+			return 0, 0, 0, false
+		}
+		icmp, reply = p[ihl:], icmpEchoReply
 	}
-	ihl := int(p[0]&0x0f) * 4
-	if ihl < 20 || len(p) < ihl+echoLen {
-		return 0, 0, 0, false
-	}
-	icmp := p[ihl:]
-	if icmp[0] != 0 || icmp[1] != 0 || string(icmp[8:8+len(echoMagic)]) != echoMagic {
+	if len(icmp) < echoLen || icmp[0] != reply || icmp[1] != 0 || string(icmp[8:8+len(echoMagic)]) != echoMagic {
 		return 0, 0, 0, false
 	}
 	return binary.BigEndian.Uint16(icmp[4:]), binary.BigEndian.Uint16(icmp[6:]),

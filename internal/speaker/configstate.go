@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,8 +69,8 @@ type configStateWriter struct {
 	now   func() time.Time
 	kick  chan struct{}
 
-	mu   sync.Mutex        // guards want
-	want *metav1.Condition // nil until the first Set
+	mu   sync.Mutex                  // guards want
+	want map[string]metav1.Condition // by type; empty until the first Set
 }
 
 // newConfigStateWriter builds the writer; podName and podUID name the Pod that owns the object
@@ -83,10 +85,13 @@ func newConfigStateWriter(dyn dynamic.Interface, ns, node, podName, podUID strin
 
 func (w *configStateWriter) name() string { return config.SpeakerConfigState(w.node) }
 
-// Set records the condition to write.
+// Set records the condition to write, replacing the one of its type; conditions of other types stay.
 func (w *configStateWriter) Set(c metav1.Condition) {
 	w.mu.Lock()
-	w.want = &c
+	if w.want == nil {
+		w.want = map[string]metav1.Condition{}
+	}
+	w.want[c.Type] = c
 	w.mu.Unlock()
 	w.poke()
 }
@@ -139,9 +144,9 @@ func (w *configStateWriter) Run(ctx context.Context) {
 // failed sync, retried.
 func (w *configStateWriter) sync(ctx context.Context) error {
 	w.mu.Lock()
-	want := w.want
+	want := slices.SortedFunc(maps.Values(w.want), func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 	w.mu.Unlock()
-	if want == nil {
+	if len(want) == 0 {
 		return nil
 	}
 	c := w.dyn.Resource(v1beta1.ConfigurationStateGVR).Namespace(w.ns)
@@ -164,7 +169,7 @@ func (w *configStateWriter) sync(ctx context.Context) error {
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st) // a garbled status is rewritten
 	}
 	next := st
-	next.Conditions = config.MergeConditions(st.Conditions, metav1.NewTime(w.now().Truncate(time.Second)), *want)
+	next.Conditions = config.MergeConditions(st.Conditions, metav1.NewTime(w.now().Truncate(time.Second)), want...)
 	next.Result, next.ErrorSummary = config.ConfigStateStatus(next.Conditions)
 	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&next)
 	if err != nil {

@@ -145,6 +145,23 @@ func TestConfigStateWriterAgainstAPIServer(t *testing.T) {
 	wait("speaker-n2", func(_ *unstructured.Unstructured, st v1beta1.ConfigurationStateStatus) bool {
 		return st.Result == v1beta1.ConfigurationResultValid
 	})
+
+	// A node that cannot serve layer 2 (its address on lo): its layer2Eligible condition is kept
+	// beside the configuration's, and is no configuration error (still Valid). A later Set of the
+	// configuration's condition leaves it.
+	n2.Set(layer2Condition("node \"n2\" is not eligible for layer 2", Layer2Loopback))
+	n2.Set(config.ConfigCondition(config.ConditionConfigValid, nil))
+	_, st2 = wait("speaker-n2", func(_ *unstructured.Unstructured, st v1beta1.ConfigurationStateStatus) bool {
+		return len(st.Conditions) == 2
+	})
+	got := map[string]string{}
+	for _, c := range st2.Conditions {
+		got[c.Type] = string(c.Status) + "/" + c.Reason
+	}
+	if diff := cmp.Diff(map[string]string{"configReconcilerValid": "True/Reconciled", "layer2Eligible": "False/Loopback"}, got); diff != "" ||
+		st2.Result != v1beta1.ConfigurationResultValid {
+		t.Errorf("speaker-n2 conditions (-want +got):\n%s result %s", diff, st2.Result)
+	}
 }
 
 // fakeConfigState records the conditions the owner sets.

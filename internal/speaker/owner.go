@@ -95,6 +95,10 @@ type deps struct {
 	ConfigState configStateSink
 	// Secondary are the interfaces besides Interface that can announce (owner_links.go).
 	Secondary []secondaryLink
+	// NoLayer2 says why this node cannot serve layer 2 (l2eligible.go); empty when it can. A node
+	// that cannot runs no responder (ARP and NDP are nil), is never ready in its heartbeats and
+	// announces nothing; /readyz stays ready for BGP.
+	NoLayer2 layer2Reason
 }
 
 // keyState says why this speaker has no heartbeat key ("" when it has one): *heartbeatKeys.
@@ -106,7 +110,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 		d.Clock = realClock{}
 	}
 	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
-		st: d.Status, cfgState: d.ConfigState, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
+		st: d.Status, cfgState: d.ConfigState, noL2: d.NoLayer2, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
 		sec: d.Secondary, secFailed: map[string]string{}, on: map[netip.Addr][]string{},
@@ -132,6 +136,7 @@ type speaker struct {
 	sp    *spreadState
 	bgp   *bgpMode
 	ifi   *net.Interface
+	noL2  layer2Reason // why this node cannot serve layer 2 (deps.NoLayer2); set once
 	clock clock
 	kick  chan struct{}
 	// batchPending is set while a pokeSoon timer runs; lastReconcile is how long the last reconcile
@@ -276,7 +281,7 @@ func (m *metrics) heartbeatRejected(r liveness.Reason) {
 func (s *speaker) heartbeat() liveness.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked(), Leaving: s.leaving, Interfaces: s.interfacesLocked()}
+	hb := liveness.Heartbeat{Node: s.cfg.Node, Ready: s.readyLocked() && s.noL2 == "", Leaving: s.leaving, Interfaces: s.interfacesLocked()}
 	if hb.Ready {
 		hb.ReadyFor = s.clock.Now().Sub(s.readyAt)
 	}
@@ -469,6 +474,9 @@ func (s *speaker) reconcile(ctx context.Context) {
 	dpDown, dpRetry := s.dataplaneStep()
 	if t := s.secondaryStep(now); !t.IsZero() && (dpRetry.IsZero() || t.Before(dpRetry)) {
 		dpRetry = t
+	}
+	if s.noL2 != "" {
+		dpDown = dataplaneReason(s.noL2) // it cannot answer: not alive in its own elections
 	}
 	s.mu.Lock()
 	readyAt := s.readyAt

@@ -40,7 +40,10 @@ type dataplaneShown struct {
 // initDataplane sets up the data plane's health over the responders in d: healthy, on the
 // interface's index.
 func (s *speaker) initDataplane(d deps) {
-	names := []string{responderARP}
+	var names []string
+	if d.ARP != nil {
+		names = append(names, responderARP)
+	}
 	if d.NDP != nil {
 		names = append(names, responderNDP)
 	}
@@ -71,6 +74,8 @@ func (s *speaker) readiness() (bool, string) {
 	case !s.dp.Ready(s.clock.Now()):
 		f, r := s.dp.Why(s.clock.Now())
 		return false, fmt.Sprintf("data plane not ready: %s", describeFault(f, r))
+	case s.noL2 != "":
+		return true, fmt.Sprintf("ok: BGP only, not eligible for layer 2 (%s on %s)", s.noL2, s.ifi.Name)
 	}
 	return true, "ok"
 }

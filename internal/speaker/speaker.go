@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -108,9 +110,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", cfg.Node, err)
 	}
-	nodeIP, ok := kubenode.InternalIP(node, true)
+	// The node's address family: IPv4 when it has an IPv4 InternalIP, else IPv6 (an IPv6-only node).
+	// Heartbeats and echo probes go over it; its peers are the nodes of the same family.
+	nodeIP, ok := kubenode.PrimaryInternalIP(node)
 	if !ok {
-		return fmt.Errorf("node %s has no IPv4 InternalIP", cfg.Node)
+		return fmt.Errorf("node %s has no InternalIP", cfg.Node)
 	}
 	ifi, err := interfaceWith(nodeIP)
 	if err != nil {
@@ -119,6 +123,16 @@ func Run(ctx context.Context, cfg Config) error {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	log = log.With("iface", ifi.Name)
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node})
+	// A node address on an interface that cannot answer ARP/NDP (lo, dummy, a tunnel): BGP only
+	// (l2eligible.go).
+	noL2 := layer2Eligibility(*ifi, noARP(ifi.Index))
+	noL2Msg := ""
+	if noL2 != "" {
+		noL2Msg = describeLayer2(cfg.Node, ifi, noL2)
+		log.Warn("not eligible for layer 2: running BGP only", "reason", noL2, "ip", nodeIP, "detail", noL2Msg)
+		rec.Eventf(&corev1.ObjectReference{Kind: "Node", Name: cfg.Node, APIVersion: "v1"}, corev1.EventTypeWarning, "Layer2Ineligible", "%s", noL2Msg)
+	}
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 
@@ -129,23 +143,32 @@ func Run(ctx context.Context, cfg Config) error {
 		return layer2.Config{OnConflict: func(ip netip.Addr, mac net.HardwareAddr) { s.onConflict(ip, mac) }, Logger: log, Refresh: cfg.Refresh,
 			OnNetDown: func(err error) { s.onSocketError(name)(err) }, OnCount: m.layer2Count}
 	}
-	arp, err := dialManaged(ifi, layer2.DialARP, l2cfg(responderARP), func(err error) { s.onSocketError(responderARP)(err) })
-	if err != nil {
-		return err
+	var arp, ndp *layer2.Managed
+	if noL2 == "" {
+		if arp, err = dialManaged(ifi, layer2.DialARP, l2cfg(responderARP), func(err error) { s.onSocketError(responderARP)(err) }); err != nil {
+			return err
+		}
 	}
-	secondary, secManaged, err := openSecondaries(ifi, cfg.ExcludeInterfaces, l2cfg, func(name string) func(error) {
-		return func(err error) { s.onSecondaryError(name)(err) }
-	}, func(ip netip.Addr, mac net.HardwareAddr) { s.onSecondaryConflict(ip, mac) }, log)
-	if err != nil {
-		return err
+	var secondary []secondaryLink
+	var secManaged []*layer2.Managed
+	if noL2 == "" { // a node that cannot serve layer 2 on its own interface is never elected
+		secondary, secManaged, err = openSecondaries(ifi, cfg.ExcludeInterfaces, l2cfg, func(name string) func(error) {
+			return func(err error) { s.onSecondaryError(name)(err) }
+		}, func(ip netip.Addr, mac net.HardwareAddr) { s.onSecondaryConflict(ip, mac) }, log)
+		if err != nil {
+			return err
+		}
 	}
-	var ndp *layer2.Managed
-	if hasIPv6(ifi) {
+	if noL2 == "" && hasIPv6(ifi) {
 		if ndp, err = dialManaged(ifi, layer2.DialNDP, l2cfg(responderNDP), func(err error) { s.onSocketError(responderNDP)(err) }); err != nil {
 			log.Warn("NDP responder unavailable: IPv6 addresses are not announced", "err", err)
 		}
 	}
-	udp, err := net.ListenPacket("udp4", netip.AddrPortFrom(nodeIP, uint16(cfg.HeartbeatPort)).String())
+	udpNet := "udp4"
+	if nodeIP.Is6() {
+		udpNet = "udp6"
+	}
+	udp, err := net.ListenPacket(udpNet, netip.AddrPortFrom(nodeIP, uint16(cfg.HeartbeatPort)).String())
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
 	}
@@ -175,11 +198,14 @@ func Run(ctx context.Context, cfg Config) error {
 	dinf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 	ads := dinf.ForResource(v1beta1.L2AdvertisementGVR).Informer()
 	pools := dinf.ForResource(v1beta1.IPAddressPoolGVR).Informer()
-	d := deps{Log: log, Interface: ifi, ARP: arp, Heartbeats: mon, Keys: keys, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{responderARP: arp}, Neighbours: netlinkNeighbours{index: ifi.Index},
-		Recorder:  b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironlb-speaker", Host: cfg.Node}),
-		Objects:   stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()},
-		Secondary: secondary}
-	if ndp != nil { // never a nil *Managed in the interface
+	d := deps{Log: log, Interface: ifi, Heartbeats: mon, Keys: keys, Status: st, ConfigState: cst, Metrics: m, Kube: cs, Reopen: map[string]reopener{}, Neighbours: netlinkNeighbours{index: ifi.Index},
+		Recorder: rec, NoLayer2: noL2, Secondary: secondary,
+		Objects: stores{services: svcs.GetStore(), slices: slcs.GetStore(), nodes: nodes.GetStore(), pools: pools.GetStore(), l2ads: ads.GetStore()}}
+	if arp != nil { // never a nil *Managed in the interface
+		d.ARP = arp
+		d.Reopen[responderARP] = arp
+	}
+	if ndp != nil {
 		d.NDP = ndp
 		d.Reopen[responderNDP] = ndp
 	}
@@ -187,6 +213,9 @@ func Run(ctx context.Context, cfg Config) error {
 		d.Echo = echo
 	}
 	s = newSpeaker(cfg, d)
+	if noL2 != "" {
+		cst.Set(layer2Condition(noL2Msg, noL2))
+	}
 
 	// The responders, detectors and metrics outlive ctx by the handover grace: on SIGTERM this node tells
 	// its peers it leaves and keeps answering until they have taken over. Run waits for them (at most
@@ -418,6 +447,12 @@ func interfaceWith(ip netip.Addr) (*net.Interface, error) {
 		}
 	}
 	return nil, fmt.Errorf("no interface holds the node address %s", ip)
+}
+
+// noARP reports the IFF_NOARP flag of the interface with index (false when it cannot be read).
+func noARP(index int) bool {
+	l, err := netlink.LinkByIndex(index)
+	return err == nil && l.Attrs().RawFlags&unix.IFF_NOARP != 0
 }
 
 func hasIPv6(ifi *net.Interface) bool {

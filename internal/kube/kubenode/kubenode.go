@@ -26,6 +26,16 @@ func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// PrimaryInternalIP returns the address a node's speaker works from: its first IPv4 InternalIP, or on
+// an IPv6-only node its first IPv6 one. A nil node, or one without an InternalIP that parses, gives
+// false.
+func PrimaryInternalIP(node *corev1.Node) (netip.Addr, bool) {
+	if ip, ok := InternalIP(node, true); ok {
+		return ip, true
+	}
+	return InternalIP(node, false)
+}
+
 // NetworkUnavailable reports whether the node's NetworkUnavailable condition is True. A nil node
 // gives false.
 func NetworkUnavailable(node *corev1.Node) bool {

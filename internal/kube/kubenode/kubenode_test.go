@@ -41,6 +41,41 @@ func TestInternalIP(t *testing.T) {
 	}
 }
 
+func TestPrimaryInternalIP(t *testing.T) {
+	node := func(addrs ...string) *corev1.Node {
+		n := &corev1.Node{}
+		for _, a := range addrs {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		want string // "": none
+	}{
+		{"nil node", nil, ""},
+		{"no addresses", node(), ""},
+		{"IPv4 only", node("172.18.0.2"), "172.18.0.2"},
+		{"dual stack, IPv6 listed first: IPv4", node("fc00::2", "172.18.0.2"), "172.18.0.2"},
+		{"IPv6 only", node("fc00::2", "fc00::3"), "fc00::2"},
+		{"unparsable skipped", node("nonsense", "fc00::4"), "fc00::4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := PrimaryInternalIP(tc.node)
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("got %s, want none", got)
+				}
+				return
+			}
+			if !ok || got != netip.MustParseAddr(tc.want) {
+				t.Fatalf("got %s %v, want %s", got, ok, tc.want)
+			}
+		})
+	}
+}
+
 func TestNetworkUnavailable(t *testing.T) {
 	cond := func(s corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeNetworkUnavailable, Status: s}}}}

@@ -97,12 +97,8 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
 		return err
 	}
-	serviceCIDRs := c.ServiceCIDR.String()
-	podCIDRs := c.PodCIDR.String()
-	if c.Dual() {
-		serviceCIDRs += "," + c.ServiceCIDR6.String()
-		podCIDRs += "," + c.PodCIDR6.String()
-	}
+	serviceCIDRs := joinPrefixes(c.ServiceCIDRs())
+	podCIDRs := joinPrefixes(c.PodCIDRs())
 	if err := run("kube-apiserver", l.bin("kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", apiserverPort),
@@ -131,9 +127,12 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		"--root-ca-file=" + pki.CACert(), "--service-account-private-key-file=" + pki.SAKey(),
 		"--use-service-account-credentials=true", "--controllers=*,bootstrapsigner,tokencleaner",
 		"--configure-cloud-routes=false", "--v=1"}
-	if c.Dual() {
+	switch {
+	case c.Dual():
 		kcm = append(kcm, "--node-cidr-mask-size-ipv4=24", "--node-cidr-mask-size-ipv6=64")
-	} else {
+	case c.IPv6Only():
+		kcm = append(kcm, "--node-cidr-mask-size=64")
+	default:
 		kcm = append(kcm, "--node-cidr-mask-size=24")
 	}
 	if err := run("kube-controller-manager", kcm...); err != nil {

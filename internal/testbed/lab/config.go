@@ -22,8 +22,13 @@ const (
 	DefaultClient   = "mypc"
 	IPFamilyIPv4    = "ipv4"
 	IPFamilyDual    = "dual"
-	ProxyIPTables   = "iptables"
-	ProxyNFTables   = "nftables"
+	// IPFamilyIPv6 is an IPv6-only lab: the bridge, the nodes' InternalIPs, pods, Services and the
+	// client are IPv6 only (NodeCIDR6, PodCIDR6, ServiceCIDR6). The IPv4 CIDRs still lay the hosts
+	// out: a host's IPv6 address is at its IPv4 address's offset in NodeCIDR6, its MAC from the IPv4
+	// address, as in the other families.
+	IPFamilyIPv6  = "ipv6"
+	ProxyIPTables = "iptables"
+	ProxyNFTables = "nftables"
 	// ProxyIronLB runs `ironlb proxy` (config/proxy) instead of kube-proxy.
 	ProxyIronLB = "ironlb"
 	// The BGP lab's router and the client behind it (seed 003), and their AS numbers: every node
@@ -55,7 +60,7 @@ type Config struct {
 	ServiceCIDR6 netip.Prefix `json:"serviceCIDR6"`
 	ClientName   string       `json:"clientName"` // the outside client's namespace (seed: mypc)
 	ClientAddr   netip.Addr   `json:"clientAddr"` // its address on the bridge (seed: 172.18.0.100)
-	IPFamily     string       `json:"ipFamily"`   // ipv4 or dual
+	IPFamily     string       `json:"ipFamily"`   // ipv4, dual or ipv6
 	ProxyMode    string       `json:"proxyMode"`  // kube-proxy mode: iptables (seed) or nftables
 	StateDir     string       `json:"stateDir"`   // where the lab keeps certificates, logs and its record
 	K8sBin       string       `json:"k8sBin"`     // directory with etcd, kube-apiserver, ... (see hack/k8s-binaries.sh)
@@ -102,6 +107,52 @@ func DefaultConfig() Config {
 
 // Dual reports whether the lab is dual-stack.
 func (c Config) Dual() bool { return c.IPFamily == IPFamilyDual }
+
+// IPv6Only reports whether the lab is IPv6-only.
+func (c Config) IPv6Only() bool { return c.IPFamily == IPFamilyIPv6 }
+
+// HasIPv6 reports whether the lab's hosts have IPv6 addresses (dual or ipv6).
+func (c Config) HasIPv6() bool { return c.Dual() || c.IPv6Only() }
+
+// NodeNet is the bridge's subnet of the hosts' primary addresses (Host.Addr): NodeCIDR, or
+// NodeCIDR6 in the IPv6-only lab.
+func (c Config) NodeNet() netip.Prefix {
+	if c.IPv6Only() {
+		return c.NodeCIDR6
+	}
+	return c.NodeCIDR
+}
+
+// PodCIDRs are the cluster's pod CIDRs, primary family first.
+func (c Config) PodCIDRs() []netip.Prefix {
+	switch {
+	case c.IPv6Only():
+		return []netip.Prefix{c.PodCIDR6}
+	case c.Dual():
+		return []netip.Prefix{c.PodCIDR, c.PodCIDR6}
+	}
+	return []netip.Prefix{c.PodCIDR}
+}
+
+// ServiceCIDRs are the cluster's ClusterIP ranges, primary family first.
+func (c Config) ServiceCIDRs() []netip.Prefix {
+	switch {
+	case c.IPv6Only():
+		return []netip.Prefix{c.ServiceCIDR6}
+	case c.Dual():
+		return []netip.Prefix{c.ServiceCIDR, c.ServiceCIDR6}
+	}
+	return []netip.Prefix{c.ServiceCIDR}
+}
+
+// joinPrefixes renders ps comma-separated, as Kubernetes flags take them.
+func joinPrefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
 
 // Validate reports the first problem with c, naming the flag.
 func (c Config) Validate() error {
@@ -154,7 +205,10 @@ func (c Config) Validate() error {
 	}
 	switch c.IPFamily {
 	case IPFamilyIPv4:
-	case IPFamilyDual:
+	case IPFamilyDual, IPFamilyIPv6:
+		if c.IPv6Only() && c.BGP {
+			errs = append(errs, errors.New("--bgp: the router is IPv4 only; not with --ip-family=ipv6"))
+		}
 		for _, p := range []struct {
 			flag string
 			p    netip.Prefix
@@ -175,7 +229,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--service-cidr6 %s: kube-apiserver wants /108 or smaller", c.ServiceCIDR6))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("--ip-family %q: want ipv4 or dual", c.IPFamily))
+		errs = append(errs, fmt.Errorf("--ip-family %q: want ipv4, dual or ipv6", c.IPFamily))
 	}
 	switch c.ProxyMode {
 	case ProxyIPTables, ProxyNFTables, ProxyIronLB:
@@ -197,6 +251,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.SecondNetwork {
+		if c.IPv6Only() {
+			errs = append(errs, errors.New("--second-network: the second network is IPv4 only; not with --ip-family=ipv6"))
+		}
 		switch {
 		case !c.SecondCIDR.IsValid() || !c.SecondCIDR.Addr().Is4() || c.SecondCIDR.Bits() > 24 || c.SecondCIDR != c.SecondCIDR.Masked():
 			errs = append(errs, fmt.Errorf("--second-cidr %s: want an IPv4 CIDR of /24 or more without host bits", c.SecondCIDR))

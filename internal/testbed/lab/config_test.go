@@ -92,7 +92,10 @@ func TestValidate(t *testing.T) {
 		{name: "client on a fifth worker", mutate: func(c *Config) { c.Workers, c.ClientAddr = 4, addr("172.18.0.6") },
 			want: []string{"--client-addr 172.18.0.6 collides"}},
 
-		{name: "ip family ipv6", mutate: func(c *Config) { c.IPFamily = "ipv6" }, want: []string{`--ip-family "ipv6"`}},
+		{name: "ip family ipv4-only spelled otherwise", mutate: func(c *Config) { c.IPFamily = "inet" }, want: []string{`--ip-family "inet"`}},
+		{name: "ip family ipv6 with the IPv4 router", mutate: func(c *Config) { c.IPFamily = IPFamilyIPv6; c.BGP = true }, want: []string{"--bgp"}},
+		{name: "ip family ipv6 with an IPv4 pod CIDR6", mutate: func(c *Config) { c.IPFamily = IPFamilyIPv6; c.PodCIDR6 = netip.MustParsePrefix("10.11.0.0/16") },
+			want: []string{"--pod-cidr6"}},
 		{name: "ip family empty", mutate: func(c *Config) { c.IPFamily = "" }, want: []string{`--ip-family ""`}},
 		{name: "proxy ipvs", mutate: func(c *Config) { c.ProxyMode = "ipvs" }, want: []string{`--proxy "ipvs"`}},
 		{name: "proxy empty", mutate: func(c *Config) { c.ProxyMode = "" }, want: []string{`--proxy ""`}},

@@ -208,7 +208,7 @@ func (l *Lab) Up(ctx context.Context, keep bool) (err error) {
 	if err := l.createNetwork(ctx); err != nil {
 		return err
 	}
-	l.Log("✓ network: bridge %s on %s, nodes %s, client %s at %s (%.1fs)", l.Plan.Config.NodeCIDR, l.Plan.BridgeNS,
+	l.Log("✓ network: bridge %s on %s, nodes %s, client %s at %s (%.1fs)", l.Plan.Config.NodeNet(), l.Plan.BridgeNS,
 		strings.Join(l.nodeNames(), " "), l.Plan.Client.Name, l.Plan.Client.Addr, time.Since(t).Seconds())
 	t = time.Now()
 	if err := l.writePKI(); err != nil {
@@ -339,18 +339,33 @@ data: {apiServerHost: "%s", apiServerPort: "%d"}
 		return l.kubectlApply(ctx, cm+px)
 	}
 	var buf bytes.Buffer
-	clusterCIDR := c.PodCIDR.String()
-	if c.Dual() {
-		clusterCIDR += "," + c.PodCIDR6.String()
-	}
+	clusterCIDR := joinPrefixes(c.PodCIDRs())
 	err := template.Must(template.New("kube-proxy").Parse(kubeProxyYAML)).Execute(&buf, map[string]string{
-		"ClusterCIDR": clusterCIDR, "Mode": c.ProxyMode, "Version": KubeVersion,
+		"ClusterCIDR": clusterCIDR, "Mode": c.ProxyMode, "Version": KubeVersion, "BindAddress": bindAny(c), "MetricsBindAddress": metricsBind(c),
 		"Server": fmt.Sprintf("https://%s:%d", l.Plan.ControlPlane().Name, apiserverPort),
 	})
 	if err != nil {
 		return err
 	}
 	return l.kubectlApply(ctx, buf.String())
+}
+
+// bindAny is the unspecified address of the lab's primary family, as kubeadm writes kube-proxy's
+// bindAddress: 0.0.0.0, or :: in the IPv6-only lab.
+func bindAny(c Config) string {
+	if c.IPv6Only() {
+		return "::"
+	}
+	return "0.0.0.0"
+}
+
+// metricsBind is kube-proxy's metricsBindAddress: 0.0.0.0 as before (its port defaulted), or
+// [::]:10249 in the IPv6-only lab (an IPv6 address needs its port spelled).
+func metricsBind(c Config) string {
+	if c.IPv6Only() {
+		return "[::]:10249"
+	}
+	return "0.0.0.0"
 }
 
 // installIronLB applies ironlb's own manifests (config/) and waits for the controller and its webhook.

@@ -26,7 +26,7 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 	br := []string{
 		"link set lo up",
 		"link add " + p.Bridge + " type bridge",
-		fmt.Sprintf("addr add %s/%d dev %s", p.Gateway, c.NodeCIDR.Bits(), p.Bridge),
+		fmt.Sprintf("addr add %s/%d dev %s%s", p.Gateway, c.NodeNet().Bits(), p.Bridge, nodad(p.Gateway)),
 		"link set " + p.Bridge + " up",
 	}
 	if c.Dual() {
@@ -46,7 +46,7 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 		cmds := []string{
 			"link set lo up",
 			"link set eth0 address " + h.MAC,
-			fmt.Sprintf("addr add %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits()),
+			fmt.Sprintf("addr add %s/%d dev eth0%s", h.Addr, c.NodeNet().Bits(), nodad(h.Addr)),
 		}
 		if c.Dual() {
 			cmds = append(cmds, fmt.Sprintf("addr add %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()))
@@ -66,7 +66,7 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 			kv["net.ipv4.ip_forward"] = "1"
 			kv["net.ipv4.conf.all.rp_filter"] = "0"
 			kv["net.ipv4.conf.default.rp_filter"] = "0"
-			if c.Dual() {
+			if c.HasIPv6() {
 				kv["net.ipv6.conf.all.forwarding"] = "1"
 			}
 		}
@@ -74,7 +74,7 @@ func (l *Lab) createNetwork(ctx context.Context) error {
 			// ECMP by 5-tuple, as routers do: one client's connections spread over the nodes.
 			kv["net.ipv4.fib_multipath_hash_policy"] = "1"
 		}
-		if c.Dual() {
+		if c.HasIPv6() {
 			kv["net.ipv6.conf.all.accept_dad"] = "0"
 			kv["net.ipv6.conf.default.accept_dad"] = "0"
 		}
@@ -135,6 +135,15 @@ func (l *Lab) createSecondNetwork(ctx context.Context) error {
 
 // secondPort is the bridge-side name of a node's link to the second network.
 func secondPort(h Host) string { return fmt.Sprintf("veth2-%d", h.Index) }
+
+// nodad is the option that skips duplicate address detection on an IPv6 address (the lab's
+// addresses are unique by construction; DAD would delay them by a second).
+func nodad(a netip.Addr) string {
+	if a.Is6() {
+		return " nodad"
+	}
+	return ""
+}
 
 // createRouterNetwork links Client2 to the router (seed 003: a client on another subnet that reaches
 // the service addresses only through the router) and routes that subnet from every node via the
@@ -328,7 +337,7 @@ func (l *Lab) FlapIface(ctx context.Context, name string, d time.Duration) error
 	case <-time.After(d):
 	}
 	c := l.Plan.Config
-	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0", h.Addr, c.NodeCIDR.Bits())}
+	cmds := []string{"link set eth0 up", fmt.Sprintf("addr replace %s/%d dev eth0%s", h.Addr, c.NodeNet().Bits(), nodad(h.Addr))}
 	if c.Dual() {
 		cmds = append(cmds, fmt.Sprintf("addr replace %s/%d dev eth0 nodad", h.Addr6, c.NodeCIDR6.Bits()))
 	}
@@ -338,7 +347,7 @@ func (l *Lab) FlapIface(ctx context.Context, name string, d time.Duration) error
 	return ipBatch(context.WithoutCancel(ctx), h.Name, cmds)
 }
 
-// ExtraAddr adds (add) or removes an address of the nodes' IPv4 subnet on a lab host's eth0: the
+// ExtraAddr adds (add) or removes an address of the nodes' subnet (Config.NodeNet) on a lab host's eth0: the
 // attacker in the client's namespace taking over a cut node's address. Only lab namespaces are
 // touched. Removing an address that is not there is not an error.
 func (l *Lab) ExtraAddr(ctx context.Context, host string, a netip.Addr, add bool) error {
@@ -346,11 +355,14 @@ func (l *Lab) ExtraAddr(ctx context.Context, host string, a netip.Addr, add bool
 	if !ok || h.Index < 0 {
 		return fmt.Errorf("no host %q on the bridge of lab %s", host, l.Plan.Config.Name)
 	}
-	if !l.Plan.Config.NodeCIDR.Contains(a) {
-		return fmt.Errorf("%s is outside the lab's node subnet %s", a, l.Plan.Config.NodeCIDR)
+	if !l.Plan.Config.NodeNet().Contains(a) {
+		return fmt.Errorf("%s is outside the lab's node subnet %s", a, l.Plan.Config.NodeNet())
 	}
-	pfx := fmt.Sprintf("%s/%d", a, l.Plan.Config.NodeCIDR.Bits())
+	pfx := fmt.Sprintf("%s/%d", a, l.Plan.Config.NodeNet().Bits())
 	if add {
+		if a.Is6() {
+			return ip(ctx, "-n", h.Name, "addr", "add", pfx, "dev", "eth0", "nodad")
+		}
 		return ip(ctx, "-n", h.Name, "addr", "add", pfx, "dev", "eth0")
 	}
 	out, err := exec.CommandContext(ctx, "ip", "-n", h.Name, "addr", "del", pfx, "dev", "eth0").CombinedOutput()

@@ -23,9 +23,9 @@ type Host struct {
 	Name   string            `json:"name"`             // namespace name, also the Node name and hostname
 	Role   Role              `json:"role"`             //
 	Index  int               `json:"index"`            // position on the bridge; the bridge-side veth is "veth<index>"
-	Addr   netip.Addr        `json:"addr"`             // eth0's IPv4 address
+	Addr   netip.Addr        `json:"addr"`             // eth0's IPv4 address; its IPv6 address in the IPv6-only lab
 	Addr6  netip.Addr        `json:"addr6,omitzero"`   // eth0's IPv6 address (dual)
-	MAC    string            `json:"mac"`              // eth0's MAC, derived from Addr as Docker does (02:42:ac:12:00:02)
+	MAC    string            `json:"mac"`              // eth0's MAC, derived from its IPv4 layout address as Docker does (02:42:ac:12:00:02)
 	Labels map[string]string `json:"labels,omitempty"` // Node labels (nodes only)
 	Taints []Taint           `json:"taints,omitempty"` // Node taints (nodes only)
 }
@@ -46,7 +46,7 @@ type Plan struct {
 	Config   Config     `json:"config"`
 	BridgeNS string     `json:"bridgeNS"` // the namespace holding the bridge (kind's docker network)
 	Bridge   string     `json:"bridge"`   // the bridge device inside BridgeNS
-	Gateway  netip.Addr `json:"gateway"`  // the bridge's own address (docker's 172.18.0.1), the nodes' default route
+	Gateway  netip.Addr `json:"gateway"`  // the bridge's own address (docker's 172.18.0.1; IPv6 in the IPv6-only lab), the nodes' default route
 	Gateway6 netip.Addr `json:"gateway6,omitzero"`
 	Nodes    []Host     `json:"nodes"` // control plane first, then workers
 	Client   Host       `json:"client"`
@@ -86,10 +86,16 @@ func NewPlan(c Config) (Plan, error) {
 	if c.Dual() {
 		p.Gateway6 = nthAddr(c.NodeCIDR6, 1)
 	}
+	if c.IPv6Only() {
+		p.Gateway = nthAddr(c.NodeCIDR6, 1)
+	}
 	host := func(name string, role Role, index int, addr netip.Addr) Host {
 		h := Host{Name: name, Role: role, Index: index, Addr: addr, MAC: macFor(addr)}
-		if c.Dual() {
+		switch {
+		case c.Dual():
 			h.Addr6 = nthAddr(c.NodeCIDR6, addrOffset(c.NodeCIDR.Addr(), addr))
+		case c.IPv6Only():
+			h.Addr = nthAddr(c.NodeCIDR6, addrOffset(c.NodeCIDR.Addr(), addr))
 		}
 		return h
 	}
@@ -210,7 +216,7 @@ func (p Plan) APIServerURL() string {
 }
 
 // KubernetesServiceIP is the first address of the service CIDR, the ClusterIP of the `kubernetes` Service.
-func (p Plan) KubernetesServiceIP() netip.Addr { return nthAddr(p.Config.ServiceCIDR, 1) }
+func (p Plan) KubernetesServiceIP() netip.Addr { return nthAddr(p.Config.ServiceCIDRs()[0], 1) }
 
 // PodNetNSPrefix is the prefix of the namespaces of the Pods of node: "<node>-p-".
 func PodNetNSPrefix(node string) string { return node + "-p-" }

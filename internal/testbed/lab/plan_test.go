@@ -59,6 +59,46 @@ func TestNewPlanSeed000(t *testing.T) {
 	}
 }
 
+// TestNewPlanIPv6: the IPv6-only lab lays the hosts out as the IPv4 one, each at its IPv4 address's
+// host part in NodeCIDR6, with the same MACs; the family's CIDRs are the IPv6 ones.
+func TestNewPlanIPv6(t *testing.T) {
+	c := DefaultConfig()
+	c.IPFamily = IPFamilyIPv6
+	c.Registry = false
+	got, err := NewPlan(c)
+	if err != nil {
+		t.Fatalf("NewPlan(ipv6) error: %v", err)
+	}
+	want := seed000Plan()
+	want.Config = c
+	want.Registry = Host{}
+	want.Gateway = netip.MustParseAddr("fc00:f853:ccd:e793::1")
+	for i, a6 := range []string{"fc00:f853:ccd:e793::2", "fc00:f853:ccd:e793::3", "fc00:f853:ccd:e793::4", "fc00:f853:ccd:e793::5"} {
+		want.Nodes[i].Addr = netip.MustParseAddr(a6)
+	}
+	want.Client.Addr = netip.MustParseAddr("fc00:f853:ccd:e793::64")
+	if d := cmp.Diff(want, got, cmpOpts); d != "" {
+		t.Errorf("NewPlan(ipv6) mismatch (-want +got):\n%s", d)
+	}
+	if got.Client.MAC != "02:42:ac:12:00:64" {
+		t.Errorf("client MAC %s, want the IPv4 layout's 02:42:ac:12:00:64", got.Client.MAC)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"NodeNet", c.NodeNet(), c.NodeCIDR6},
+		{"PodCIDRs", c.PodCIDRs(), []netip.Prefix{c.PodCIDR6}},
+		{"ServiceCIDRs", c.ServiceCIDRs(), []netip.Prefix{c.ServiceCIDR6}},
+		{"KubernetesServiceIP", got.KubernetesServiceIP(), netip.MustParseAddr("fd00:10:200:1::1")},
+		{"APIServerURL", got.APIServerURL(), "https://[fc00:f853:ccd:e793::2]:6443"},
+	} {
+		if d := cmp.Diff(tc.want, tc.got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
+
 func TestNewPlanDual(t *testing.T) {
 	c := DefaultConfig()
 	c.IPFamily = IPFamilyDual

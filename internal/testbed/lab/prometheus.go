@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -282,7 +283,7 @@ func (l *Lab) prometheusDir() string { return filepath.Join(l.State.Dir, "promet
 // PrometheusURL is the lab Prometheus' address, reachable from the lab's namespaces (e.g. `ironlb lab
 // exec mypc -- curl URL/api/v1/query?query=up`).
 func (l *Lab) PrometheusURL() string {
-	return fmt.Sprintf("http://%s:%d", l.Plan.ControlPlane().Addr, PrometheusPort)
+	return "http://" + netip.AddrPortFrom(l.Plan.ControlPlane().Addr, PrometheusPort).String()
 }
 
 // startPrometheus writes the configuration from config/prometheus (and the rules of
@@ -338,7 +339,7 @@ func (l *Lab) startPrometheus(ctx context.Context) error {
 	}
 	if err := l.startDetached(cp.Name, "prometheus", ExecSpec{NetNS: cp.Name, Argv: []string{PrometheusBin,
 		"--config.file=" + file, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=%s:%d", cp.Addr, PrometheusPort), "--log.level=warn"}}); err != nil {
+		"--web.listen-address=" + netip.AddrPortFrom(cp.Addr, PrometheusPort).String(), "--log.level=warn"}}); err != nil {
 		return err
 	}
 	return poll(ctx, 30*time.Second, func() (bool, string, error) {

@@ -1,6 +1,6 @@
 // Package probe is the client side of the failover benchmark (`ironlb probe`, run in the lab's client
 // namespace): it asks who-has for a service address every interval and logs every ARP packet that
-// speaks for the address, and it starts an HTTP request to the address every interval (each on a new
+// speaks for the address (for an IPv6 address: neighbor solicitations and the advertisements for it), and it starts an HTTP request to the address every interval (each on a new
 // connection, concurrently, so a request stuck on a dead node never delays the next). Every line it
 // writes carries CLOCK_REALTIME nanoseconds, so the benchmark can line it up with the instant it cut
 // a node on the same host.
@@ -98,6 +98,55 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 			defer t.Stop()
 			for {
 				_ = c.Request(net.IP(vip))
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	if cfg.Addr.Is6() && cfg.Iface != "" {
+		// IPv6: neighbor solicitations and advertisements, reported as the ARP lines are ("arp",
+		// an unsolicited advertisement as "garp"), so the benchmark reads both families alike.
+		ifi, err := net.InterfaceByName(cfg.Iface)
+		if err != nil {
+			return err
+		}
+		s, err := listenNDPStamped(ifi)
+		if err != nil {
+			return fmt.Errorf("ndp on %s: %w", cfg.Iface, err)
+		}
+		go func() { <-ctx.Done(); s.close() }()
+		vip := cfg.Addr.WithZone("")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				target, solicited, mac, at, err := s.read()
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, errClosed) {
+						return
+					}
+					continue
+				}
+				if target != vip {
+					continue
+				}
+				kind := "garp"
+				if solicited {
+					kind = "reply"
+				}
+				emit("arp %d %s %s", at.UnixNano(), kind, mac)
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.Every)
+			defer t.Stop()
+			for {
+				_ = s.solicit(vip)
 				select {
 				case <-ctx.Done():
 					return

@@ -49,7 +49,7 @@ const (
 kind: IPAddressPool
 metadata: {name: my-ippool, namespace: metallb-system}
 spec:
-  addresses: [172.18.255.200-172.18.255.250]
+  addresses: [%s]
 `
 	l2adYAML = `apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
@@ -79,7 +79,7 @@ func Objects(vip netip.Addr) []benchcfg.Object {
 		return benchcfg.Object{Ref: benchcfg.Ref{Resource: res, Namespace: benchcfg.Namespace, Name: name}, Manifest: manifest, Replace: true}
 	}
 	return []benchcfg.Object{
-		cfg("ipaddresspool.metallb.io", "my-ippool", poolYAML),
+		cfg("ipaddresspool.metallb.io", "my-ippool", fmt.Sprintf(poolYAML, poolRange(vip))),
 		cfg("l2advertisement.metallb.io", "my-l2advertise", l2adYAML),
 		benchcfg.Workload,
 		{Ref: benchcfg.Ref{Resource: "service", Namespace: "default", Name: "bench-failover"}, Manifest: fmt.Sprintf(serviceYAML, vip)},
@@ -121,16 +121,43 @@ func (o Options) ready(ctx context.Context, applied time.Time, vip netip.Addr, u
 	}
 }
 
-// Address returns the first pool address that MetalLB's ranking gives to node among nodes.
-func Address(node string, nodes []string) (netip.Addr, error) {
-	for i := 230; i <= 250; i++ {
+// The pool: the seed's 172.18.255.200-250; in the IPv6-only lab the same host parts (0xffc8-0xfffa)
+// of the node subnet's /64, the IPv6 address's own.
+const poolFirst, poolLast, addressFirst = 200, 250, 230
+
+// poolRange is the pool holding vip, as an IPAddressPool range.
+func poolRange(vip netip.Addr) string {
+	if vip.Is4() {
+		return fmt.Sprintf("172.18.255.%d-172.18.255.%d", poolFirst, poolLast)
+	}
+	base := netip.PrefixFrom(vip, 64).Masked().Addr()
+	return fmt.Sprintf("%s-%s", hostPart(base, 0xff00+poolFirst), hostPart(base, 0xff00+poolLast))
+}
+
+// hostPart is base with its last two bytes set to h.
+func hostPart(base netip.Addr, h uint16) netip.Addr {
+	b := base.As16()
+	b[14], b[15] = byte(h>>8), byte(h)
+	return netip.AddrFrom16(b)
+}
+
+// Address returns the first pool address that MetalLB's ranking gives to node among nodes, in the
+// family of the lab's node subnet (an IPv6 subnet: the IPv6-only lab).
+func Address(node string, nodes []string, subnet netip.Prefix) (netip.Addr, error) {
+	for i := addressFirst; i <= poolLast; i++ {
 		a := netip.AddrFrom4([4]byte{172, 18, 255, byte(i)})
+		if subnet.Addr().Is6() {
+			a = hostPart(subnet.Masked().Addr(), uint16(0xff00+i))
+		}
 		if election.Rank(a, nodes)[0] == node {
 			return a, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("no address in 172.18.255.230-250 ranks %s first", node)
+	return netip.Addr{}, fmt.Errorf("no address in the pool's .%d-.%d ranks %s first", addressFirst, poolLast, node)
 }
+
+// serviceURL is the URL the probe requests: vip's port 80 (bracketed when IPv6).
+func serviceURL(vip netip.Addr) string { return "http://" + netip.AddrPortFrom(vip, 80).String() + "/" }
 
 // Run sets the lab up for the chosen speaker and runs the trials, logging each.
 func Run(ctx context.Context, l *lab.Lab, o Options) ([]Trial, error) {
@@ -146,7 +173,7 @@ func RunRecords(ctx context.Context, l *lab.Lab, o Options) ([]Record, error) {
 		return nil, fmt.Errorf("no node %q", o.Cut)
 	}
 	cutMAC := cutHost.MAC
-	vip, err := Address(o.Cut, nodes)
+	vip, err := Address(o.Cut, nodes, l.Plan.Config.NodeNet())
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +184,7 @@ func RunRecords(ctx context.Context, l *lab.Lab, o Options) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	url := "http://" + vip.String() + "/"
+	url := serviceURL(vip)
 	if err := o.ready(ctx, applied, vip, url, cutMAC); err != nil {
 		return nil, err
 	}

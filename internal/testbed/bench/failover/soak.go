@@ -54,7 +54,7 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	}
 	nodes := l.Plan.NodeNames()
 	cutHost, _ := l.Plan.Host(o.Cut)
-	vip, err := Address(o.Cut, nodes)
+	vip, err := Address(o.Cut, nodes, l.Plan.Config.NodeNet())
 	if err != nil {
 		return res, err
 	}
@@ -65,7 +65,7 @@ func Soak(ctx context.Context, l *lab.Lab, o SoakOptions) (SoakResult, error) {
 	if err != nil {
 		return res, err
 	}
-	url := "http://" + vip.String() + "/"
+	url := serviceURL(vip)
 	if err := o.ready(ctx, applied, vip, url, cutHost.MAC); err != nil {
 		return res, err
 	}

@@ -1,0 +1,82 @@
+package speaker
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayer2EligibilityKernel: in a throwaway namespace, the node address found on lo, on a tun
+// device (point-to-point, no MAC: what WireGuard looks like) and on a veth is judged as the speaker
+// judges it at start-up (interfaceWith, then layer2Eligibility with IFF_NOARP from netlink).
+func TestLayer2EligibilityKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip not installed")
+	}
+	ns := fmt.Sprintf("ilbt-l2e-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
+		}
+	})
+	ipns := func(args ...string) error {
+		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	must := func(args ...string) {
+		t.Helper()
+		if err := ipns(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must("link", "set", "lo", "up")
+	must("addr", "add", "2001:db8:100::1/128", "dev", "lo", "nodad") // a routed fabric's node address on lo
+	must("link", "add", "la", "type", "veth", "peer", "name", "lb")
+	must("addr", "add", "2001:db8:1::1/64", "dev", "la", "nodad")
+	must("link", "set", "la", "up")
+	rows := []struct {
+		name string
+		addr string
+		want layer2Reason
+	}{
+		{"veth", "2001:db8:1::1", ""},
+		{"loopback", "2001:db8:100::1", Layer2Loopback},
+		{"loopback, IPv4", "127.0.0.1", Layer2Loopback},
+	}
+	// A tun device, where the kernel has them (ip tuntap): point-to-point, no MAC.
+	if ipns("tuntap", "add", "dev", "tun0", "mode", "tun") == nil {
+		must("addr", "add", "2001:db8:200::1/128", "dev", "tun0", "nodad")
+		rows = append(rows, struct {
+			name string
+			addr string
+			want layer2Reason
+		}{"tun", "2001:db8:200::1", Layer2PointToPoint})
+	} else {
+		t.Log("no tun device here: that row is skipped")
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			inNetns(t, ns, func() error {
+				ifi, err := interfaceWith(netip.MustParseAddr(r.addr))
+				if err != nil {
+					return err
+				}
+				if got := layer2Eligibility(*ifi, noARP(ifi.Index)); got != r.want {
+					return fmt.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
+				}
+				return nil
+			})
+		})
+	}
+}
