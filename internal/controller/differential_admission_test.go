@@ -380,6 +380,12 @@ var intendedDifferences = []intendedDifference{
 				ironlbRefuses("BFDProfile", "spec.echoInterval: not supported")(c, m, i) ||
 				ironlbRefuses("BFDProfile", "spec.minimumTtl: not supported")(c, m, i)
 		}},
+	{"peer-without-address", "a BGPPeer with neither peerAddress nor interface can never connect; MetalLB v0.16.1's webhook admits it (its configuration check, 'peer has no Address or Interface specified', then fails in the speaker)",
+		ironlbRefuses("BGPPeer", "spec.peerAddress: invalid address: one of peerAddress and interface is required")},
+	{"peer-ebgp-multihop-internal", "ebgpMultiHop on a session that is iBGP by dynamicASN: internal is refused as on one with peerASN equal to myASN (MetalLB checks only the latter)",
+		func(c admissionCase, m, i outcome) bool {
+			return ironlbRefuses("BGPPeer", "ebgpMultiHop is set on an iBGP session")(c, m, i) && c.cand.Spec["dynamicASN"] == "internal"
+		}},
 	{"frr-myasn-per-node", "MetalLB's FRR mode refuses peers selecting a common node with different myASN within a VRF (one FRR router per node); ironlb, like MetalLB's native mode, runs one BGP session per peer and accepts them",
 		metallbRefuses("BGPPeer", "in FRR mode peers selecting the same node must have the same myAsn")},
 	{"community-alias-without-name", "a Community entry without a name can never be referred to; MetalLB admits it",
@@ -390,13 +396,15 @@ var intendedDifferences = []intendedDifference{
 		ironlbRefuses("BGPAdvertisement", "spec.aggregationLengthV6: invalid aggregation length")},
 	{"l2adv-interface-name", "an interface name no Linux host can have (empty, over 15 bytes, . or .., '/', ':' or white space) would silently announce nothing",
 		ironlbRefuses("L2Advertisement", "invalid interface name")},
-	{"pool-address-syntax", "ironlb's CRD (CEL) refuses IPv4-mapped IPv6 entries and ranges written with spaces around '-', which MetalLB trims and accepts",
+	{"pool-address-syntax", "ironlb's CRD (CEL) refuses IPv4-mapped IPv6 entries, ranges written with spaces around '-' (MetalLB trims them) and ranges from an IPv4 to an IPv6 address (MetalLB admits them)",
 		func(c admissionCase, m, i outcome) bool {
 			if !ironlbRefuses("IPAddressPool", "each address must be a CIDR prefix")(c, m, i) {
 				return false
 			}
 			for _, a := range c.cand.Spec["addresses"].([]any) {
-				if s := fmt.Sprint(a); strings.Contains(s, "::ffff:") || strings.Contains(s, " - ") {
+				s := fmt.Sprint(a)
+				from, to, isRange := strings.Cut(s, "-")
+				if strings.Contains(s, "::ffff:") || strings.Contains(s, " - ") || isRange && strings.Contains(from, ":") != strings.Contains(to, ":") {
 					return true
 				}
 			}
