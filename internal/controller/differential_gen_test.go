@@ -87,7 +87,9 @@ func (g *gen) objectOf(kind, name string) diffObject {
 	return o
 }
 
-func (g *gen) poolName() string { return g.pfx + pickOne(g.r, "b0", "b1", "b2", "b3", "c0", "c1", "missing") }
+func (g *gen) poolName() string {
+	return g.pfx + pickOne(g.r, "b0", "b1", "b2", "b3", "c0", "c1", "missing")
+}
 
 func (g *gen) v4(i int) string { return fmt.Sprintf("%s%d", g.a.v4, i) }
 func (g *gen) v6(i int) string { return fmt.Sprintf("%s%x", g.a.v6, i) }
