@@ -136,7 +136,7 @@ func TestBadInput(t *testing.T) {
 			refused: `serviceAllocation.namespaces: "a" is listed twice`},
 		{name: "pool: bad namespaceSelector", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`,
 			"  serviceAllocation:\n    namespaceSelectors:\n    - matchExpressions: [{key: team, operator: Near, values: [a]}]\n"),
-			refused: `serviceAllocation.namespaceSelectors[0]: "Near" is not a valid label selector operator`},
+			refused: `serviceAllocation.namespaceSelectors[0]: invalid label selector: "Near" is not a valid label selector operator`},
 		{name: "pool: serviceSelector listed twice (MetalLB: duplicate definition)", yaml: poolYAML("NAME", ns, `["172.18.10.0/24"]`,
 			"  serviceAllocation:\n    serviceSelectors:\n    - matchLabels: {app: b}\n    - matchLabels: {app: b}\n"),
 			refused: `serviceAllocation.serviceSelectors[1]: listed twice: same as [0] (app=b)`},
