@@ -170,6 +170,11 @@ func compareCase(t *testing.T, mlb, ilb *diffSide, c admissionCase, st *admissio
 		st.byException[d.name]++
 		return false, true
 	}
+	if storedConfigInvalid(t, mlb, ilb, c, m, i) {
+		st.intended++
+		st.byException["metallb-stored-config-invalid"]++
+		return false, true
+	}
 	st.unexplained++
 	st.signatures[signature(c, m, i)]++
 	if len(st.failures) < 3 {
@@ -353,6 +358,33 @@ func metallbRefuses(kind string, subs ...string) func(admissionCase, outcome, ou
 	}
 }
 
+// storedConfigInvalid is the intended difference metallb-stored-config-invalid (docs/controller.md):
+// MetalLB validates the whole stored configuration of the kinds its webhook reads on every change,
+// so an object stored while valid that a later object made invalid (an advertisement's aggregation
+// length, once a pool with longer prefixes exists: the pool's webhook checks pools only) makes it
+// refuse every later object of that kind; ironlb checks the new object against the stored ones. It
+// holds when MetalLB refuses c's candidate and also, with the same message, a probe of the same
+// kind that is valid on its own (an empty spec), which ironlb accepts.
+func storedConfigInvalid(t *testing.T, mlb, ilb *diffSide, c admissionCase, m, i outcome) bool {
+	t.Helper()
+	if m.accepted || !i.accepted {
+		return false
+	}
+	probe := diffObject{Kind: c.cand.Kind, Name: fmt.Sprintf("r%d-probe", c.round), Spec: map[string]any{}}
+	switch c.cand.Kind {
+	case "BGPAdvertisement", "L2Advertisement", "BFDProfile":
+	case "Community":
+		probe.Spec["communities"] = []any{}
+	default:
+		return false
+	}
+	pm, pi := both(mlb, ilb, func(s *diffSide) outcome { return s.admitRetrying(t, opCreate, probe, true) })
+	strip := func(msg string) string { // the message names no object of the request's own
+		return strings.ReplaceAll(strings.ReplaceAll(msg, c.cand.Name, "X"), probe.Name, "X")
+	}
+	return !pm.accepted && pi.accepted && strip(pm.msg) == strip(m.msg)
+}
+
 // intendedDifferences: docs/controller.md, "Admission against MetalLB's", lists the same names.
 var intendedDifferences = []intendedDifference{
 	{"reserved-asn", "ASN 0 and 23456 (AS_TRANS, RFC 6793) can never be a BGP speaker's own or peer AS; MetalLB admits them and the session never comes up",
@@ -386,6 +418,8 @@ var intendedDifferences = []intendedDifference{
 		func(c admissionCase, m, i outcome) bool {
 			return ironlbRefuses("BGPPeer", "ebgpMultiHop is set on an iBGP session")(c, m, i) && c.cand.Spec["dynamicASN"] == "internal"
 		}},
+	{"frr-duplicate-peer", "MetalLB's FRR mode refuses two BGPPeers with one address selecting a common node; ironlb admits them and its speakers refuse the second (InvalidConfiguration), as MetalLB's native mode does",
+		metallbRefuses("BGPPeer", "already exists, FRR mode doesn't support duplicate BGPPeers")},
 	{"frr-myasn-per-node", "MetalLB's FRR mode refuses peers selecting a common node with different myASN within a VRF (one FRR router per node); ironlb, like MetalLB's native mode, runs one BGP session per peer and accepts them",
 		metallbRefuses("BGPPeer", "in FRR mode peers selecting the same node must have the same myAsn")},
 	{"community-alias-without-name", "a Community entry without a name can never be referred to; MetalLB admits it",
