@@ -405,15 +405,18 @@ var intendedDifferences = []intendedDifference{
 			return ironlbRefuses("BGPPeer", "spec.peerAddress: invalid address:", "is not a unicast IP address")(c, m, i) ||
 				ironlbRefuses("BGPPeer", "spec.sourceAddress: invalid address:", "is not of the family of peer address")(c, m, i)
 		}},
-	{"unsupported-fields", "fields of MetalLB's FRR mode ironlb does not implement (vrf; BFD echo mode and echo interval; minimumTtl, for multi-hop BFD) are refused rather than silently ignored",
+	{"unsupported-fields", "what MetalLB's FRR mode has and ironlb does not implement (vrf; BFD echo mode and echo interval; multi-hop BFD: minimumTtl, a bfdProfile on an ebgpMultiHop peer) is refused rather than silently ignored",
 		func(c admissionCase, m, i outcome) bool {
 			return ironlbRefuses("BGPPeer", "spec.vrf: not supported")(c, m, i) ||
 				ironlbRefuses("BFDProfile", "spec.echoMode: not supported")(c, m, i) ||
 				ironlbRefuses("BFDProfile", "spec.echoInterval: not supported")(c, m, i) ||
-				ironlbRefuses("BFDProfile", "spec.minimumTtl: not supported")(c, m, i)
+				ironlbRefuses("BFDProfile", "spec.minimumTtl: not supported")(c, m, i) ||
+				ironlbRefuses("BGPPeer", "spec.bfdProfile: not supported: BFD on a multi-hop session")(c, m, i)
 		}},
-	{"peer-without-address", "a BGPPeer with neither peerAddress nor interface can never connect; MetalLB v0.16.1's webhook admits it (its configuration check, 'peer has no Address or Interface specified', then fails in the speaker)",
-		ironlbRefuses("BGPPeer", "spec.peerAddress: invalid address: one of peerAddress and interface is required")},
+	{"metallb-disablemp-skips-validation", "MetalLB v0.16.1's BGPPeer webhook returns early, admitting the peer unvalidated, when a created peer has disableMP: true (validatePeerCreate warns that the field is deprecated and returns); ironlb validates it as any other",
+		func(c admissionCase, m, i outcome) bool {
+			return c.op == opCreate && c.cand.Kind == "BGPPeer" && c.cand.Spec["disableMP"] == true && m.accepted && !i.accepted
+		}},
 	{"peer-ebgp-multihop-internal", "ebgpMultiHop on a session that is iBGP by dynamicASN: internal is refused as on one with peerASN equal to myASN (MetalLB checks only the latter)",
 		func(c admissionCase, m, i outcome) bool {
 			return ironlbRefuses("BGPPeer", "ebgpMultiHop is set on an iBGP session")(c, m, i) && c.cand.Spec["dynamicASN"] == "internal"
