@@ -22,7 +22,7 @@ INSECURE  ?=
 LAB_PUSH  ?= 1
 LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
-.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 metallb helm clean
+.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm clean
 
 all: build
 
@@ -122,6 +122,18 @@ helm:
 # 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
 bench-controller: k8s metallb
 	IRONLB_BENCH=1 IRONLB_BENCH_SERVICES=10000 $(GO) test -count=1 -run TestScaleVsMetalLB -v -timeout 90m ./internal/controller
+
+# MetalLB as the judge (issue 20): DIFF_ADMISSION admission cases and DIFF_SEQUENCES allocation
+# sequences, each applied to an apiserver with MetalLB v0.16.1's controller and webhook and to one with
+# ironlb's; every answer must agree but for the intended differences docs/controller.md lists.
+# DIFF_SEED=N replays a run (each run logs its seed). `make unit` runs the same tests at 400 and 40,
+# logging (not failing on) the allocation disagreements still open (docs/benchmarks.md).
+DIFF_ADMISSION ?= 10000
+DIFF_SEQUENCES ?= 1000
+DIFF_SEED      ?=
+differential: k8s metallb
+	IRONLB_DIFF_STRICT=1 IRONLB_DIFF_ADMISSION=$(DIFF_ADMISSION) IRONLB_DIFF_SEQUENCES=$(DIFF_SEQUENCES) $(if $(DIFF_SEED),IRONLB_DIFF_SEED=$(DIFF_SEED)) \
+	  $(GO) test -count=1 -run '^TestDifferential' -v -timeout 90m ./internal/controller 2>&1 | grep -v '^time='; exit $${PIPESTATUS[0]}
 
 # Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes). The failover
 # runs' results and pictures go to $(PLOTS) (docs/benchmarks.md, "Drawing the pictures").

@@ -138,6 +138,16 @@ func parsePool(cr *v1beta1.IPAddressPool, nsLabels map[string]map[string]string)
 		if sa.Priority < 0 {
 			return nil, fmt.Errorf("serviceAllocation.priority %d: must not be negative", sa.Priority)
 		}
+		// As MetalLB (validateLabelSelectorDuplicate): a selector that does not parse, or is listed
+		// twice (values in any order), refuses the pool; found by the differential test against it.
+		for _, l := range []struct {
+			field string
+			sels  []metav1.LabelSelector
+		}{{"serviceAllocation.namespaceSelectors", sa.NamespaceSelectors}, {"serviceAllocation.serviceSelectors", sa.ServiceSelectors}} {
+			if field, err := checkSelectors(l.field, l.sels); err != nil {
+				return nil, fmt.Errorf("%s: %w", field, err)
+			}
+		}
 		if len(sa.Namespaces) > 0 || len(sa.NamespaceSelectors) > 0 {
 			p.Namespaces = map[string]bool{}
 			for _, ns := range sa.Namespaces {

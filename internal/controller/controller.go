@@ -235,6 +235,11 @@ type reconciler struct {
 	dirtyPools map[string]bool
 	poolUIDs   map[string]types.UID
 	exhausted  map[string]bool
+	// waiting holds the Services whose allocation failed: each is decided again whenever another
+	// Service releases an address (as MetalLB reprocesses every Service then), since what failed for
+	// want of an address may now succeed; else a Service stayed pending beside a free address until
+	// it or the pools changed (found by TestDifferentialAllocation).
+	waiting map[allocator.Key]bool
 	// badSelectors maps "Kind/name" of each advertisement that selects nothing (a selector does not
 	// parse) to the message last reported for it, so that each problem gets one event and log line.
 	badSelectors map[string]string
@@ -254,6 +259,7 @@ func newReconciler(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config, m
 		dirtyPools:   map[string]bool{},
 		poolUIDs:     map[string]types.UID{},
 		exhausted:    map[string]bool{},
+		waiting:      map[allocator.Key]bool{},
 		badSelectors: map[string]string{},
 		infraWarned:  map[string]string{},
 	}
@@ -651,6 +657,7 @@ func (r *reconciler) decideLocked(key string) (*decision, error) {
 	}
 	if len(existing) > 0 {
 		if asg, err := r.alloc.Assign(req, existing); err == nil && fits(req, asg) {
+			delete(r.waiting, k)
 			r.dirtyPools[asg.Pool] = true
 			// Kept: the status must show exactly these addresses (a forged extra entry, a hostname or
 			// an IPv4-mapped form is rewritten) and the annotation their pool.
@@ -671,6 +678,7 @@ func (r *reconciler) decideLocked(key string) (*decision, error) {
 		}
 		return nil, nil
 	}
+	delete(r.waiting, k)
 	r.dirtyPools[asg.Pool] = true
 	r.m.allocations.WithLabelValues(asg.Pool).Inc()
 	return &decision{svc: svc, ips: asg.IPs, pool: asg.Pool, allocated: true}, nil
@@ -687,14 +695,29 @@ func fits(req allocator.Request, asg allocator.Assignment) bool {
 	return true
 }
 
+// release frees k's addresses, if it holds any, and then requeues every Service waiting for an
+// address (in namespace/name order, the order MetalLB reprocesses them in). k itself stops waiting:
+// whoever calls release either forgets it or decides it anew.
 func (r *reconciler) release(k allocator.Key) {
-	if asg, ok := r.alloc.Get(k); ok {
-		r.alloc.Release(k)
-		r.dirtyPools[asg.Pool] = true
+	delete(r.waiting, k)
+	asg, ok := r.alloc.Get(k)
+	if !ok {
+		return
+	}
+	r.alloc.Release(k)
+	r.dirtyPools[asg.Pool] = true
+	keys := make([]string, 0, len(r.waiting))
+	for w := range r.waiting {
+		keys = append(keys, w.Namespace+"/"+w.Name)
+	}
+	slices.Sort(keys)
+	for _, w := range keys {
+		r.queue.Add(w)
 	}
 }
 
 func (r *reconciler) fail(svc *corev1.Service, why string, err error) {
+	r.waiting[allocator.Key{Namespace: svc.Namespace, Name: svc.Name}] = true
 	r.m.failures.WithLabelValues(why).Inc()
 	r.rec.Eventf(svc, corev1.EventTypeWarning, "AllocationFailed", "Failed to allocate IP for %q: %s: %v", svc.Namespace+"/"+svc.Name, why, err)
 	r.log.Warn("allocation failed", "service", svc.Namespace+"/"+svc.Name, "reason", why, "err", err)

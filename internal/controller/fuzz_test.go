@@ -20,6 +20,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
 	"github.com/ironlb/ironlb/internal/allocator"
@@ -158,7 +159,9 @@ func newFuzzReconciler(t *testing.T, svcs ...*corev1.Service) (*reconciler, cach
 	pools, _ := config.ParsePools(fuzzPools(), nil)
 	r := &reconciler{cfg: Config{Namespace: ns}, m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler),
 		rec: &record.FakeRecorder{}, svcs: lister, alloc: allocator.New(), config: pools,
-		dirtyPools: map[string]bool{}, poolUIDs: map[string]types.UID{}, exhausted: map[string]bool{}, badSelectors: map[string]string{}}
+		dirtyPools: map[string]bool{}, poolUIDs: map[string]types.UID{}, exhausted: map[string]bool{}, badSelectors: map[string]string{},
+		waiting: map[allocator.Key]bool{}, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	t.Cleanup(r.queue.ShutDown)
 	r.alloc.SetPools(pools.Allocator())
 	return r, idx
 }

@@ -448,6 +448,13 @@ func metallbControllerBin(t *testing.T) string {
 // to find) and returns a stop that kills it; the test's cleanup stops it too.
 func startMetalLBController(t *testing.T, cs kubernetes.Interface, bin, kubeconfig, logFile string) (stop func()) {
 	t.Helper()
+	return startMetalLBControllerWith(t, cs, bin, kubeconfig, logFile, nil)
+}
+
+// startMetalLBControllerWith is startMetalLBController with more environment variables and flags;
+// the flags follow the defaults and override them (Go's flag package keeps the last value).
+func startMetalLBControllerWith(t *testing.T, cs kubernetes.Interface, bin, kubeconfig, logFile string, env []string, extra ...string) (stop func()) {
+	t.Helper()
 	ctx := context.Background()
 	_, _ = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "metallb-controller"},
@@ -457,7 +464,8 @@ func startMetalLBController(t *testing.T, cs kubernetes.Interface, bin, kubeconf
 	}
 	cmd := exec.Command(bin, "--namespace", ns, "--pod-name", "metallb-controller", "--webhook-mode", "disabled",
 		"--disable-cert-rotation", "--log-level", "info", "--port", "0", "--health-probe-port", "0")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "METALLB_BGP_TYPE=frr")
+	cmd.Args = append(cmd.Args, extra...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig, "METALLB_BGP_TYPE=frr"), env...)
 	return startProcess(t, cmd, logFile)
 }
 
