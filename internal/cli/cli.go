@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ironlb/ironlb/internal/logging"
 	"github.com/ironlb/ironlb/internal/testbed/whoami"
 	"github.com/ironlb/ironlb/internal/version"
 )
@@ -51,6 +53,9 @@ func newRoot(argv0 string) *cobra.Command {
 	}
 	// --version prints the same line as `ironlb version`, not cobra's "ironlb version <Version>".
 	root.SetVersionTemplate("{{.Version}}\n")
+	var lf logFlags
+	lf.add(root)
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return lf.install(c) }
 	if isPlugin(argv0) {
 		root.Use = pluginName
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ironlb"}
@@ -92,6 +97,26 @@ func whoamiCmd() *cobra.Command {
 }
 
 // The flags the roles (controller, speaker, proxy, status) share.
+
+// logFlags are --log-level and --log-format, which every command takes (persistent flags of the root).
+type logFlags struct{ level, format string }
+
+func (l *logFlags) add(cmd *cobra.Command) {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&l.level, "log-level", "info", "least level logged: "+strings.Join(logging.Levels, ", ")+" (MetalLB's values; debug and all also let client-go's verbose logs through)")
+	pf.StringVar(&l.format, "log-format", string(logging.FormatText), "log format: text (key=value) or json (one object a line); client-go's logs (klog) are written the same way")
+}
+
+// install builds the logger the flags ask for, writing to cmd's stderr, and makes it the process's
+// (slog's default, klog's and the log package's): the roles log through slog.Default().
+func (l *logFlags) install(cmd *cobra.Command) error {
+	logger, level, err := logging.Parse(cmd.ErrOrStderr(), l.level, l.format)
+	if err != nil {
+		return err
+	}
+	logging.Install(logger, level)
+	return nil
+}
 
 // kubeconfigFlag adds --kubeconfig to cmd: $KUBECONFIG by default, else the in-cluster config.
 func kubeconfigFlag(cmd *cobra.Command, p *string) {

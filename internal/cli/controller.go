@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func controllerCmd() *cobra.Command {
 			if cfg.Identity == "" {
 				cfg.Identity = os.Getenv("POD_NAME")
 			}
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
 			return controller.Run(c.Context(), cfg)
 		},
 	}

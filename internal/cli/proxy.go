@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,10 @@ func proxyCmd() *cobra.Command {
 		Use:   "proxy",
 		Short: "Carry Service traffic on this node with nftables (kube-proxy's job), avoiding endpoints on dead nodes",
 		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return proxy.Run(c.Context(), cfg) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
+			return proxy.Run(c.Context(), cfg)
+		},
 	}
 	f := cmd.Flags()
 	nodeFlag(cmd, &cfg.Node)
@@ -39,6 +43,5 @@ func proxyCmd() *cobra.Command {
 	f.DurationVar(&cfg.EchoTimeout, "echo-timeout", 5*time.Millisecond, "how long an echo probe may wait for its answer")
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables and exit")
-	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"os"
 	"time"
 
@@ -19,6 +20,7 @@ func speakerCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			// The Pod owning the speaker's ConfigurationState (the downward API sets both).
 			cfg.PodName, cfg.PodUID = os.Getenv("POD_NAME"), os.Getenv("POD_UID")
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
 			return speaker.Run(c.Context(), cfg)
 		},
 	}

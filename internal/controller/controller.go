@@ -77,6 +77,9 @@ type Config struct {
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
 	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
+	// Logger receives the controller's logs (nil: slog.Default(), which the command line builds from
+	// --log-level and --log-format).
+	Logger *slog.Logger
 
 	// writeHook, when set (tests only), is called before each write the reconciler makes: with
 	// stageLease before the leader checks its lease, and with stageWrite after that check, just
@@ -106,7 +109,7 @@ const (
 
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "controller")
 	cs, dyn, err := kube.Clients(cfg.Kubeconfig, component, 500, 1000)
 	if err != nil {
 		return err

@@ -19,13 +19,13 @@
 package speaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -80,11 +80,15 @@ type Config struct {
 	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
 	// ConfigurationState; empty: the object has no owner.
 	PodName, PodUID string
+
+	// Logger receives the speaker's logs (nil: slog.Default(), which the command line builds from
+	// --log-level and --log-format).
+	Logger *slog.Logger
 }
 
 // Run runs the speaker until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "speaker", "node", cfg.Node)
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "speaker", "node", cfg.Node)
 	if cfg.Node == "" {
 		return errors.New("speaker: --node (or $NODE_NAME) is required")
 	}
