@@ -123,6 +123,17 @@ func kubeconfigFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
 }
 
+// metricsFlags adds --metrics-bind-address (kube-proxy's name; one name on every role) with def, the
+// old --metrics-addr as a deprecated alias of it (hidden from the help, a warning when used), and
+// --metrics-secure.
+func metricsFlags(cmd *cobra.Command, addr *string, def string, secure *bool) {
+	f := cmd.Flags()
+	f.StringVar(addr, "metrics-bind-address", def, "Prometheus metrics address (empty disables)")
+	f.StringVar(addr, "metrics-addr", def, "Prometheus metrics address (empty disables)")
+	_ = f.MarkDeprecated("metrics-addr", "use --metrics-bind-address")
+	f.BoolVar(secure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-bind-address to 127.0.0.1")
+}
+
 // nodeFlag adds --node, this node's name, to cmd: $NODE_NAME by default (the downward API's
 // spec.nodeName).
 func nodeFlag(cmd *cobra.Command, p *string) {

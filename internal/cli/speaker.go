@@ -42,7 +42,6 @@ func speakerCmd() *cobra.Command {
 	f.DurationVar(&cfg.HoldDown, "hold-down", 5*time.Second, "how long a returning node must be alive before it takes addresses back")
 	f.DurationVar(&cfg.Refresh, "refresh", 0, "re-announce every address this often against switch FDB and ARP/neighbor cache ageing (0 = never)")
 	f.IntVar(&cfg.Nice, "nice", -10, "scheduling priority (nice) to run at, ahead of ordinary work; needs CAP_SYS_NICE (0 leaves it)")
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7473", "Prometheus metrics address (empty disables)")
-	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")
+	metricsFlags(cmd, &cfg.MetricsAddr, ":7473", &cfg.MetricsSecure)
 	return cmd
 }

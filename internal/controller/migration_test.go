@@ -466,7 +466,7 @@ func startMetalLBController(t *testing.T, cs kubernetes.Interface, bin, kubeconf
 func startIronlbController(t *testing.T, bin, kubeconfig, logFile, webhookAddr string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(bin, "controller", "--namespace="+ns, "--kubeconfig", kubeconfig, "--identity=migration-test",
-		"--webhook-addr="+webhookAddr, "--webhook-service=localhost", "--webhook-secret-namespace="+ns, "--metrics-addr=")
+		"--webhook-addr="+webhookAddr, "--webhook-service=localhost", "--webhook-secret-namespace="+ns, "--metrics-bind-address=")
 	return startProcess(t, cmd, logFile)
 }
 
