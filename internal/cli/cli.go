@@ -134,6 +134,12 @@ func metricsFlags(cmd *cobra.Command, addr *string, def string, secure *bool) {
 	f.BoolVar(secure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-bind-address to 127.0.0.1")
 }
 
+// healthFlag adds --health-probe-bind-address (controller-runtime's name) with def: /healthz and
+// /readyz over plain HTTP for the kubelet's probes, apart from the metrics port (HTTPS, tokens).
+func healthFlag(cmd *cobra.Command, p *string, def string) {
+	cmd.Flags().StringVar(p, "health-probe-bind-address", def, "address of /healthz (liveness) and /readyz (readiness), plain HTTP without authentication, for the kubelet's probes (empty disables)")
+}
+
 // nodeFlag adds --node, this node's name, to cmd: $NODE_NAME by default (the downward API's
 // spec.nodeName).
 func nodeFlag(cmd *cobra.Command, p *string) {

@@ -29,6 +29,7 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&cfg.LBClass, "lb-class", "", "serve only Services with this spec.loadBalancerClass (empty: only Services without a class), as MetalLB's --lb-class; give the speakers the same value")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	metricsFlags(cmd, &cfg.MetricsAddr, ":7472", &cfg.MetricsSecure)
+	healthFlag(cmd, &cfg.HealthAddr, ":7474")
 	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
 	f.StringVar(&cfg.WebhookSecretNamespace, "webhook-secret-namespace", "", "namespace of the webhook certificate's Secret, out of the speakers' reach (default: --namespace)")

@@ -43,5 +43,6 @@ func speakerCmd() *cobra.Command {
 	f.DurationVar(&cfg.Refresh, "refresh", 0, "re-announce every address this often against switch FDB and ARP/neighbor cache ageing (0 = never)")
 	f.IntVar(&cfg.Nice, "nice", -10, "scheduling priority (nice) to run at, ahead of ordinary work; needs CAP_SYS_NICE (0 leaves it)")
 	metricsFlags(cmd, &cfg.MetricsAddr, ":7473", &cfg.MetricsSecure)
+	healthFlag(cmd, &cfg.HealthAddr, ":7475")
 	return cmd
 }
