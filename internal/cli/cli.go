@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/ironlb/ironlb/internal/logging"
 	"github.com/ironlb/ironlb/internal/testbed/whoami"
@@ -138,6 +139,19 @@ func metricsFlags(cmd *cobra.Command, addr *string, def string, secure *bool) {
 // /readyz over plain HTTP for the kubelet's probes, apart from the metrics port (HTTPS, tokens).
 func healthFlag(cmd *cobra.Command, p *string, def string) {
 	cmd.Flags().StringVar(p, "health-probe-bind-address", def, "address of /healthz (liveness) and /readyz (readiness), plain HTTP without authentication, for the kubelet's probes (empty disables)")
+}
+
+// kubectlFlags adds kubectl's connection flags to cmd, through cli-runtime's ConfigFlags:
+// --kubeconfig, --context, --cluster, --user, --server (-s), --token, --as, --as-group,
+// --certificate-authority, --insecure-skip-tls-verify, --request-timeout, ... The configuration is
+// loaded as kubectl loads it: --kubeconfig, else $KUBECONFIG, else ~/.kube/config, else the
+// in-cluster configuration. --namespace is left out: status has its own (the configuration
+// namespace, metallb-system by default, not the context's), trace reads every namespace.
+func kubectlFlags(cmd *cobra.Command) *genericclioptions.ConfigFlags {
+	cf := genericclioptions.NewConfigFlags(true)
+	cf.Namespace = nil
+	cf.AddFlags(cmd.Flags())
+	return cf
 }
 
 // nodeFlag adds --node, this node's name, to cmd: $NODE_NAME by default (the downward API's
