@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ironlb/ironlb/internal/logging"
 	"github.com/ironlb/ironlb/internal/testbed/whoami"
@@ -141,17 +141,38 @@ func healthFlag(cmd *cobra.Command, p *string, def string) {
 	cmd.Flags().StringVar(p, "health-probe-bind-address", def, "address of /healthz (liveness) and /readyz (readiness), plain HTTP without authentication, for the kubelet's probes (empty disables)")
 }
 
-// kubectlFlags adds kubectl's connection flags to cmd, through cli-runtime's ConfigFlags:
-// --kubeconfig, --context, --cluster, --user, --server (-s), --token, --as, --as-group,
-// --certificate-authority, --insecure-skip-tls-verify, --request-timeout, ... The configuration is
-// loaded as kubectl loads it: --kubeconfig, else $KUBECONFIG, else ~/.kube/config, else the
-// in-cluster configuration. --namespace is left out: status has its own (the configuration
-// namespace, metallb-system by default, not the context's), trace reads every namespace.
-func kubectlFlags(cmd *cobra.Command) *genericclioptions.ConfigFlags {
-	cf := genericclioptions.NewConfigFlags(true)
-	cf.Namespace = nil
-	cf.AddFlags(cmd.Flags())
-	return cf
+// kubectlFlags are kubectl's connection flags, as cli-runtime's ConfigFlags registers them and from
+// the same client-go parts: --kubeconfig, --context, --cluster, --user, --server (-s), --token,
+// --as, --as-group, --as-uid, --username, --password, --certificate-authority, --client-certificate,
+// --client-key, --tls-server-name, --insecure-skip-tls-verify, --proxy-url, --disable-compression,
+// --request-timeout. The configuration is loaded as kubectl loads it: --kubeconfig, else
+// $KUBECONFIG, else ~/.kube/config, else the in-cluster configuration. --namespace is left out:
+// status has its own (the configuration namespace, metallb-system by default, not the context's),
+// trace reads every namespace.
+//
+// Not cli-runtime's ConfigFlags itself: its package links kustomize and kubectl's printers, 37 MB
+// more in a binary every role runs, for flags client-go already registers.
+type kubectlFlags struct {
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+}
+
+func addKubectlFlags(cmd *cobra.Command) *kubectlFlags {
+	k := &kubectlFlags{}
+	f := cmd.Flags()
+	f.StringVar(&k.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster configuration)")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ContextOverrideFlags.Namespace = clientcmd.FlagInfo{}
+	names.ClusterOverrideFlags.APIServer.ShortName = "s" // as kubectl's
+	clientcmd.BindOverrideFlags(&k.overrides, f, names)
+	return k
+}
+
+// clientConfig is the configuration the flags select, loaded when asked.
+func (k *kubectlFlags) clientConfig() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
 }
 
 // nodeFlag adds --node, this node's name, to cmd: $NODE_NAME by default (the downward API's

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/ironlb/ironlb/internal/status"
 )
@@ -12,7 +11,7 @@ import (
 func statusCmd() *cobra.Command {
 	var (
 		cfg status.Config
-		kf  *genericclioptions.ConfigFlags // kubectl's flags: --kubeconfig, --context, ...
+		kf  *kubectlFlags // kubectl's flags: --kubeconfig, --context, ...
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -30,11 +29,11 @@ func statusCmd() *cobra.Command {
   kubectl ironlb status -o json    # as a kubectl plugin: install the binary as kubectl-ironlb`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg.ClientConfig = kf.ToRawKubeConfigLoader()
+			cfg.ClientConfig = kf.clientConfig()
 			return status.Run(c.Context(), cfg, c.OutOrStdout())
 		},
 	}
-	kf = kubectlFlags(cmd)
+	kf = addKubectlFlags(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&cfg.Namespace, "namespace", "n", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, advertisements, status objects)")
 	f.StringVar(&cfg.LBClass, "lb-class", "", "the controller's --lb-class: only Services of this class (empty: only those without a class) count as ironlb's")

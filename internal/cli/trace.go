@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,7 +55,7 @@ func (f *traceFlags) parse() (explain.Query, explain.Options, error) {
 func traceCmd() *cobra.Command {
 	var (
 		fl traceFlags
-		kf *genericclioptions.ConfigFlags // kubectl's flags: --kubeconfig, --context, ...
+		kf *kubectlFlags // kubectl's flags: --kubeconfig, --context, ...
 	)
 	cmd := &cobra.Command{
 		Use:   "trace --from IP --to IP:PORT [--proto tcp] [--node NODE] [--from-host]",
@@ -72,7 +71,7 @@ func traceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rc, err := kf.ToRESTConfig()
+			rc, err := kf.clientConfig().ClientConfig()
 			if err != nil {
 				return fmt.Errorf("kubernetes client config: %w", err)
 			}
@@ -93,7 +92,7 @@ func traceCmd() *cobra.Command {
 			return nil
 		},
 	}
-	kf = kubectlFlags(cmd)
+	kf = addKubectlFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&fl.from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
 	f.StringVar(&fl.to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
