@@ -36,7 +36,7 @@ var allOn = []string{
 	"image.tag=v9.9.9",
 	"controller.replicas=3",
 	"controller.podDisruptionBudget.maxUnavailable=1",
-	"proxy.logLevel=debug", // the controller's and the speaker's: only empty so far (values.schema.json)
+	"proxy.logLevel=debug", "controller.logLevel=info", "speaker.logLevel=warn",
 }
 
 func init() {
@@ -98,8 +98,8 @@ var schemaErrors = []struct {
 	{"a percentage out of range", "prometheus.prometheusRule.addressPoolUsage.thresholds[0].percent=101", "- at '/prometheus/prometheusRule/addressPoolUsage/thresholds/0/percent': maximum: got 101, want 100"},
 	{"an unknown key", "speaker.tolerateMaster=true", "- at '/speaker': additional properties 'tolerateMaster' not allowed"},
 	{"a value of the chart before the release namespace", "namespace=lb-system", "- at '': additional properties 'namespace' not allowed"},
-	{"a bad log level", "proxy.logLevel=verbose", "- at '/proxy/logLevel': value must be one of '', 'debug', 'info', 'warn', 'error'"},
-	{"a log level for a role without --log-level", "speaker.logLevel=debug", "- at '/speaker/logLevel': value must be ''"},
+	{"a bad log level", "proxy.logLevel=verbose", "- at '/proxy/logLevel': value must be one of '', 'all', 'debug', 'info', 'warn', 'error', 'none'"},
+	{"a bad speaker log level", "speaker.logLevel=trace", "- at '/speaker/logLevel': value must be one of '', 'all', 'debug', 'info', 'warn', 'error', 'none'"},
 	{"a bad pull policy", "image.pullPolicy=Sometimes", "- at '/image/pullPolicy': value must be one of '', 'Always', 'IfNotPresent', 'Never'"},
 	{"a pull secret without a name", "imagePullSecrets[0].nam=regcred", "- at '/imagePullSecrets/0': missing property 'name'"},
 	{"a PodDisruptionBudget that is neither a number nor a percentage", "controller.podDisruptionBudget.minAvailable=half", "'half' does not match pattern '^[0-9]+%$'"},

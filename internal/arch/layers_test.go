@@ -67,6 +67,7 @@ var house = []struct {
 	{"internal/kube/kubenode", layer{kind: core}}, // facts of a Node object two roles read: API types only
 	{"internal/liveness", layer{kind: adapter}},
 	{"internal/metallbmetrics", layer{kind: adapter}}, // MetalLB's metrics, which the controller and the speaker both export
+	{"internal/logging", layer{kind: adapter}},        // the process's slog logger from --log-level/--log-format, klog routed into it
 
 	{"internal/controller", layer{kind: role, role: "controller"}},
 	{"internal/speaker", layer{kind: role, role: "speaker"}},

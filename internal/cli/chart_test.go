@@ -93,7 +93,13 @@ func TestChartArgsAreFlags(t *testing.T) {
 				continue
 			}
 			seen[c.Args[0]] = true
-			if err := newCmd().ParseFlags(c.Args[1:]); err != nil {
+			// The role under the root, as `ironlb ROLE` runs it: the root's persistent flags
+			// (--log-level, --log-format) are the role's too.
+			root := &cobra.Command{Use: "ironlb"}
+			(&logFlags{}).add(root)
+			role := newCmd()
+			root.AddCommand(role)
+			if err := role.ParseFlags(c.Args[1:]); err != nil {
 				t.Errorf("ironlb %s refuses the chart's arguments %q: %v", c.Args[0], c.Args[1:], err)
 			}
 		}

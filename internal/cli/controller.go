@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func controllerCmd() *cobra.Command {
 			if cfg.Identity == "" {
 				cfg.Identity = os.Getenv("POD_NAME")
 			}
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
 			return controller.Run(c.Context(), cfg)
 		},
 	}
@@ -26,8 +28,8 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&cfg.Namespace, "namespace", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, ...)")
 	f.StringVar(&cfg.LBClass, "lb-class", "", "serve only Services with this spec.loadBalancerClass (empty: only Services without a class), as MetalLB's --lb-class; give the speakers the same value")
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7472", "Prometheus metrics address (empty disables)")
-	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")
+	metricsFlags(cmd, &cfg.MetricsAddr, ":7472", &cfg.MetricsSecure)
+	healthFlag(cmd, &cfg.HealthAddr, ":7474")
 	f.StringVar(&cfg.WebhookAddr, "webhook-addr", ":9443", "admission webhook HTTPS address (empty disables)")
 	f.StringVar(&cfg.WebhookService, "webhook-service", "ironlb-webhook-service", "Service fronting the webhook (certificate names)")
 	f.StringVar(&cfg.WebhookSecretNamespace, "webhook-secret-namespace", "", "namespace of the webhook certificate's Secret, out of the speakers' reach (default: --namespace)")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,7 +54,7 @@ func labPodSDCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			log := slog.Default() // --log-level, --log-format (logFlags)
 			srv := &http.Server{Addr: sdListen, Handler: lab.PodSDHandler(cs, log), ReadHeaderTimeout: 5 * time.Second}
 			go func() { <-c.Context().Done(); _ = srv.Close() }()
 			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

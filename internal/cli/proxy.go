@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,10 @@ func proxyCmd() *cobra.Command {
 		Use:   "proxy",
 		Short: "Carry Service traffic on this node with nftables (kube-proxy's job), avoiding endpoints on dead nodes",
 		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return proxy.Run(c.Context(), cfg) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
+			return proxy.Run(c.Context(), cfg)
+		},
 	}
 	f := cmd.Flags()
 	nodeFlag(cmd, &cfg.Node)
@@ -30,8 +34,7 @@ func proxyCmd() *cobra.Command {
 	f.DurationVar(&cfg.MinSyncPeriod, "min-sync-period", 100*time.Millisecond, "least time between two syncs: changes that come faster are applied together")
 	f.DurationVar(&cfg.HealthzTimeout, "healthz-timeout", time.Minute, "/healthz fails when a change has waited this long to be applied")
 	f.StringVar(&cfg.HealthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address of the proxy's /healthz and /livez (kube-proxy's format; empty disables)")
-	f.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "127.0.0.1:10249", "Prometheus metrics address (empty disables)")
-	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-bind-address to 127.0.0.1")
+	metricsFlags(cmd, &cfg.MetricsAddr, "127.0.0.1:10249", &cfg.MetricsSecure)
 	f.BoolVar(&cfg.ConntrackCleanup, "conntrack-cleanup", true, "delete stale UDP conntrack entries when endpoints go (needs the conntrack tool)")
 	f.BoolVar(&cfg.NodeLiveness, "node-liveness", true, "probe every other node with ICMP echoes and stop using the endpoints of a node that stops answering")
 	f.DurationVar(&cfg.EchoInterval, "echo-interval", 10*time.Millisecond, "ICMP echo probe interval to every other node")
@@ -39,6 +42,5 @@ func proxyCmd() *cobra.Command {
 	f.DurationVar(&cfg.EchoTimeout, "echo-timeout", 5*time.Millisecond, "how long an echo probe may wait for its answer")
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables and exit")
-	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

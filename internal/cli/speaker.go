@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"os"
 	"time"
 
@@ -19,6 +20,7 @@ func speakerCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			// The Pod owning the speaker's ConfigurationState (the downward API sets both).
 			cfg.PodName, cfg.PodUID = os.Getenv("POD_NAME"), os.Getenv("POD_UID")
+			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
 			return speaker.Run(c.Context(), cfg)
 		},
 	}
@@ -42,7 +44,7 @@ func speakerCmd() *cobra.Command {
 	f.StringSliceVar(&cfg.ExcludeInterfaces, "exclude-interfaces", speaker.DefaultExcludeInterfaces,
 		"regular expressions of interfaces never announced on in layer 2 (MetalLB's announcedInterfacesToExclude; empty: none); the InternalIP's interface is always announced on")
 	f.IntVar(&cfg.Nice, "nice", -10, "scheduling priority (nice) to run at, ahead of ordinary work; needs CAP_SYS_NICE (0 leaves it)")
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", ":7473", "Prometheus metrics address (empty disables)")
-	f.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients whose bearer token may get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone: then bind --metrics-addr to 127.0.0.1")
+	metricsFlags(cmd, &cfg.MetricsAddr, ":7473", &cfg.MetricsSecure)
+	healthFlag(cmd, &cfg.HealthAddr, ":7475")
 	return cmd
 }

@@ -9,7 +9,10 @@ import (
 )
 
 func statusCmd() *cobra.Command {
-	var cfg status.Config
+	var (
+		cfg status.Config
+		kf  *kubectlFlags // kubectl's flags: --kubeconfig, --context, ...
+	)
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show each external address (Service, pool, mode, announcing nodes, BGP peers), pool use and pending Services",
@@ -22,13 +25,16 @@ func statusCmd() *cobra.Command {
     event on it, or ironlb status's own analysis when there is none).`,
 		Example: `  ironlb status
   ironlb status -o wide
+  ironlb status --context prod --kubeconfig ~/.kube/prod.yaml
   kubectl ironlb status -o json    # as a kubectl plugin: install the binary as kubectl-ironlb`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return status.Run(c.Context(), cfg, c.OutOrStdout()) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.ClientConfig = kf.clientConfig()
+			return status.Run(c.Context(), cfg, c.OutOrStdout())
+		},
 	}
+	kf = addKubectlFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-	f.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVarP(&cfg.Namespace, "namespace", "n", defaultNamespace(), "namespace of the configuration objects (IPAddressPools, advertisements, status objects)")
 	f.StringVar(&cfg.LBClass, "lb-class", "", "the controller's --lb-class: only Services of this class (empty: only those without a class) count as ironlb's")
 	f.StringVarP(&cfg.Output, "output", "o", status.OutputTable, "output format: "+strings.Join(status.Formats, ", "))

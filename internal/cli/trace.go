@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ironlb/ironlb/internal/kube"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/explain"
 )
@@ -56,8 +54,8 @@ func (f *traceFlags) parse() (explain.Query, explain.Options, error) {
 
 func traceCmd() *cobra.Command {
 	var (
-		fl         traceFlags
-		kubeconfig string
+		fl traceFlags
+		kf *kubectlFlags // kubectl's flags: --kubeconfig, --context, ...
 	)
 	cmd := &cobra.Command{
 		Use:   "trace --from IP --to IP:PORT [--proto tcp] [--node NODE] [--from-host]",
@@ -73,7 +71,12 @@ func traceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cs, _, err := kube.Clients(kubeconfig, "ironlb-trace", 20, 40)
+			rc, err := kf.clientConfig().ClientConfig()
+			if err != nil {
+				return fmt.Errorf("kubernetes client config: %w", err)
+			}
+			rc.UserAgent, rc.QPS, rc.Burst = "ironlb-trace", 20, 40
+			cs, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
 			}
@@ -89,13 +92,13 @@ func traceCmd() *cobra.Command {
 			return nil
 		},
 	}
+	kf = addKubectlFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&fl.from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
 	f.StringVar(&fl.to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
 	f.StringVar(&fl.proto, "proto", "tcp", "protocol: tcp, udp or sctp")
 	f.BoolVar(&fl.fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
 	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
-	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
 	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")
 	f.StringSliceVar(&fl.clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
 	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "as the proxy's flag")

@@ -57,7 +57,10 @@ type Config struct {
 	MetricsAddr string // Prometheus endpoint, "" disables
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
 	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
-	MetricsSecure  bool
+	MetricsSecure bool
+	// HealthAddr serves /healthz and /readyz over plain HTTP for the kubelet's probes (health.go); ""
+	// disables. The metrics server answers both too, always "ok".
+	HealthAddr     string
 	WebhookAddr    string // admission webhook (HTTPS), "" disables
 	WebhookService string // the Service in Namespace that fronts the webhook
 	WebhookConfig  string // the ValidatingWebhookConfiguration whose caBundle we keep
@@ -77,6 +80,9 @@ type Config struct {
 	// KeepLeaseOnCancel keeps the Lease when ctx ends, as a crash would; false (the default) gives it
 	// up on a graceful stop so that another replica leads at once.
 	KeepLeaseOnCancel bool
+	// Logger receives the controller's logs (nil: slog.Default(), which the command line builds from
+	// --log-level and --log-format).
+	Logger *slog.Logger
 
 	// writeHook, when set (tests only), is called before each write the reconciler makes: with
 	// stageLease before the leader checks its lease, and with stageWrite after that check, just
@@ -106,7 +112,7 @@ const (
 
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "controller")
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "controller")
 	cs, dyn, err := kube.Clients(cfg.Kubeconfig, component, 500, 1000)
 	if err != nil {
 		return err
@@ -119,6 +125,10 @@ func Run(ctx context.Context, cfg Config) error {
 		reg = prometheus.NewRegistry()
 	}
 	m := newMetrics(reg)
+	hl := newHealth(cfg)
+	if err := kube.ServeHealth(ctx, cfg.HealthAddr, kube.HealthHandler(hl.liveChecks(), hl.readyChecks()), log); err != nil {
+		return err
+	}
 	var auth *kube.Authorizer
 	if cfg.MetricsSecure {
 		auth = kube.NewAuthorizer(cs)
@@ -133,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("admission webhook: %w", err)
 		}
 		go func() {
-			if err := wh.serve(ctx); err != nil {
+			if err := wh.serve(ctx, func() { hl.webhookSynced.Store(true) }); err != nil {
 				log.Error("admission webhook", "err", err)
 			}
 		}()
@@ -141,7 +151,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cfg.LeaderElect {
 		m.leader.Set(1)
 		m.k8s.Show()
-		return newReconciler(cs, dyn, cfg, m, log, nil).run(ctx)
+		r := newReconciler(cs, dyn, cfg, m, log, nil)
+		r.health = hl
+		hl.startTerm()
+		return r.run(ctx)
 	}
 	id := cfg.Identity
 	if id == "" {
@@ -166,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 		done := make(chan error, 1)
 		leCtx, cancel := context.WithCancel(ctx)
 		leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: !cfg.KeepLeaseOnCancel,
+			Lock: lock, ReleaseOnCancel: !cfg.KeepLeaseOnCancel, WatchDog: hl.watchdog,
 			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
@@ -175,7 +188,11 @@ func Run(ctx context.Context, cfg Config) error {
 					m.leader.Set(1)
 					m.k8s.Show() // MetalLB's config gauges: the leader reads the configuration
 					f := &leaseFence{leases: cs.CoordinationV1().Leases(cfg.Namespace), name: lock.LeaseMeta.Name, id: id}
-					done <- newReconciler(cs, dyn, cfg, m, log, f).run(ctx)
+					r := newReconciler(cs, dyn, cfg, m, log, f)
+					r.health = hl
+					hl.startTerm()
+					done <- r.run(ctx)
+					hl.endTerm()
 					cancel() // the reconciler failed on its own: end this term
 				},
 				OnStoppedLeading: func() {
@@ -217,6 +234,8 @@ type reconciler struct {
 
 	// fence says whether this replica still holds the lease; nil without leader election.
 	fence fence
+	// health learns when the initial load is done (/readyz); nil: no one asks.
+	health *health
 
 	svcs                 corelisters.ServiceLister
 	nss                  corelisters.NamespaceLister
@@ -338,6 +357,9 @@ func (r *reconciler) run(ctx context.Context) error {
 	r.mu.Unlock()
 	n := r.reprocessAll(ctx)
 	r.log.Info("initial load done", "services", n, "pools", len(r.config.Names), "took", time.Since(t0).Round(time.Millisecond))
+	if r.health != nil {
+		r.health.loaded.Store(true)
+	}
 	go func() {
 		t := time.NewTicker(r.cfg.FlushInterval)
 		defer t.Stop()

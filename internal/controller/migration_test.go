@@ -474,7 +474,7 @@ func startMetalLBControllerWith(t *testing.T, cs kubernetes.Interface, bin, kube
 func startIronlbController(t *testing.T, bin, kubeconfig, logFile, webhookAddr string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(bin, "controller", "--namespace="+ns, "--kubeconfig", kubeconfig, "--identity=migration-test",
-		"--webhook-addr="+webhookAddr, "--webhook-service=localhost", "--webhook-secret-namespace="+ns, "--metrics-addr=")
+		"--webhook-addr="+webhookAddr, "--webhook-service=localhost", "--webhook-secret-namespace="+ns, "--metrics-bind-address=")
 	return startProcess(t, cmd, logFile)
 }
 

@@ -75,7 +75,7 @@ func TestScaleVsMetalLB(t *testing.T) {
 				createServices(t, h.cs, n)
 				var cmd *exec.Cmd
 				if impl == "ironlb" {
-					cmd = exec.Command(ironlb, "controller", "--kubeconfig", h.env.Kubeconfig, "--leader-elect=false", "--webhook-addr=", "--metrics-addr=")
+					cmd = exec.Command(ironlb, "controller", "--kubeconfig", h.env.Kubeconfig, "--leader-elect=false", "--webhook-addr=", "--metrics-bind-address=")
 				} else {
 					// MetalLB looks up its own Pod (owner references): give it one to find.
 					ctx := context.Background()

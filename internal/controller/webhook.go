@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -81,7 +82,8 @@ func newWebhook(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 	return w, nil
 }
 
-func (w *webhook) serve(ctx context.Context) error {
+// serve serves the webhook until ctx ends; listening is called once it listens.
+func (w *webhook) serve(ctx context.Context, listening func()) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/validate-metallb-io-v1beta1-ipaddresspool", w.handle(w.validatePool))
 	mux.HandleFunc("/validate-metallb-io-v1beta2-bgppeer", w.handle(w.validatePeer))
@@ -93,10 +95,15 @@ func (w *webhook) serve(ctx context.Context) error {
 	mux.HandleFunc("/convert", w.convert)
 	srv := &http.Server{Addr: w.cfg.WebhookAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{GetCertificate: w.certs.GetCertificate, MinVersion: tls.VersionTLS12}}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.cfg.WebhookAddr)
+	if err != nil {
+		return err
+	}
 	go func() { <-ctx.Done(); srv.Close() }()
 	go w.certs.run(ctx)
 	w.log.Info("admission webhook listening", "addr", w.cfg.WebhookAddr)
-	if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	listening()
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

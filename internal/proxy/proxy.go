@@ -82,7 +82,10 @@ type Config struct {
 	EchoMisses   int           // unanswered probes before a node is dead
 
 	Cleanup  bool   // delete ironlb's tables and exit
-	LogLevel string // debug, info, warn or error
+	LogLevel string // debug, info, warn or error; used when Logger is nil
+	// Logger receives the proxy's logs (nil: a text logger to stderr at LogLevel). The command line
+	// passes the one it builds from --log-level and --log-format.
+	Logger *slog.Logger
 }
 
 func (c *Config) nodeConfig() (convert.NodeConfig, error) {
@@ -103,11 +106,15 @@ func (c *Config) nodeConfig() (convert.NodeConfig, error) {
 // Run runs the proxy until ctx ends. The rules stay in place when it returns (as kube-proxy's
 // do), so a restart does not interrupt traffic; --cleanup removes them.
 func Run(ctx context.Context, cfg Config) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log := cfg.Logger
+	if log == nil {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "proxy", "node", cfg.Node)
+	log = log.With("component", "proxy", "node", cfg.Node)
 	if cfg.Cleanup {
 		return cleanup(ctx, log)
 	}

@@ -1,6 +1,7 @@
 package speaker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -78,6 +79,14 @@ func (s *speaker) readiness() (bool, string) {
 		return true, fmt.Sprintf("ok: BGP only, not eligible for layer 2 (%s on %s)", s.noL2, s.ifi.Name)
 	}
 	return true, "ok"
+}
+
+// readyCheck is readiness as a health check (kube.Check): nil when ready, else why not.
+func (s *speaker) readyCheck() error {
+	if ok, why := s.readiness(); !ok {
+		return errors.New(why)
+	}
+	return nil
 }
 
 // readyz serves /readyz: 200 when this node is ready, 503 with the reason otherwise.

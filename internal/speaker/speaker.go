@@ -19,15 +19,16 @@
 package speaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,8 +71,13 @@ type Config struct {
 	// MetricsSecure serves MetricsAddr over HTTPS to authorized clients only (kube.ServeSecureMetrics);
 	// false serves plain HTTP to anyone (bind it to 127.0.0.1).
 	MetricsSecure bool
-	Nice          int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
-	Refresh       time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
+	// HealthAddr serves /healthz and /readyz over plain HTTP for the kubelet's probes (""
+	// disables): ready once the informers have synced and this node is ready (readiness: past its
+	// start-up listening, its data plane able to answer, not leaving). The metrics server serves the
+	// same /readyz answer (without the informers line) and an always-ok /healthz.
+	HealthAddr string
+	Nice       int           // scheduling priority to run at (needs CAP_SYS_NICE); 0 leaves it
+	Refresh    time.Duration // re-announce every address this often (switch FDB, ARP cache ageing); 0 = never
 	// ExcludeInterfaces are regular expressions of interface names never announced on, as MetalLB's
 	// announcedInterfacesToExclude; nil means DefaultExcludeInterfaces (MetalLB's default list).
 	// The InternalIP's interface is always announced on.
@@ -87,13 +93,26 @@ type Config struct {
 	// PodName and PodUID name the speaker's Pod ($POD_NAME, $POD_UID), the owner of its
 	// ConfigurationState; empty: the object has no owner.
 	PodName, PodUID string
+
+	// Logger receives the speaker's logs (nil: slog.Default(), which the command line builds from
+	// --log-level and --log-format).
+	Logger *slog.Logger
 }
 
 // Run runs the speaker until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "speaker", "node", cfg.Node)
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "speaker", "node", cfg.Node)
 	if cfg.Node == "" {
 		return errors.New("speaker: --node (or $NODE_NAME) is required")
+	}
+	// The probes answer from the start, until Run returns (after the handover, while /readyz says
+	// the speaker is leaving): liveness does not wait for the apiserver, the sockets or the
+	// informers; readiness fails until they exist.
+	var probes probeState
+	hctx, stopHealth := context.WithCancel(context.Background())
+	defer stopHealth()
+	if err := kube.ServeHealth(hctx, cfg.HealthAddr, kube.HealthHandler(nil, probes.checks()), log); err != nil {
+		return err
 	}
 	// Failure detection in tens of milliseconds needs the CPU within milliseconds even when other work
 	// saturates the node: run ahead of ordinary processes (threads created later inherit it).
@@ -274,6 +293,7 @@ func Run(ctx context.Context, cfg Config) error {
 		_, _ = i.AddEventHandler(h)
 		synced = append(synced, i.HasSynced)
 	}
+	probes.set(synced, s)
 	inf.Start(ctx.Done())
 	dinf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
@@ -312,6 +332,39 @@ func Run(ctx context.Context, cfg Config) error {
 	s.log.Info("speaker ready", "ip", nodeIP, "heartbeat", fmt.Sprintf("%s x %d", cfg.Interval, cfg.Multiplier),
 		"echo", fmt.Sprintf("every %s (%s when overdue), %d misses, timeout %s: node loss seen within %s", cfg.EchoInterval, cfg.EchoBurst, cfg.EchoMisses, cfg.EchoTimeout, s.echoDetection()))
 	return s.run(ctx)
+}
+
+// probeState is what the health server's /readyz reads before and after Run has built the informers
+// and the owner (set once; the server reads it from its own goroutines).
+type probeState struct {
+	synced atomic.Pointer[[]cache.InformerSynced]
+	s      atomic.Pointer[speaker]
+}
+
+var errStarting = errors.New("starting")
+
+func (p *probeState) set(synced []cache.InformerSynced, s *speaker) {
+	p.synced.Store(&synced)
+	p.s.Store(s)
+}
+
+// checks are /readyz's: the informers synced, then the speaker's own readiness.
+func (p *probeState) checks() []kube.Check {
+	return []kube.Check{
+		{Name: "informers", Check: func() error {
+			synced := p.synced.Load()
+			if synced == nil {
+				return errStarting
+			}
+			return kube.InformersSynced(*synced...).Check()
+		}},
+		{Name: "speaker", Check: func() error {
+			if s := p.s.Load(); s != nil {
+				return s.readyCheck()
+			}
+			return errStarting
+		}},
+	}
 }
 
 // ioStopTimeout bounds how long Run waits for its I/O goroutines once they are told to stop.

@@ -28,6 +28,9 @@ type Config struct {
 	// the in-cluster configuration).
 	Kubeconfig string
 	Context    string // kubeconfig context; "" = the current one
+	// ClientConfig, when set, is the client configuration to use instead of Kubeconfig and Context
+	// (the command line's: kubectl's flags through cli-runtime).
+	ClientConfig clientcmd.ClientConfig
 	Namespace  string // configuration namespace (metallb-system)
 	LBClass    string // the controller's --lb-class (config.Serves)
 	Output     string // table (""), wide, json or yaml
@@ -38,9 +41,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	if !validFormat(cfg.Output) {
 		return Write(w, Report{}, cfg.Output) // the unknown-format error, before any API call
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = cfg.Kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}).ClientConfig()
+	cc := cfg.ClientConfig
+	if cc == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = cfg.Kubeconfig
+		cc = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context})
+	}
+	rc, err := cc.ClientConfig()
 	if err != nil {
 		return fmt.Errorf("kubernetes client config: %w", err)
 	}
