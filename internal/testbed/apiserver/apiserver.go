@@ -6,7 +6,9 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,6 +33,9 @@ type Env struct {
 	stop       func()
 }
 
+// pickPort picks a port for etcd and the apiserver; a test replaces it to make a clash.
+var pickPort = freePort
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,14 +57,33 @@ func BinDir() string {
 // logs under dir, and waits until the apiserver is ready (at most a minute). The caller must call
 // Stop; on error nothing is left running. It is testenv.Start for programs (the benchmarks) that are
 // not tests.
+//
+// The ports are picked free and then handed to etcd and kube-apiserver, so another process may take
+// one in between (a test package running beside this one, or any outgoing connection: the picked ports
+// are in the ephemeral range). Such a clash shows in their logs as "address already in use"; Launch
+// then starts both again on other ports, up to three times. (CI once lost a test to it: etcd could not
+// bind its port, and the apiserver waited a minute for an etcd that was not there.)
 func Launch(bin, dir string) (e *Env, err error) {
 	pki := lab.PKI{Dir: filepath.Join(dir, "pki")}
 	if err := pki.Generate([]string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 		return nil, err
 	}
-	etcdClient, _ := freePort()
-	etcdPeer, _ := freePort()
-	apiPort, _ := freePort()
+	for attempt := 1; ; attempt++ {
+		e, err = launchOnce(bin, dir, pki, attempt)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
+			return e, err
+		}
+	}
+}
+
+// errPortTaken is a launch that failed because a picked port was taken before etcd or the apiserver
+// bound it.
+var errPortTaken = errors.New("a port picked for etcd or kube-apiserver was taken before it bound it")
+
+func launchOnce(bin, dir string, pki lab.PKI, attempt int) (e *Env, err error) {
+	etcdClient, _ := pickPort()
+	etcdPeer, _ := pickPort()
+	apiPort, _ := pickPort()
 	ctx, cancel := context.WithCancel(context.Background())
 	var cmds []*exec.Cmd
 	var once sync.Once
@@ -91,7 +115,11 @@ func Launch(bin, dir string) (e *Env, err error) {
 		cmds = append(cmds, cmd)
 		return nil
 	}
-	if err := start("etcd", "--data-dir", filepath.Join(dir, "etcd"),
+	etcdData := filepath.Join(dir, "etcd")
+	if attempt > 1 {
+		etcdData = fmt.Sprintf("%s-%d", etcdData, attempt)
+	}
+	if err := start("etcd", "--data-dir", etcdData,
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
@@ -138,9 +166,15 @@ func Launch(bin, dir string) (e *Env, err error) {
 				break
 			}
 		}
+		for _, name := range []string{"etcd", "kube-apiserver"} {
+			if b, _ := os.ReadFile(filepath.Join(dir, name+".log")); bytes.Contains(b, []byte("address already in use")) {
+				return nil, fmt.Errorf("attempt %d: %s: %w\n%s", attempt, name, errPortTaken, tail(string(b), 1000))
+			}
+		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "kube-apiserver.log"))
-			return nil, fmt.Errorf("kube-apiserver not ready after 60s: %v\n%s", err, tail(string(b), 2000))
+			eb, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+			return nil, fmt.Errorf("kube-apiserver not ready after 60s: %v\n%s\netcd's log:\n%s", err, tail(string(b), 2000), tail(string(eb), 1000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
