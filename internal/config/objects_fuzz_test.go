@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ironlb/ironlb/api/v1beta1"
+	"github.com/ironlb/ironlb/internal/kube/kubenode"
 	"github.com/ironlb/ironlb/internal/testbed/fuzzbytes"
 )
 
@@ -309,8 +310,13 @@ func FuzzModelObjects(f *testing.F) {
 			if mn == nil {
 				t.Fatalf("node %s lost", n.Name)
 			}
-			if mn.InternalIP.IsValid() && (!mn.InternalIP.Is4() || mn.InternalIP.Zone() != "") {
-				t.Fatalf("node %s: InternalIP %s", n.Name, mn.InternalIP)
+			// The speaker's address: the node's IPv4 InternalIP, or on an IPv6-only node its IPv6
+			// one; never zoned or IPv4-mapped.
+			if ip := mn.InternalIP; ip.IsValid() {
+				_, has4 := kubenode.InternalIP(n, true)
+				if ip.Zone() != "" || ip.Is4In6() || (ip.Is6() && has4) {
+					t.Fatalf("node %s: InternalIP %s (addresses %v)", n.Name, ip, n.Status.Addresses)
+				}
 			}
 		}
 		for k := range drops {

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// InternalIP returns the node's first InternalIP of the family (v4 true: IPv4), unmapped. A nil node,
-// or one without an InternalIP of the family that parses, gives false.
+// InternalIP returns the node's first InternalIP of the family (v4 true: IPv4), unmapped and without
+// a zone. A nil node, or one without an InternalIP of the family that parses, gives false.
 func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) {
 	if node == nil {
 		return netip.Addr{}, false
@@ -19,7 +19,8 @@ func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) {
 		if a.Type != corev1.NodeInternalIP {
 			continue
 		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() == v4 {
+		// A zoned address (fe80::1%eth0) names no node: only a link knows it.
+		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" && ip.Unmap().Is4() == v4 {
 			return ip.Unmap(), true
 		}
 	}
