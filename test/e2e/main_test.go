@@ -22,6 +22,10 @@ import (
 	"time"
 )
 
+// suiteUp is the suite's `lab up`: seed 003's router and mypc2 too, for the BGP tests, and the second
+// network (br1, eth1 on every node, mypc3) for TestL2SecondNetwork. TestUpIsIdempotent runs it again.
+var suiteUp = []string{"lab", "up", "--bgp", "--second-network"}
+
 var (
 	ironlb   string // the ironlb binary under test
 	stateDir = "/run/ironlb-lab"
@@ -85,7 +89,7 @@ func setup() (int, error) {
 	t0 := time.Now()
 	// Seed 003's router and mypc2 too, for the BGP tests, and the second network (br1, eth1 on every
 	// node, mypc3) for TestL2SecondNetwork; the other tests ignore them.
-	up := exec.Command(ironlb, "lab", "up", "--bgp", "--second-network")
+	up := exec.Command(ironlb, suiteUp...)
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	if err := up.Run(); err != nil {
 		return 1, fmt.Errorf("lab up: %w", err)
