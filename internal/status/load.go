@@ -31,9 +31,9 @@ type Config struct {
 	// ClientConfig, when set, is the client configuration to use instead of Kubeconfig and Context
 	// (the command line's: kubectl's flags through cli-runtime).
 	ClientConfig clientcmd.ClientConfig
-	Namespace  string // configuration namespace (metallb-system)
-	LBClass    string // the controller's --lb-class (config.Serves)
-	Output     string // table (""), wide, json or yaml
+	Namespace    string // configuration namespace (metallb-system)
+	LBClass      string // the controller's --lb-class (config.Serves)
+	Output       string // table (""), wide, json or yaml
 }
 
 // Run loads the cluster's state with cfg and writes the report to w.
