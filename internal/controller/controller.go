@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -400,8 +401,9 @@ func (r *reconciler) processNext(ctx context.Context) bool {
 		r.mu.Unlock()
 	case keyFlush:
 		r.mu.Lock()
-		err = r.flushPools(ctx)
+		writes := r.poolStatusesLocked()
 		r.mu.Unlock()
+		err = r.writePoolStatuses(ctx, writes)
 	case keyState:
 		err = r.writeConfigState(ctx)
 	case keyInfra:
@@ -833,13 +835,24 @@ func (r *reconciler) poolEvent(pool, typ, reason, msg string) {
 	r.rec.Event(ref, typ, reason, msg)
 }
 
-// flushPools writes the counters and conditions of changed pools to their status, and the gauges.
-func (r *reconciler) flushPools(ctx context.Context) error {
-	var errs []error
-	for name := range r.dirtyPools {
+// poolStatus is the status one pool's object must show: what poolStatusesLocked decided for a
+// dirty pool, written by writePoolStatuses outside mu.
+type poolStatus struct {
+	name, rv string // rv: the version it was decided from (the write's precondition)
+	status   map[string]any
+}
+
+// poolStatusesLocked updates the gauges of the pools changed since the last flush and returns the
+// status each of them must show; they are no longer dirty (writePoolStatuses marks those it fails to
+// write dirty again). It makes no API call: mu is held for decisions, never for API round trips
+// (pool writes under mu stalled every allocation for as long as a flush of all pools took, seconds
+// on a loaded apiserver: found by TestDifferentialAllocation).
+func (r *reconciler) poolStatusesLocked() []poolStatus {
+	var out []poolStatus
+	for _, name := range slices.Sorted(maps.Keys(r.dirtyPools)) {
+		delete(r.dirtyPools, name)
 		obj, exists, _ := r.pools.GetStore().GetByKey(r.cfg.Namespace + "/" + name)
 		if !exists {
-			delete(r.dirtyPools, name)
 			r.m.pools.Delete(name)
 			continue
 		}
@@ -849,30 +862,43 @@ func (r *reconciler) flushPools(ctx context.Context) error {
 			r.exhausted[name] = false
 		}
 		var old []metav1.Condition
+		rv := ""
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			if raw, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
 				b, _ := jsonMarshal(raw)
 				_ = json.Unmarshal(b, &old)
 			}
-		}
-		conds := poolConditions(old, r.config.Invalid[name], r.exhausted[name], time.Now())
-		rv := ""
-		if u, ok := obj.(*unstructured.Unstructured); ok {
 			rv = u.GetResourceVersion()
 		}
-		patch, _ := jsonMarshal(withResourceVersion(map[string]any{"status": map[string]any{
+		conds := poolConditions(old, r.config.Invalid[name], r.exhausted[name], time.Now())
+		out = append(out, poolStatus{name: name, rv: rv, status: map[string]any{
 			"assignedIPv4": st.AssignedV4, "assignedIPv6": st.AssignedV6,
-			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}}, rv))
-		if err := r.beforeWrite(ctx, "pool "+name); err != nil {
+			"availableIPv4": st.AvailableV4, "availableIPv6": st.AvailableV6, "conditions": conds}})
+	}
+	return out
+}
+
+// writePoolStatuses writes each pool's counters and conditions to its status (without mu); a pool
+// whose write fails is marked dirty again, and the errors are returned (the flush is retried).
+func (r *reconciler) writePoolStatuses(ctx context.Context, writes []poolStatus) error {
+	var errs []error
+	for _, w := range writes {
+		err := r.beforeWrite(ctx, "pool "+w.name)
+		if err == nil {
+			patch, _ := jsonMarshal(withResourceVersion(map[string]any{"status": w.status}, w.rv))
+			_, err = r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace(r.cfg.Namespace).Patch(ctx, w.name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+			if apierrors.IsNotFound(err) {
+				err = nil // deleted meanwhile: the next flush drops its gauges
+			} else if err != nil {
+				err = fmt.Errorf("pool %s status: %w", w.name, err)
+			}
+		}
+		if err != nil {
 			errs = append(errs, err)
-			continue
+			r.mu.Lock()
+			r.dirtyPools[w.name] = true
+			r.mu.Unlock()
 		}
-		_, err := r.dyn.Resource(v1beta1.IPAddressPoolGVR).Namespace(r.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("pool %s status: %w", name, err))
-			continue
-		}
-		delete(r.dirtyPools, name)
 	}
 	return errors.Join(errs...)
 }

@@ -291,6 +291,10 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 	// Both controllers learn the pools from informers: let them before the first Service.
 	time.Sleep(time.Second)
 	for _, op := range sq.ops {
+		var before [2]svcSeen // MetalLB's, ironlb's
+		if op.op == opUpdate {
+			before[0], before[1] = both(mlb, ilb, func(s *diffSide) svcSeen { return s.look(sq.ns, op.name) })
+		}
 		mok, iok := both(mlb, ilb, func(s *diffSide) bool {
 			svcs := s.h.cs.CoreV1().Services(sq.ns)
 			var err error
@@ -323,6 +327,23 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 				return true
 			})
 		}
+		// The Service the step created or changed must have been decided by each controller before
+		// the next step: "quiet" alone let a side that took longer than its window (ironlb while it
+		// wrote the pools' status under its lock, or under -race) decide it after the next step (a
+		// release, another Service), in another order than the other side.
+		if op.op != opDelete && mok && iok {
+			both(mlb, ilb, func(s *diffSide) bool {
+				b := before[0]
+				if s == ilb {
+					b = before[1]
+				}
+				ok := s.waitDecided(sq.ns, op.name, op.op, b)
+				if !ok && op.op == opCreate {
+					t.Logf("%s: no decision about %s/%s seen (no address, no event) in 5 s", s.name, sq.ns, op.name)
+				}
+				return ok
+			})
+		}
 		both(mlb, ilb, func(s *diffSide) map[string]assigned { return s.quiet(t, sq.ns) })
 	}
 	m, i := both(mlb, ilb, func(s *diffSide) map[string]assigned { return s.quiet(t, sq.ns) })
@@ -340,6 +361,60 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 		res.diff, res.contested = "", true
 	}
 	return res
+}
+
+// svcSeen is what the test can see of a controller's decisions about one Service: what it holds,
+// and how many events the controller recorded about it (a count that grows: a new decision).
+type svcSeen struct {
+	exists bool
+	held   assigned
+	events int32
+}
+
+func (s *diffSide) look(namespace, name string) svcSeen {
+	ctx := context.Background()
+	svc, err := s.h.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return svcSeen{}
+	}
+	out := svcSeen{exists: true, held: assignedIn(svc)}
+	evs, err := s.h.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
+	if err == nil {
+		for _, e := range evs.Items {
+			out.events += max(e.Count, 1)
+		}
+	}
+	return out
+}
+
+// waitDecided waits until the controller has decided the Service the step created or updated (before:
+// what it showed before an update). A created Service is decided once it holds an address or an event
+// about it says why not (both controllers record AllocationFailed, MetalLB also LoadBalancerFailed);
+// at most 5 s: events are only a hint, since ironlb's can lag by more than 15 s while its recorder
+// works through a backlog (every pool change decides every waiting Service again, each failure an
+// event; seen in the 400-sequence run). An updated one is decided once what it holds changes or a new event about it appears;
+// an update that keeps the address shows neither, so that wait ends after 2 s. It reports whether the
+// decision was seen.
+func (s *diffSide) waitDecided(namespace, name string, op diffOp, before svcSeen) bool {
+	limit := 5 * time.Second
+	if op == opUpdate {
+		limit = 2 * time.Second
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		now := s.look(namespace, name)
+		switch {
+		case !now.exists:
+			return true
+		case op == opCreate && (len(now.held.IPs) > 0 || now.events > 0):
+			return true
+		case op == opUpdate && (now.events > before.events || !slices.Equal(now.held.IPs, before.held.IPs) || now.held.Pool != before.held.Pool):
+			return true
+		case time.Now().After(deadline):
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // quiet waits until no Service of namespace has changed its addresses or pool for 500ms (at most
@@ -447,4 +522,33 @@ func TestPendingServiceGetsReleasedAddress(t *testing.T) {
 			_ = h.cs.CoreV1().Services("default").Delete(context.Background(), holder, metav1.DeleteOptions{})
 		})
 	}
+}
+
+// TestAllocationWhilePoolStatusIsWritten is the regression test of the allocation disagreements
+// TestDifferentialAllocation found at seed 20261126 (sequences 23, 178, 181; MetalLB's order, ironlb
+// another): the pools' status was written with the allocator's lock held, so while a flush wrote
+// every pool (all of them after any pool change: seconds on a loaded apiserver) no Service was
+// decided, and a Service created then was decided after the next step (a release, another Service).
+// Here a pool's status write never returns: a new Service must get its address all the same.
+func TestAllocationWhilePoolStatusIsWritten(t *testing.T) {
+	h := newHarness(t)
+	hold, reached := make(chan struct{}), make(chan struct{}, 1)
+	h.startWith(Config{Namespace: ns, FlushInterval: 100 * time.Millisecond, writeHook: func(stage writeStage, what string) {
+		if stage == stageWrite && strings.HasPrefix(what, "pool ") {
+			select {
+			case reached <- struct{}{}:
+			default:
+			}
+			<-hold
+		}
+	}})
+	t.Cleanup(func() { close(hold) }) // before the controller's stop: cleanups run last first
+	h.apply(pool("slow", "10.71.0.1/32"))
+	select {
+	case <-reached:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the controller never came to write the pool's status")
+	}
+	h.createService("svc")
+	h.waitIP("svc", "10.71.0.1")
 }
