@@ -79,14 +79,7 @@ func TestDifferentialAllocation(t *testing.T) {
 					mu.Lock()
 					if reported < 3 {
 						reported++
-						report := t.Errorf
-						if os.Getenv("IRONLB_DIFF_STRICT") != "1" {
-							// About 2% of sequences still disagree, undiagnosed (docs/benchmarks.md,
-							// "MetalLB as the judge"): `make unit` logs them so that it is not
-							// flaky; `make differential` (IRONLB_DIFF_STRICT=1) fails on them.
-							report = t.Logf
-						}
-						report("allocation disagreement (seed %d, sequence %d):\n%s\n%s", cfg.seed, n, res.diff, sq.describe())
+						t.Errorf("allocation disagreement (seed %d, sequence %d):\n%s\n%s", cfg.seed, n, res.diff, sq.describe())
 					}
 					mu.Unlock()
 				}

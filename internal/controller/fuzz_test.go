@@ -160,7 +160,7 @@ func newFuzzReconciler(t *testing.T, svcs ...*corev1.Service) (*reconciler, cach
 	r := &reconciler{cfg: Config{Namespace: ns}, m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler),
 		rec: &record.FakeRecorder{}, svcs: lister, alloc: allocator.New(), config: pools,
 		dirtyPools: map[string]bool{}, poolUIDs: map[string]types.UID{}, exhausted: map[string]bool{}, badSelectors: map[string]string{},
-		waiting: map[allocator.Key]bool{}, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+		waiting: map[allocator.Key]string{}, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
 	t.Cleanup(r.queue.ShutDown)
 	r.alloc.SetPools(pools.Allocator())
 	return r, idx
