@@ -275,6 +275,19 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 }
 
 func (p *proxier) flushConntrack(ctx context.Context, filters []conntrack.Filter) {
+	if b, ok := p.ct.(conntrack.BatchDeleter); ok && len(filters) > 1 {
+		// One read of the table for every filter; the count is the batch's.
+		n, err := b.DeleteAll(ctx, filters)
+		p.m.ctDeleted.Add(float64(n))
+		if err != nil {
+			p.m.ctErrors.Inc()
+			p.log.Warn("deleting stale conntrack entries", "filters", len(filters), "first", filters[0].String(), "err", err)
+		}
+		if n > 0 {
+			p.log.Info("deleted stale UDP conntrack entries", "filters", len(filters), "first", filters[0].String(), "entries", n)
+		}
+		return
+	}
 	for _, f := range filters {
 		n, err := p.ct.Delete(ctx, f)
 		if err != nil {

@@ -199,9 +199,10 @@ func Run(ctx context.Context, cfg Config) error {
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
 	}
 	if cfg.ConntrackCleanup {
-		if ct, err := conntrack.NewExec(nil); err != nil {
+		if ct, err := conntrack.NewNetlink(); err != nil {
 			log.Warn("stale UDP conntrack entries will not be flushed", "err", err)
 		} else {
+			defer ct.Close()
 			p.ct = ct
 		}
 	}

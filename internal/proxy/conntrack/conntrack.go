@@ -4,8 +4,10 @@
 // after the rules have moved on, so the entry must be deleted. TCP entries are left alone: their
 // endpoint answers with a reset, and graceful termination needs them.
 //
-// Stale (pure) compares the models of two syncs and returns Filters; a Deleter applies them,
-// Exec by running the conntrack tool, Fake by recording them.
+// Stale (pure) compares the models of two syncs and returns Filters; a Deleter applies them:
+// Netlink over NETLINK_NETFILTER with vishvananda/netlink's filters (the proxy's, as kube-proxy
+// since v1.32), Exec by running the conntrack tool (kept for hosts without the netlink interface
+// and as a second opinion in tests), Fake by recording them.
 package conntrack
 
 import (

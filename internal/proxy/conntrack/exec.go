@@ -16,6 +16,12 @@ type Deleter interface {
 	Delete(ctx context.Context, f Filter) (int, error)
 }
 
+// BatchDeleter is a Deleter that deletes what any of several filters selects in one pass.
+type BatchDeleter interface {
+	Deleter
+	DeleteAll(ctx context.Context, fs []Filter) (int, error)
+}
+
 // Runner runs a command and returns its combined output and exit code; err is only for a
 // command that could not run or was killed. The seam between Exec and the operating system.
 type Runner func(ctx context.Context, name string, args ...string) (out []byte, exitCode int, err error)

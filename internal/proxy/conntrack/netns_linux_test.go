@@ -8,12 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
-// TestExecKernel deletes entries from a real conntrack table, in a throwaway network namespace:
-// the filters select exactly the entries they mean to. Skipped unless root with conntrack and ip.
-func TestExecKernel(t *testing.T) {
+// TestKernel deletes entries from a real conntrack table, in a throwaway network namespace, with
+// each Deleter (the conntrack tool and netlink): the filters select exactly the entries they mean to.
+// Skipped unless root with conntrack and ip (the tool also writes the fixtures).
+func TestKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace")
 	}
@@ -22,7 +25,89 @@ func TestExecKernel(t *testing.T) {
 	if err1 != nil || err2 != nil {
 		t.Skip("needs conntrack and ip")
 	}
-	ns := fmt.Sprintf("ironlb-cttest-%d", os.Getpid())
+	for _, tc := range []struct {
+		name string
+		del  func(t *testing.T, ns string) Deleter
+	}{
+		{"exec", func(t *testing.T, ns string) Deleter {
+			return NewExecPath(ip, func(ctx context.Context, name string, args ...string) ([]byte, int, error) {
+				return osRun(ctx, name, append([]string{"netns", "exec", ns, ct}, args...)...)
+			})
+		}},
+		{"netlink", func(t *testing.T, ns string) Deleter {
+			h, err := netns.GetFromName(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.Close() })
+			n, err := NewNetlinkAt(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(n.Close)
+			return n
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("ironlb-cttest-%d-%s", os.Getpid(), tc.name)
+			inNS := fixtureTable(t, ip, ct, ns)
+			e := tc.del(t, ns)
+			ctx := context.Background()
+			for _, tc := range []struct {
+				f    Filter
+				want int
+			}{
+				{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 1},
+				{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 0},
+				{Filter{Protocol: nftrules.UDP, DPort: 30053, ReplySrc: a("10.244.2.5")}, 1},
+				{Filter{IPv6: true, Protocol: nftrules.UDP, OrigDst: a("fd00::10"), DPort: 53, ReplySrc: a("fd00:244:2::5")}, 1},
+			} {
+				n, err := e.Delete(ctx, tc.f)
+				if err != nil || n != tc.want {
+					t.Errorf("%s: deleted %d, %v; want %d", tc.f, n, err, tc.want)
+				}
+			}
+			left := inNS("-L") + inNS("-L", "-f", "ipv6")
+			if strings.Count(left, "udp ") != 1 || !strings.Contains(left, "src=10.244.3.5") {
+				t.Errorf("left in the table:\n%s", left)
+			}
+		})
+	}
+	// A batch: one dump per family, every filter applied, TCP left alone.
+	t.Run("netlink batch", func(t *testing.T) {
+		ns := fmt.Sprintf("ironlb-cttest-%d-batch", os.Getpid())
+		inNS := fixtureTable(t, ip, ct, ns)
+		inNS(strings.Fields("-I -p tcp -s 10.244.1.9 -d 10.96.0.10 --sport 4004 --dport 53 --reply-src 10.244.2.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4004 --state ESTABLISHED -t 100")...)
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		n, err := NewNetlinkAt(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		got, err := n.DeleteAll(context.Background(), []Filter{
+			{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53},
+			{Protocol: nftrules.UDP, DPort: 30053},
+			{IPv6: true, Protocol: nftrules.UDP, ReplySrc: a("fd00:244:2::5")},
+		})
+		if err != nil || got != 4 {
+			t.Errorf("DeleteAll: deleted %d, %v; want 4", got, err)
+		}
+		left := inNS("-L") + inNS("-L", "-f", "ipv6")
+		if strings.Count(left, "udp ") != 0 || strings.Count(left, "tcp ") != 1 {
+			t.Errorf("left in the table:\n%s", left)
+		}
+	})
+}
+
+// fixtureTable creates the network namespace ns (removed when the test ends) holding four UDP
+// entries: a client to a ClusterIP DNATed to two endpoints, a node-port flow and an IPv6 one. It
+// returns a function running the conntrack tool in ns.
+func fixtureTable(t *testing.T, ip, ct, ns string) func(args ...string) string {
+	t.Helper()
 	if out, err := exec.Command(ip, "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)
 	}
@@ -35,7 +120,6 @@ func TestExecKernel(t *testing.T) {
 		}
 		return string(out)
 	}
-	// Client 10.244.1.9 to the ClusterIP, DNATed to two endpoints; a node-port flow; IPv6.
 	for _, e := range []string{
 		"-I -p udp -s 10.244.1.9 -d 10.96.0.10 --sport 4000 --dport 53 --reply-src 10.244.2.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4000 -t 100",
 		"-I -p udp -s 10.244.1.9 -d 10.96.0.10 --sport 4001 --dport 53 --reply-src 10.244.3.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4001 -t 100",
@@ -44,26 +128,5 @@ func TestExecKernel(t *testing.T) {
 	} {
 		inNS(strings.Fields(e)...)
 	}
-	e := NewExecPath(ip, func(ctx context.Context, name string, args ...string) ([]byte, int, error) {
-		return osRun(ctx, name, append([]string{"netns", "exec", ns, ct}, args...)...)
-	})
-	ctx := context.Background()
-	for _, tc := range []struct {
-		f    Filter
-		want int
-	}{
-		{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 1},
-		{Filter{Protocol: nftrules.UDP, OrigDst: a("10.96.0.10"), DPort: 53, ReplySrc: a("10.244.2.5")}, 0},
-		{Filter{Protocol: nftrules.UDP, DPort: 30053, ReplySrc: a("10.244.2.5")}, 1},
-		{Filter{IPv6: true, Protocol: nftrules.UDP, OrigDst: a("fd00::10"), DPort: 53, ReplySrc: a("fd00:244:2::5")}, 1},
-	} {
-		n, err := e.Delete(ctx, tc.f)
-		if err != nil || n != tc.want {
-			t.Errorf("%s: deleted %d, %v; want %d", tc.f, n, err, tc.want)
-		}
-	}
-	left := inNS("-L") + inNS("-L", "-f", "ipv6")
-	if strings.Count(left, "udp ") != 1 || !strings.Contains(left, "src=10.244.3.5") {
-		t.Errorf("left in the table:\n%s", left)
-	}
+	return inNS
 }
