@@ -13,15 +13,37 @@ import (
 
 	"github.com/ironlb/ironlb/internal/election"
 	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 var labNodes = []string{"myk8s-control-plane", "myk8s-worker", "myk8s-worker2", "myk8s-worker3"}
 
-var macNode = map[string]string{
-	"02:42:ac:12:00:02": "myk8s-control-plane",
-	"02:42:ac:12:00:03": "myk8s-worker",
-	"02:42:ac:12:00:04": "myk8s-worker2",
-	"02:42:ac:12:00:05": "myk8s-worker3",
+// macNode and eth1MACNode map the nodes' MACs on the first network (eth0) and on the second (lab up
+// --second-network: eth1) to their names, from the lab's own plan (the MACs are derived from the
+// addresses, the same in the IPv6-only lab).
+var macNode, eth1MACNode = nodeMACs()
+
+func nodeMACs() (eth0, eth1 map[string]string) {
+	p, err := lab.NewPlan(lab.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	eth0, eth1 = map[string]string{}, map[string]string{}
+	for _, n := range p.Nodes {
+		eth0[n.MAC] = n.Name
+		eth1[p.SecondMAC(n)] = n.Name
+	}
+	return eth0, eth1
+}
+
+// nodeMAC is a node's eth0 MAC.
+func nodeMAC(node string) string {
+	for m, n := range macNode {
+		if n == node {
+			return m
+		}
+	}
+	panic("no lab node " + node)
 }
 
 // addrRankedFirst returns a pool address (.210-.229, clear of the other tests') whose announcer by

@@ -3,40 +3,12 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ironlb/ironlb/internal/election"
 )
-
-// eth1MACNode maps the nodes' MACs on the second network (lab up --second-network: eth1 in
-// 172.19.0.0/16, MAC from the address as on eth0) to the nodes.
-var eth1MACNode = map[string]string{
-	"02:42:ac:13:00:02": "myk8s-control-plane",
-	"02:42:ac:13:00:03": "myk8s-worker",
-	"02:42:ac:13:00:04": "myk8s-worker2",
-	"02:42:ac:13:00:05": "myk8s-worker3",
-}
-
-var arpingMAC = regexp.MustCompile(`bytes from ([0-9a-f:]{17})`)
-
-// arpingFrom returns the distinct MACs answering ARP for ip from host.
-func arpingFrom(host, ip string) []string {
-	out, _ := labExec(host, "arping", "-c", "3", "-w", "4", "-I", "eth0", ip)
-	seen := map[string]bool{}
-	for _, m := range arpingMAC.FindAllStringSubmatch(out, -1) {
-		seen[m[1]] = true
-	}
-	var macs []string
-	for m := range seen {
-		macs = append(macs, m)
-	}
-	sort.Strings(macs)
-	return macs
-}
 
 // Issue 20: a pool on a second network, announced on eth1 only (L2Advertisement.spec.interfaces,
 // MetalLB's semantics). From mypc3 on that network exactly one node answers ARP, with its eth1 MAC,

@@ -27,8 +27,7 @@ func TestIPv6OnlyLab(t *testing.T) {
 	})
 	t.Log(out)
 	const subnet = "fc00:f853:ccd:e793::"
-	nodeMACs := map[string]string{"02:42:ac:12:00:02": "myk8s-control-plane", "02:42:ac:12:00:03": "myk8s-worker",
-		"02:42:ac:12:00:04": "myk8s-worker2", "02:42:ac:12:00:05": "myk8s-worker3"}
+	nodeMACs := macNode // derived from the IPv4 layout addresses in every family
 
 	// IPv6 only: the nodes' InternalIPs, and no IPv4 address on any host's eth0.
 	if addrs := kubectl(t, "get", "node", "myk8s-worker", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`); addrs != subnet+"3" {
@@ -124,7 +123,7 @@ spec: {type: LoadBalancer, selector: {app: webpod}, ports: [{port: 80}]}
 	if out, err := runStdin(svc, ironlb, "lab", "kubectl", "apply", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	const w3 = "02:42:ac:12:00:05"
+	w3 := nodeMAC("myk8s-worker3")
 	eventually(t, 30*time.Second, "worker3 announces ["+vip+"]", func() error {
 		if macs := ndiscMACs(t, vip); len(macs) != 1 || macs[0] != w3 {
 			return fmt.Errorf("ndisc6 MACs %v", macs)

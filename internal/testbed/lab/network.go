@@ -105,12 +105,12 @@ func (l *Lab) createSecondNetwork(ctx context.Context) error {
 	if err := ipBatch(ctx, p.BridgeNS, []string{"link add " + p.Bridge2 + " type bridge", "link set " + p.Bridge2 + " up"}); err != nil {
 		return err
 	}
-	attach := func(ns, ifname, port string, addr netip.Addr) error {
+	attach := func(ns, ifname, port string, addr netip.Addr, mac string) error {
 		if err := ip(ctx, "-n", ns, "link", "add", ifname, "type", "veth", "peer", "name", port, "netns", p.BridgeNS); err != nil {
 			return err
 		}
 		if err := ipBatch(ctx, ns, []string{
-			"link set " + ifname + " address " + macFor(addr),
+			"link set " + ifname + " address " + mac,
 			fmt.Sprintf("addr add %s/%d dev %s", addr, bits, ifname),
 			"link set " + ifname + " up",
 		}); err != nil {
@@ -119,7 +119,7 @@ func (l *Lab) createSecondNetwork(ctx context.Context) error {
 		return ipBatch(ctx, p.BridgeNS, []string{"link set " + port + " master " + p.Bridge2, "link set " + port + " up"})
 	}
 	for _, n := range p.Nodes {
-		if err := attach(n.Name, SecondIface, secondPort(n), p.SecondAddr(n)); err != nil {
+		if err := attach(n.Name, SecondIface, secondPort(n), p.SecondAddr(n), p.SecondMAC(n)); err != nil {
 			return err
 		}
 	}
@@ -130,7 +130,7 @@ func (l *Lab) createSecondNetwork(ctx context.Context) error {
 	if err := ipBatch(ctx, c3.Name, []string{"link set lo up"}); err != nil {
 		return err
 	}
-	return attach(c3.Name, "eth0", "veth2-c", c3.Addr)
+	return attach(c3.Name, "eth0", "veth2-c", c3.Addr, c3.MAC)
 }
 
 // secondPort is the bridge-side name of a node's link to the second network.

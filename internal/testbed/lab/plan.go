@@ -140,6 +140,9 @@ func macFor(a netip.Addr) string {
 	return fmt.Sprintf("02:42:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }
 
+// SecondMAC is a node's MAC on the second network, derived from its SecondAddr as eth0's is.
+func (p Plan) SecondMAC(h Host) string { return macFor(p.SecondAddr(h)) }
+
 // ControlPlane returns the control-plane node.
 func (p Plan) ControlPlane() Host { return p.Nodes[0] }
 
