@@ -391,8 +391,10 @@ func shortAll(nodes []string) string {
 // only logged. ironlb's speaker is back at the end on every path.
 func TestElectionMatchesMetalLB(t *testing.T) {
 	requireMetalLBSpeaker(t)
+	start := time.Now()
 	kubectlApply(t, "testdata/webpods.yaml")
 	waitReady(t, "pod/webpod1", "pod/webpod2")
+	t.Logf("web pods ready after %s", time.Since(start).Round(100*time.Millisecond))
 	if ads := allPoolsAdvertisements(t); len(ads) > 0 {
 		t.Fatalf("L2Advertisements %v select every pool, so the test's nodeSelectors would not decide who may announce", ads)
 	}
@@ -409,11 +411,15 @@ func TestElectionMatchesMetalLB(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
+		tr := time.Now()
 		if err := failover.Restore(ctx, opts); err != nil {
 			t.Errorf("putting ironlb's speaker back: %v", err)
 		}
+		t.Logf("ironlb's speaker checked back in %s; the test took %s", time.Since(tr).Round(100*time.Millisecond), time.Since(start).Round(time.Second))
 	})
 	t.Cleanup(func() {
+		tc := time.Now()
+		defer func() { t.Logf("the test's objects deleted in %s", time.Since(tc).Round(100*time.Millisecond)) }()
 		_, _ = runErr(ironlb, "lab", "kubectl", "delete", "svc", "-l", electionLabel, "--ignore-not-found", "--wait=true", "--timeout=60s")
 		_, _ = runErr(ironlb, "lab", "kubectl", "delete", "-n", "metallb-system", "l2advertisement", electionAd, "--ignore-not-found")
 		_, _ = runErr(ironlb, "lab", "kubectl", "delete", "-n", "metallb-system", "ipaddresspool", electionPool, "--ignore-not-found")
@@ -437,7 +443,9 @@ func TestElectionMatchesMetalLB(t *testing.T) {
 		t.Logf("%s's speaker running after %s", speaker, time.Since(t0).Round(time.Second))
 		ph := electionPhase{speaker: speaker}
 		for i, r := range rounds {
+			ta := time.Now()
 			applyElectionRound(t, r, everyName)
+			applied := time.Since(ta)
 			// Right after a switch the new speakers are still finding each other (memberlist; ironlb's
 			// listen-before-speaking and 5 s hold-down): answers other than the model's must hold
 			// for longer to count.
@@ -457,11 +465,10 @@ func TestElectionMatchesMetalLB(t *testing.T) {
 				}
 				t.Errorf("%s, round %d: the answers did not settle: %s", speaker, i+1, msg)
 			}
-			t.Logf("%s, round %d: nodes %s, %d Services (+%d -%d): answers settled in %s", speaker, i+1, shortAll(r.Nodes),
-				len(r.Services), len(r.Added), len(r.Deleted), took.Round(100*time.Millisecond))
 			ph.answers = append(ph.answers, got)
 			ph.took = append(ph.took, took)
 			// ServiceL2Status is written after the announcement: give it a moment to catch up.
+			ts := time.Now()
 			var st map[string][]string
 			deadline := time.Now().Add(5 * time.Second)
 			for {
@@ -472,7 +479,11 @@ func TestElectionMatchesMetalLB(t *testing.T) {
 				time.Sleep(300 * time.Millisecond)
 			}
 			ph.status = append(ph.status, st)
+			t.Logf("%s, round %d: nodes %s, %d Services (+%d -%d): applied and addressed in %s, answers settled in %s, ServiceL2Status read in %s",
+				speaker, i+1, shortAll(r.Nodes), len(r.Services), len(r.Added), len(r.Deleted), applied.Round(100*time.Millisecond),
+				took.Round(100*time.Millisecond), time.Since(ts).Round(100*time.Millisecond))
 		}
+		t.Logf("%s's phase took %s", speaker, time.Since(t0).Round(time.Second))
 		phases = append(phases, ph)
 	}
 	reportElection(t, rounds, all, excluded, phases[0], phases[1])
