@@ -397,8 +397,8 @@ func shortAll(nodes []string) string {
 }
 
 // TestElectionMatchesMetalLB (issue 20) is the election's differential against MetalLB v0.16.1's own
-// speaker binary, in the lab: a pool and 36 LoadBalancer Services at seeded random addresses, and 8
-// rounds, each with the L2Advertisement's nodeSelectors on a seeded random subset of at least 2 of the 4
+// speaker binary, in the lab: a pool and 36 LoadBalancer Services at seeded random addresses, and 4
+// rounds (IRONLB_ELECTION_ROUNDS=8 for the recorded run), each with the L2Advertisement's nodeSelectors on a seeded random subset of at least 2 of the 4
 // nodes and Services deleted and added between rounds. Every round is measured first with MetalLB's
 // speaker DaemonSet, then replayed with ironlb's: mypc asks for every address with arp-scan, and the
 // node whose eth0 MAC answers is the announcer. Each address must be answered by exactly one node,
