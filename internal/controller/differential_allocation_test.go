@@ -337,6 +337,9 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 				return ok
 			})
 		}
+		if op.op == opDelete && mok && iok {
+			settleRelease(mlb, ilb, sq.ns)
+		}
 		both(mlb, ilb, func(s *diffSide) map[string]assigned { return s.quiet(t, sq.ns) })
 	}
 	m, i := both(mlb, ilb, func(s *diffSide) map[string]assigned { return s.quiet(t, sq.ns) })
@@ -354,6 +357,48 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 		res.diff, res.contested = "", true
 	}
 	return res
+}
+
+// settleRelease follows a delete: a Service waiting for an address may get the released one, and the
+// next step must not come first. MetalLB re-decides every Service of the cluster after a delete
+// (reprocessAll), asynchronously and in time proportional to all of them; with 12 sequences at a time
+// and a thousand Services that took longer than the quiet window, and in the 1,000-sequence run a
+// Service created by the next step took the address a waiting one got on ironlb's side (sequence
+// 922 of seed 20261126; it agrees when replayed alone). So while either side has a Service without
+// an address, it waits up to 5 s for the two sides to hold the same; a disagreement that remains is
+// compared at the end as any other.
+func settleRelease(mlb, ilb *diffSide, namespace string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, i := mlb.held(namespace), ilb.held(namespace)
+		waiting := false
+		for _, a := range m {
+			waiting = waiting || len(a.IPs) == 0
+		}
+		for _, a := range i {
+			waiting = waiting || len(a.IPs) == 0
+		}
+		if !waiting || time.Now().After(deadline) {
+			return
+		}
+		if d, _ := compareAllocations(m, i); d == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// held returns what every Service of namespace holds now.
+func (s *diffSide) held(namespace string) map[string]assigned {
+	out := map[string]assigned{}
+	l, err := s.h.cs.CoreV1().Services(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return out
+	}
+	for i := range l.Items {
+		out[l.Items[i].Name] = assignedIn(&l.Items[i])
+	}
+	return out
 }
 
 // svcSeen is what the test can see of a controller's decisions about one Service: what it holds,
