@@ -132,10 +132,10 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 	if err != nil {
 		return nil, err
 	}
+	defer fd.Close() // the child is cloned into the cgroup through it at Start
 	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig(), "IRONLB_E2E_PROGRESS="+o.progressFile())
 	client := l.Plan.Client.Name
 	cmd, err := lab.Command(l.Plan.Config.Self, lab.ExecSpec{NetNS: client, Hostname: client, MountNS: true, Argv: inv.Argv(), Env: env, Dir: o.ReportDir}, fd)
-	fd.Close()
 	if err != nil {
 		return nil, err
 	}
