@@ -101,6 +101,10 @@ func TestE2E(t *testing.T) {
 	klog.EnableContextualLogging(true)
 	gomega.RegisterFailHandler(framework.Fail)
 	suiteConfig, reporterConfig := framework.CreateGinkgoConfig()
+	// Registered here, not at package level: framework.AfterReadingAllFlags previews the specs
+	// (ginkgo.PreviewSpecs), which runs a top-level ReportAfterEach for every spec as passed, and the
+	// suite it leaves behind is a clone without top-level ReportAfterEach nodes (ginkgo v2.32).
+	ginkgo.ReportAfterEach(reportProgress)
 	klog.Infof("Starting e2e run %q on Ginkgo node %d", framework.RunID, suiteConfig.ParallelProcess)
 	ginkgo.RunSpecs(t, "Kubernetes e2e suite", suiteConfig, reporterConfig)
 }
@@ -142,7 +146,8 @@ type progressLine struct {
 	Failure string  `json:"failure,omitempty"`
 }
 
-var _ = ginkgo.ReportAfterEach(func(r ginkgo.SpecReport) {
+// reportProgress appends the line of a spec that ended to $IRONLB_E2E_PROGRESS.
+func reportProgress(r ginkgo.SpecReport) {
 	path := os.Getenv("IRONLB_E2E_PROGRESS")
 	// Specs the focus/skip filter left out are reported as skipped without a message: not a line.
 	if path == "" || (r.State == types.SpecStateSkipped && r.Failure.Message == "") {
@@ -159,4 +164,4 @@ var _ = ginkgo.ReportAfterEach(func(r ginkgo.SpecReport) {
 	}
 	defer f.Close()
 	_, _ = f.Write(append(b, '\n'))
-})
+}
