@@ -86,7 +86,11 @@ func runOne(ctx context.Context, l *lab.Lab, o conformance.Options, total int) (
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("%d tests in %s on proxy %s; JUnit report: %s\n\n", len(rs), time.Since(t).Round(time.Second), o.Name, o.JUnitFile())
+	fmt.Printf("%d tests in %s on proxy %s; JUnit report: %s\n", len(rs), time.Since(t).Round(time.Second), o.Name, o.JUnitFile())
+	if n := total - len(rs); n > 0 {
+		fmt.Printf("%d of the %d selected tests did not run (the suite timed out or stopped: see %s)\n", n, total, o.LogFile())
+	}
+	fmt.Println()
 	return rs, nil
 }
 
