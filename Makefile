@@ -22,7 +22,7 @@ INSECURE  ?=
 LAB_PUSH  ?= 1
 LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
-.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm clean
+.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm e2e-binaries conformance clean
 
 all: build
 
@@ -56,6 +56,19 @@ k8s:
 # module and cached beside them.
 registry:
 	@hack/registry-binary.sh >/dev/null
+
+# The upstream [sig-network] e2e suite (e2e.test) and agnhost at the pinned Kubernetes version, cached
+# beside the Kubernetes binaries (hack/e2e-binaries.sh; the lab's agent runs agnhost for the suite's
+# images). Not part of `make test`.
+e2e-binaries:
+	@hack/e2e-binaries.sh >/dev/null
+
+# The [sig-network] suite on a kube-proxy (nftables) lab and on an ironlb-proxy lab, side by side:
+# `ironlb lab conformance --compare` brings each lab up and down (no lab may be up). Root; run by hand.
+# CONFORMANCE_FLAGS adds flags (--focus, --skip, --report-dir). docs/conformance.md.
+CONFORMANCE_FLAGS ?=
+conformance: deps build k8s registry e2e-binaries
+	$(BIN) lab conformance --compare $(CONFORMANCE_FLAGS)
 
 lab: deps build k8s registry
 	$(BIN) lab up

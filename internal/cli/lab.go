@@ -12,8 +12,8 @@ import (
 
 // labCmd is `ironlb lab`: its persistent flags and the lab they name on disk (load), and its
 // subcommands, one file per group: lab_lifecycle.go (up, down), lab_ops.go (a running lab's status,
-// exec, promql, kubectl, stop-node, start-node, link, push), lab_internal.go (what the lab runs itself),
-// bench.go and chaos.go (the benchmarks in the lab).
+// exec, promql, kubectl, stop-node, start-node, link, push), conformance.go (the upstream e2e suite),
+// lab_internal.go (what the lab runs itself), bench.go and chaos.go (the benchmarks in the lab).
 func labCmd() *cobra.Command {
 	cfg := lab.DefaultConfig()
 	cfg.K8sBin = lab.DefaultK8sBin()
@@ -36,7 +36,7 @@ func labCmd() *cobra.Command {
 	}
 
 	cmd.AddCommand(labUpCmd(&cfg), labDownCmd(&cfg, load), labStatusCmd(load), labExecCmd(load), labPromQLCmd(load),
-		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labPushCmd(load),
+		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
 		labAgentCmd(load), labAPIProxyCmd(load), labPodSDCmd(), labNSInitCmd(), labLinkCmd(load),
 		benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), chaosCmd(load))
 	return cmd

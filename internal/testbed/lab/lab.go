@@ -43,6 +43,16 @@ func DefaultK8sBin() string {
 	return filepath.Join(cache, "kubernetes", KubeVersion+"-etcd"+EtcdVersion, "bin")
 }
 
+// DefaultE2EBin is where hack/e2e-binaries.sh puts the upstream e2e test binary (e2e.test) and agnhost
+// for the pinned Kubernetes version ($IRONLB_E2E_BIN overrides). The agent runs the e2e suite's images
+// (agnhost, pause, nginx, httpd) with the agnhost found there.
+func DefaultE2EBin() string {
+	if d := os.Getenv("IRONLB_E2E_BIN"); d != "" {
+		return d
+	}
+	return filepath.Join(filepath.Dir(DefaultK8sBin()), "..", "e2e-"+KubeVersion, "bin")
+}
+
 // DefaultMetalLBBin is where `make metallb` puts MetalLB v0.16.1's controller and speaker, built from
 // its Go module for side-by-side benchmarks ($IRONLB_METALLB_BIN overrides).
 func DefaultMetalLBBin() string {

@@ -46,6 +46,11 @@ func TestImageRepo(t *testing.T) {
 		{"registry.example.com:443/a/b/c:tag", "registry.example.com:443/a/b/c"},
 		{"localhost:5000", "localhost"}, // a name and a tag, as docker reads it
 		{"quay.io/other/whoami:v1", "quay.io/other/whoami"},
+		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/e2e-test-images/agnhost"},
+		{"registry.k8s.io/e2e-test-images/busybox:1.37.0-2", "busybox"},
+		{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", "nginx"},
+		{"registry.k8s.io/pause:3.10.2", "registry.k8s.io/pause"},
+		{"k8s.gcr.io/pause:3.2", "registry.k8s.io/pause"},
 		{"", ""},
 	}
 	for _, tt := range tests {
@@ -58,7 +63,8 @@ func TestImageRepo(t *testing.T) {
 }
 
 func TestKnownImages(t *testing.T) {
-	want := []string{"ironlb/ironlb", "quay.io/metallb/controller", "quay.io/metallb/speaker", "registry.k8s.io/kube-proxy", "traefik/whoami"}
+	want := []string{"busybox", "httpd", "ironlb/ironlb", "nginx", "quay.io/metallb/controller", "quay.io/metallb/speaker",
+		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "traefik/whoami"}
 	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
 		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
 	}
@@ -73,7 +79,8 @@ func TestKnownImages(t *testing.T) {
 }
 
 func TestArgv(t *testing.T) {
-	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin"}
+	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin", E2EBin: "/opt/e2e/bin"}
+	const agn = "/opt/e2e/bin/agnhost"
 	tests := []struct {
 		name          string
 		image         string
@@ -99,10 +106,49 @@ func TestArgv(t *testing.T) {
 		{name: "ironlb command", image: "ghcr.io/ironlb/ironlb:dev", command: []string{"/ironlb"}, args: []string{"controller", "--v=1"},
 			want: []string{"/usr/local/bin/ironlb", "controller", "--v=1"}},
 		{name: "ironlb entrypoint", image: "ironlb:dev", args: []string{"speaker"}, want: []string{"/usr/local/bin/ironlb", "speaker"}},
-		{name: "unknown image", image: "nginx:1.27", wantErr: ErrImageUnknown,
-			wantInErr: []string{`"nginx:1.27"`, "ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}},
-		{name: "unknown image with command", image: "busybox", command: []string{"sh"}, wantErr: ErrImageUnknown,
-			wantInErr: []string{`"busybox"`}},
+		{name: "unknown image", image: "redis:7", wantErr: ErrImageUnknown,
+			wantInErr: []string{`"redis:7"`, "ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}},
+		{name: "unknown image with command", image: "alpine", command: []string{"sh"}, wantErr: ErrImageUnknown,
+			wantInErr: []string{`"alpine"`}},
+
+		// agnhost: ENTRYPOINT /agnhost, CMD pause; args are the subcommand, command overrides.
+		{name: "agnhost CMD", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", want: []string{agn, "pause"}},
+		{name: "agnhost args are the subcommand", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			args: []string{"netexec", "--http-port=8080", "--udp-port=8081"}, want: []string{agn, "netexec", "--http-port=8080", "--udp-port=8081"}},
+		{name: "agnhost serve-hostname", image: "registry.k8s.io/e2e-test-images/agnhost:2.55", args: []string{"serve-hostname"},
+			want: []string{agn, "serve-hostname"}},
+		{name: "agnhost command /agnhost", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/agnhost", "porter"}, want: []string{agn, "porter"}},
+		{name: "agnhost command and args", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/agnhost"}, args: []string{"netexec", "--http-port=80"}, want: []string{agn, "netexec", "--http-port=80"}},
+		{name: "agnhost-2 link", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/agnhost-2", "pause"}, want: []string{agn, "pause"}},
+		{name: "agnhost shell", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/bin/sh", "-c", "sleep 1"}, want: []string{"sh", "-c", "sleep 1"}},
+		{name: "agnhost unknown command", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/usr/bin/python3"}, wantErr: ErrNoCommand, wantInErr: []string{`"/usr/bin/python3"`, "agnhost"}},
+
+		// pause: ENTRYPOINT /pause.
+		{name: "pause", image: "registry.k8s.io/pause:3.10.2", want: []string{agn, "pause"}},
+		{name: "pause command", image: "registry.k8s.io/pause:3.10.2", command: []string{"/pause"}, want: []string{agn, "pause"}},
+		{name: "pause has no shell", image: "registry.k8s.io/pause:3.10.2", command: []string{"sh"}, wantErr: ErrNoCommand},
+
+		// busybox: no ENTRYPOINT, CMD sh; its tools are the host's.
+		{name: "busybox CMD", image: "registry.k8s.io/e2e-test-images/busybox:1.37.0-2", want: []string{"sh"}},
+		{name: "busybox sh -c", image: "registry.k8s.io/e2e-test-images/busybox:1.37.0-2",
+			command: []string{"/bin/sh", "-c", "echo Pausing start. && sleep 15"}, want: []string{"sh", "-c", "echo Pausing start. && sleep 15"}},
+		{name: "busybox args name the program", image: "busybox:1.36", args: []string{"sleep", "3600"}, want: []string{"sleep", "3600"}},
+		{name: "busybox command and args", image: "docker.io/library/busybox", command: []string{"sh", "-c"}, args: []string{"nc -l 9000"},
+			want: []string{"sh", "-c", "nc -l 9000"}},
+		{name: "busybox ash is sh", image: "busybox", command: []string{"/bin/ash"}, want: []string{"sh"}},
+		{name: "busybox unknown program", image: "busybox", command: []string{"/usr/bin/python3"}, wantErr: ErrNoCommand,
+			wantInErr: []string{`"/usr/bin/python3"`, "busybox"}},
+
+		// nginx and httpd: agnhost netexec on port 80 stands in; their own arguments are dropped.
+		{name: "nginx CMD", image: "registry.k8s.io/e2e-test-images/nginx:1.27.0-2", want: []string{agn, "netexec", "--http-port=80", "--udp-port=-1"}},
+		{name: "nginx args", image: "nginx", args: []string{"nginx", "-g", "daemon off;"}, want: []string{agn, "netexec", "--http-port=80", "--udp-port=-1"}},
+		{name: "nginx shell", image: "nginx", command: []string{"sh", "-c", "sleep 1"}, want: []string{"sh", "-c", "sleep 1"}},
+		{name: "httpd CMD", image: "httpd:2.4", want: []string{agn, "netexec", "--http-port=80", "--udp-port=-1"}},
 		{name: "known image, unknown command", image: "traefik/whoami", command: []string{"sh", "-c", "sleep 1"}, wantErr: ErrNoCommand,
 			wantInErr: []string{`"sh"`, "traefik/whoami"}},
 		{name: "kube-proxy image, iptables command", image: "registry.k8s.io/kube-proxy:v1.30.0", command: []string{"/usr/sbin/iptables"},

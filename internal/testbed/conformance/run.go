@@ -1,0 +1,209 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
+)
+
+// Binary is the e2e test binary's name in the directory hack/e2e-binaries.sh fills.
+const Binary = "e2e.test"
+
+// Options are one conformance run's settings.
+type Options struct {
+	E2EBin    string // directory with e2e.test (hack/e2e-binaries.sh)
+	ReportDir string // where the JUnit file, the suite's output and its progress lines go
+	Name      string // names the files in ReportDir (the proxy: nftables, ironlb, ...)
+	Timeout   time.Duration
+	Out       io.Writer // progress lines
+	Selection
+}
+
+func (o Options) binary() string { return filepath.Join(o.E2EBin, Binary) }
+
+// JUnitFile is where the run's JUnit report goes.
+func (o Options) JUnitFile() string { return filepath.Join(o.ReportDir, "junit-"+o.Name+".xml") }
+
+// LogFile is where the suite's own output (ginkgo's report, the tests' logs) goes.
+func (o Options) LogFile() string { return filepath.Join(o.ReportDir, "e2e-"+o.Name+".log") }
+
+func (o Options) progressFile() string {
+	return filepath.Join(o.ReportDir, "progress-"+o.Name+".jsonl")
+}
+
+// Check reports what keeps the run from starting: a bad selection or a missing e2e.test.
+func (o Options) Check() error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(o.binary()); err != nil {
+		return fmt.Errorf("no %s in %s: build it with hack/e2e-binaries.sh (make e2e-binaries) or pass --e2e-bin", Binary, o.E2EBin)
+	}
+	return nil
+}
+
+// Select lists the tests the selection picks, by a dry run of e2e.test (no cluster involved). It is an
+// error when it picks none.
+func Select(ctx context.Context, o Options) ([]Result, error) {
+	dir, err := os.MkdirTemp("", "ironlb-conformance-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	inv := Invocation{Binary: o.binary(), JUnit: filepath.Join(dir, "junit.xml"), DryRun: true, Selection: o.Selection}
+	argv := inv.Argv()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	f, err := os.Open(inv.JUnit)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tests (%s --ginkgo.dry-run): %v: %s", Binary, runErr, lastLines(out.String(), 5))
+	}
+	defer f.Close()
+	rs, err := ParseJUnit(f)
+	if err != nil {
+		return nil, err
+	}
+	var sel []Result
+	for _, r := range rs {
+		if r.Status == Passed { // a dry run reports the selected tests passed
+			sel = append(sel, r)
+		}
+	}
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("--focus %q with --skip %q selects no test", o.Focus, o.Skip)
+	}
+	return sel, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Run runs the selection against the lab: e2e.test runs in the lab's client namespace (outside the
+// cluster, on the nodes' network, as a kind user's e2e run sits on docker's bridge) with the lab's
+// kubeconfig and kubectl. It prints a progress line per test to o.Out as each ends and returns the
+// results read from the JUnit file. total is the number of selected tests (Select).
+func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error) {
+	if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{o.JUnitFile(), o.progressFile()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	inv := Invocation{
+		Binary:     o.binary(),
+		Kubeconfig: l.State.InternalKubeconfig(),
+		Kubectl:    filepath.Join(l.Plan.Config.K8sBin, "kubectl"),
+		JUnit:      o.JUnitFile(),
+		OutputDir:  o.ReportDir,
+		Timeout:    o.Timeout,
+		Selection:  o.Selection,
+	}
+	logf, err := os.Create(o.LogFile())
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cg, err := l.Cgroup("conformance")
+	if err != nil {
+		return nil, err
+	}
+	_ = cg.Remove()
+	fd, err := cg.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close() // the child is cloned into the cgroup through it at Start
+	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig(), "IRONLB_E2E_PROGRESS="+o.progressFile())
+	client := l.Plan.Client.Name
+	cmd, err := lab.Command(l.Plan.Config.Self, lab.ExecSpec{NetNS: client, Hostname: client, MountNS: true, Argv: inv.Argv(), Env: env, Dir: o.ReportDir}, fd)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s in %s: %w", Binary, client, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tail := &progressTail{path: o.progressFile(), total: total, out: o.Out}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var runErr error
+wait:
+	for {
+		select {
+		case runErr = <-done:
+			break wait
+		case <-ctx.Done():
+			_ = cg.Kill(5 * time.Second) // e2e.test and the kubectl it started
+			<-done
+			return nil, ctx.Err()
+		case <-tick.C:
+			tail.read()
+		}
+	}
+	tail.read()
+	_ = cg.Kill(5 * time.Second)
+	_ = cg.Remove()
+	f, err := os.Open(o.JUnitFile())
+	if err != nil {
+		return nil, fmt.Errorf("%s wrote no JUnit report (%v); its output is in %s", Binary, runErr, o.LogFile())
+	}
+	defer f.Close()
+	return ParseJUnit(f)
+}
+
+// progressTail prints the lines the suite appended to its progress file since the last read.
+type progressTail struct {
+	path  string
+	off   int64
+	n     int
+	total int
+	out   io.Writer
+}
+
+func (t *progressTail) read() {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return // no test has ended yet
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil { // a partial line waits for the next read
+			return
+		}
+		t.off += int64(len(line))
+		res, perr := ParseProgress(bytes.TrimSpace(line))
+		if perr != nil {
+			fmt.Fprintln(t.out, perr)
+			continue
+		}
+		t.n++
+		fmt.Fprintln(t.out, ProgressLine(t.n, t.total, res))
+	}
+}

@@ -1,0 +1,102 @@
+// Package conformance runs the upstream Kubernetes [sig-network] e2e suite (e2e.test, built by
+// hack/e2e-binaries.sh) against the lab and reports it: a progress line per test while it runs, a table
+// of passed / failed / skipped tests, the closing line "N passed, N failed", and a side-by-side table of
+// two runs (kube-proxy and ironlb's proxy) with the regressions marked.
+//
+// The pure parts (the selection, the e2e.test command line, reading the suite's JUnit file and progress
+// lines, the tables) are in selection.go and report.go and unit-tested; run.go is the adapter that
+// starts e2e.test in the lab's client namespace.
+package conformance
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DefaultFocus selects issue 16's scope of the [sig-network] suite: Services (all of it), Networking's
+// Granular Checks (Pods and Services), the basic DNS tests, Conntrack, HostPort, EndpointSlice, topology
+// hints and traffic distribution, and the LoadBalancers tests.
+const DefaultFocus = `\[sig-network\] (Services |Networking Granular Checks|DNS should|Conntrack |HostPort |EndpointSlice |Topology Hints |Traffic Distribution |LoadBalancers )`
+
+// SkipReasons are the tests the default selection leaves out, each with its reason (docs/conformance.md
+// lists them). DefaultSkip is their patterns joined.
+var SkipReasons = []struct{ Pattern, Reason string }{
+	{`SCTP`, "SCTP: the lab machine's kernel boots without modules, so there is no sctp module"},
+	{`\[Disruptive\]`, "[Disruptive]: reboots or restarts nodes over SSH; the lab's nodes have no SSH"},
+	{`\[Flaky\]`, "[Flaky]: upstream marks them flaky and CI skips them too"},
+	{`\[Feature:NetworkingPerformance\]`, "iperf2 throughput measurements, not a pass/fail check (and no iperf on this machine)"},
+	{`\[Feature:PerformanceDNS\]`, "DNS load test, not a pass/fail check"},
+	{`\[Feature:IPv6DualStack\]`, "dual-stack tests: run them against `lab up --ip-family=dual` with --focus"},
+}
+
+// DefaultSkip is the default --skip: every pattern of SkipReasons.
+func DefaultSkip() string {
+	var p []string
+	for _, s := range SkipReasons {
+		p = append(p, s.Pattern)
+	}
+	return strings.Join(p, "|")
+}
+
+// Selection is which tests run: ginkgo's --focus and --skip regular expressions (RE2, as ginkgo reads
+// them) over the tests' full names.
+type Selection struct {
+	Focus, Skip string
+}
+
+// Validate reports a focus or skip that is not a regular expression.
+func (s Selection) Validate() error {
+	if strings.TrimSpace(s.Focus) == "" {
+		return fmt.Errorf("--focus is empty: it would select the whole suite (give a pattern, or leave the default scope)")
+	}
+	if _, err := regexp.Compile(s.Focus); err != nil {
+		return fmt.Errorf("--focus %q: %w", s.Focus, err)
+	}
+	if _, err := regexp.Compile(s.Skip); err != nil {
+		return fmt.Errorf("--skip %q: %w", s.Skip, err)
+	}
+	return nil
+}
+
+// Invocation is one run of e2e.test.
+type Invocation struct {
+	Binary     string // e2e.test
+	Kubeconfig string
+	Kubectl    string // the kubectl the tests run (kubectl exec, ...)
+	JUnit      string // where ginkgo writes its JUnit report
+	OutputDir  string // the suite's --e2e-output-dir
+	Timeout    time.Duration
+	DryRun     bool // list the selected tests without running them (no cluster needed)
+	Selection
+}
+
+// Argv is e2e.test's command line for inv.
+func (inv Invocation) Argv() []string {
+	argv := []string{inv.Binary,
+		"--provider=local",
+		"--ginkgo.focus=" + inv.Focus,
+		"--ginkgo.no-color",
+		"--ginkgo.junit-report=" + inv.JUnit,
+	}
+	if inv.Skip != "" {
+		argv = append(argv, "--ginkgo.skip="+inv.Skip)
+	}
+	if inv.DryRun {
+		return append(argv, "--ginkgo.dry-run")
+	}
+	if inv.Kubeconfig != "" {
+		argv = append(argv, "--kubeconfig="+inv.Kubeconfig)
+	}
+	if inv.Kubectl != "" {
+		argv = append(argv, "--kubectl-path="+inv.Kubectl)
+	}
+	if inv.OutputDir != "" {
+		argv = append(argv, "--e2e-output-dir="+inv.OutputDir)
+	}
+	if inv.Timeout > 0 {
+		argv = append(argv, "--ginkgo.timeout="+inv.Timeout.String())
+	}
+	return argv
+}

@@ -1,0 +1,82 @@
+package conformance
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The default selection against test names of the suite (v1.37.2's test/e2e/network and
+// test/e2e/common/network), as ginkgo matches them: focus and not skip.
+func TestDefaultSelection(t *testing.T) {
+	focus, skip := regexp.MustCompile(DefaultFocus), regexp.MustCompile(DefaultSkip())
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"[sig-network] Services should serve a basic endpoint from pods [Conformance]", true},
+		{"[sig-network] Services should have session affinity timeout work for service with type clusterIP [LinuxOnly] [Slow]", true},
+		{"[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [NodeConformance] [Conformance]", true},
+		{"[sig-network] Networking Granular Checks: Services should function for pod-Service: udp", true},
+		{"[sig-network] DNS should provide DNS for services [Conformance]", true},
+		{"[sig-network] Conntrack should be able to preserve UDP traffic when server pod cycles for a NodePort service", true},
+		{"[sig-network] HostPort validates that there is no conflict between pods with same hostPort but different hostIP and protocol [LinuxOnly] [Conformance]", true},
+		{"[sig-network] EndpointSlice should support creating EndpointSlice API operations [Conformance]", true},
+		{"[sig-network] Topology Hints [Feature:Topology Hints] should distribute endpoints evenly", true},
+		{"[sig-network] Traffic Distribution when Service has trafficDistribution=PreferClose should route traffic to an endpoint in the same zone when using ClusterIP", true},
+		{"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to change the type and ports of a TCP service [Slow]", true},
+		{"[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] [Slow] should work for type=LoadBalancer", true},
+
+		{"[sig-network] Networking Granular Checks: Services should function for pod-Service: sctp [Feature:SCTPConnectivity]", false},
+		{"[sig-network] Networking should recreate its iptables rules if they are deleted [Disruptive]", false},
+		{"[sig-network] Networking IPerf2 [Feature:NetworkingPerformance] should run iperf2", false},
+		{"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]", false},
+		{"[sig-network] DNS HostNetwork should resolve DNS of partial qualified names for services on hostNetwork pods with dnsPolicy: ClusterFirstWithHostNet [LinuxOnly]", false},
+		{"[sig-network] Service CIDRs should create Services and serve on different Service CIDRs", false},
+		{"[sig-network] EndpointSliceMirroring should mirror a custom Endpoints resource through create update and delete [Conformance]", false},
+		{"[sig-network] [Feature:IPv6DualStack] should create service with ipv4,v6 cluster ip", false},
+		{"[sig-apps] Deployment deployment should support rollover [Conformance]", false},
+	}
+	for _, tt := range tests {
+		if got := focus.MatchString(tt.name) && !skip.MatchString(tt.name); got != tt.want {
+			t.Errorf("selected(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if err := (Selection{Focus: DefaultFocus, Skip: DefaultSkip()}).Validate(); err != nil {
+		t.Errorf("default selection: %v", err)
+	}
+	for _, r := range SkipReasons {
+		if r.Reason == "" {
+			t.Errorf("skip pattern %q has no reason", r.Pattern)
+		}
+	}
+}
+
+func TestSelectionValidate(t *testing.T) {
+	for _, s := range []Selection{{Focus: ""}, {Focus: "  "}, {Focus: "("}, {Focus: "x", Skip: "[a"}} {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%+v: no error", s)
+		}
+	}
+	if err := (Selection{Focus: `\[sig-network\] Services should serve a basic endpoint from pods`}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestArgv(t *testing.T) {
+	inv := Invocation{Binary: "/e2e/e2e.test", Kubeconfig: "/lab/kubeconfig-internal", Kubectl: "/k8s/kubectl", JUnit: "/out/junit.xml",
+		OutputDir: "/out", Timeout: 90 * time.Minute, Selection: Selection{Focus: "F", Skip: "S"}}
+	want := []string{"/e2e/e2e.test", "--provider=local", "--ginkgo.focus=F", "--ginkgo.no-color", "--ginkgo.junit-report=/out/junit.xml",
+		"--ginkgo.skip=S", "--kubeconfig=/lab/kubeconfig-internal", "--kubectl-path=/k8s/kubectl", "--e2e-output-dir=/out", "--ginkgo.timeout=1h30m0s"}
+	if d := cmp.Diff(want, inv.Argv()); d != "" {
+		t.Errorf("Argv mismatch (-want +got):\n%s", d)
+	}
+	inv.DryRun, inv.Skip = true, ""
+	got := strings.Join(inv.Argv(), " ")
+	if want := "/e2e/e2e.test --provider=local --ginkgo.focus=F --ginkgo.no-color --ginkgo.junit-report=/out/junit.xml --ginkgo.dry-run"; got != want {
+		t.Errorf("dry-run Argv = %q, want %q", got, want)
+	}
+}
