@@ -159,7 +159,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	src := newInformerSource(cs, cfg.Node, cfg.NodeLiveness)
+	// Every node: the echo detector probes them, and direct server return (which any Service may
+	// ask for by annotation) routes to their InternalIPs.
+	src := newInformerSource(cs, cfg.Node, true)
 	p := newProxier(loopConfig{
 		node:          nodeCfg,
 		syncPeriod:    cmp.Or(cfg.SyncPeriod, time.Hour),
