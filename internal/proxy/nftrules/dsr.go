@@ -126,6 +126,9 @@ type DSRPort struct {
 	name string // base for chain and map names
 }
 
+// LocalSeed is the jhash seed of the owner's choice among its local endpoints.
+func (p *DSRPort) LocalSeed() uint32 { return p.Seed ^ 0x5a5a5a5a }
+
 // Owner returns the node that owns the flow hashing to bucket b.
 func (p *DSRPort) Owner(b uint32) string { return p.Nodes[p.Buckets[b]] }
 
@@ -507,7 +510,7 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	}
 	tx.Add(&knftables.Chain{Name: local, Comment: comment})
 	tx.Flush(&knftables.Chain{Name: local})
-	tx.Add(&knftables.Rule{Chain: local, Rule: fmt.Sprintf("meta l4proto %s dnat ip to jhash %s mod %d seed 0x%x map @%s", proto, dsrHashKey, len(p.LocalBuckets), p.Seed^0x5a5a5a5a, eps)})
+	tx.Add(&knftables.Rule{Chain: local, Rule: fmt.Sprintf("meta l4proto %s dnat ip to jhash %s mod %d seed 0x%x map @%s", proto, dsrHashKey, len(p.LocalBuckets), p.LocalSeed(), eps)})
 	for _, a := range p.Addrs {
 		tx.Add(&knftables.Element{Map: dsrMapLocal, Key: []string{a.String(), proto, port}, Value: []string{"goto " + local}})
 	}
