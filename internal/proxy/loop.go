@@ -575,19 +575,10 @@ func (p *proxier) setEcho(e echoer) {
 // Services whose DSR request is refused (once per reason, as a Warning event).
 func (p *proxier) syncDSR(ctx context.Context, m *nftrules.Model) error {
 	ips := map[string]netip.Addr{}
-	for _, svc := range m.Services {
-		for i := range svc.Ports {
-			for _, ep := range svc.Ports[i].Endpoints {
-				if _, ok := ips[ep.Node]; ok || ep.Node == "" {
-					continue
-				}
-				ip, _ := convert.InternalIP(p.src.Node(ep.Node), true)
-				ips[ep.Node] = ip
-			}
+	for _, n := range p.src.Nodes() {
+		if ip, ok := convert.InternalIP(n, true); ok {
+			ips[n.Name] = ip
 		}
-	}
-	if _, ok := ips[m.Node.Name]; !ok {
-		ips[m.Node.Name], _ = convert.InternalIP(p.src.Node(m.Node.Name), true)
 	}
 	plan := nftrules.PlanDSR(m, nftrules.DSRConfig{Default: p.dsrDefault, NodeIPs: ips, Slots: p.dsr.Slots()})
 	err := p.dsr.Apply(ctx, &plan)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,7 @@ type Routing interface {
 	RouteReplace(route *netlink.Route) error
 	RouteDel(route *netlink.Route) error
 	RouteGet(destination net.IP) ([]netlink.Route, error)
+	NeighList(linkIndex, family int) ([]netlink.Neigh, error)
 }
 
 var _ Routing = (*netlink.Handle)(nil)
@@ -106,6 +108,13 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if err := a.syncRoutes(plan.Routes); err != nil {
 		errs = append(errs, err)
 	}
+	if len(plan.Ports) > 0 {
+		macs, err := a.peerMACs(plan.Peers)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		plan.PeerMACs = macs
+	}
 	tx := a.nft.NewTransaction()
 	// Delete and re-create: the table is small, and this drops per-port chains and maps of
 	// Services that left in the same atomic transaction.
@@ -132,6 +141,31 @@ func (a *Applier) Cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// peerMACs returns the link-layer addresses the neighbor table holds for peers, sorted. The
+// proxy's echo detector probes every node, so they are there once it has run; a peer not there
+// yet is left out of the loop guard until the next sync.
+func (a *Applier) peerMACs(peers []netip.Addr) ([]string, error) {
+	if len(peers) == 0 {
+		return nil, nil
+	}
+	neighs, err := a.rt.NeighList(0, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing neighbors for the loop guard: %w", err)
+	}
+	var out []string
+	for _, n := range neighs {
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok || len(n.HardwareAddr) != 6 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(peers, ip.Unmap(), netip.Addr.Compare); found {
+			out = append(out, n.HardwareAddr.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 func isDSRTable(t int) bool {

@@ -47,6 +47,7 @@ func TestKernelApply(t *testing.T) {
 	in(ipPath, "link", "set", "d1", "up")
 	in(ipPath, "addr", "add", "192.0.2.10/24", "dev", "d0")
 	in(ipPath, "link", "set", "d0", "up")
+	in(ipPath, "neigh", "replace", "192.0.2.11", "lladdr", "02:00:00:00:00:0b", "dev", "d0")
 	dir := t.TempDir()
 	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ipPath, ns, nftPath)
 	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
@@ -104,6 +105,9 @@ func TestKernelApply(t *testing.T) {
 		t.Errorf("table %d: %q", nftrules.DSRTable(2), got)
 	}
 	table := in(nftPath, "list", "table", "ip", nftrules.DSRTableName)
+	if !strings.Contains(table, "02:00:00:00:00:0b") {
+		t.Errorf("peer-macs lacks node-b's link-layer address (loop guard):\n%s", table)
+	}
 	if !strings.Contains(table, "192.0.2.240 . tcp . 80 : goto dsr-") || !strings.Contains(table, "10.244.1.5 . 8080") {
 		t.Errorf("table lacks the Service:\n%s", table)
 	}

@@ -148,6 +148,11 @@ type DSRPlan struct {
 	Refused  map[ServiceKey][]DSRRefusalNote
 	// NodeIPs are the IPv4 addresses of the nodes in Slots.
 	NodeIPs map[string]netip.Addr
+	// Peers are the IPv4 addresses of every other node (any of them may be an entry node that
+	// forwards to this one), and PeerMACs their link-layer addresses ("02:42:ac:12:00:03"), which
+	// the caller fills in from the neighbor table before WriteDSR: the loop guard.
+	Peers    []netip.Addr
+	PeerMACs []string
 }
 
 // DSRRoute is one next hop of policy routing.
@@ -298,6 +303,13 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 		}
 		plan.Ports = kept
 	}
+	for n, ip := range cfg.NodeIPs {
+		if n != m.Node.Name && ip.Is4() {
+			plan.Peers = append(plan.Peers, ip)
+		}
+	}
+	slices.SortFunc(plan.Peers, netip.Addr.Compare)
+	plan.Peers = slices.Compact(plan.Peers)
 	plan.NodeIPs = map[string]netip.Addr{}
 	for n, s := range plan.Slots {
 		plan.NodeIPs[n] = cfg.NodeIPs[n]
@@ -376,6 +388,7 @@ const (
 	dsrMapMangle    = "dsr-services"
 	dsrMapLocal     = "local-services"
 	dsrSetPods      = "pod-cidrs"
+	dsrSetPeers     = "peer-macs"
 	dsrHashKey      = "ip saddr . th sport . ip daddr . th dport . meta l4proto"
 )
 
@@ -420,6 +433,12 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 	tx.Flush(&knftables.Set{Name: dsrSetPods})
 	for _, p := range plan.PodCIDRs {
 		tx.Add(&knftables.Element{Set: dsrSetPods, Key: []string{p.String()}})
+	}
+	tx.Add(&knftables.Set{Name: dsrSetPeers, Type: "ether_addr",
+		Comment: knftables.PtrTo("other nodes' link-layer addresses: a packet from one was forwarded by an entry node (loop guard)")})
+	tx.Flush(&knftables.Set{Name: dsrSetPeers})
+	for _, mac := range plan.PeerMACs {
+		tx.Add(&knftables.Element{Set: dsrSetPeers, Key: []string{mac}})
 	}
 	tuple := "ipv4_addr . inet_proto . inet_service : verdict"
 	for _, mp := range []string{dsrMapRaw, dsrMapMangle, dsrMapLocal} {
@@ -480,6 +499,10 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	tx.Flush(&knftables.Chain{Name: mangle})
 	if len(plan.PodCIDRs) > 0 {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: "ip saddr @" + dsrSetPods + " return", Comment: knftables.PtrTo("pods take the snat path (hairpin)")})
+	}
+	if len(p.Local) > 0 && self != 0 {
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("ether saddr @%s ct mark set %s meta mark set %s return", dsrSetPeers, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
+			Comment: knftables.PtrTo("loop guard: forwarded by another node, and this node has endpoints: serve it here")})
 	}
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark set " + hash + " map @" + owners,
 		Comment: knftables.PtrTo("remember a new flow's owner")})
@@ -544,5 +567,6 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 	if len(plan.PodCIDRs) > 0 {
 		tx.Add(&knftables.Rule{Chain: raw, Rule: "ip saddr @" + dsrSetPods + " return"})
 	}
+	tx.Add(&knftables.Rule{Chain: raw, Rule: "ether saddr @" + dsrSetPeers + " return", Comment: knftables.PtrTo("forwarded by another node: tracked here")})
 	tx.Add(&knftables.Rule{Chain: raw, Rule: hash + " vmap @" + raw})
 }

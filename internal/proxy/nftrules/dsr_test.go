@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -176,6 +177,7 @@ func TestAssignSlots(t *testing.T) {
 func TestWriteDSRGolden(t *testing.T) {
 	m, cfg := dsrModel()
 	plan := nftrules.PlanDSR(m, cfg)
+	plan.PeerMACs = []string{"02:42:ac:12:00:03", "02:42:ac:12:00:04"}
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
 	tx := fake.NewTransaction()
 	nftrules.WriteDSR(tx, &plan)
@@ -195,5 +197,52 @@ func TestWriteDSRGolden(t *testing.T) {
 	}
 	if err := fake.Run(t.Context(), tx); err != nil {
 		t.Fatalf("fake nft refuses the transaction: %v", err)
+	}
+}
+
+// TestDSRLoopGuard: a port with endpoints on this node serves packets forwarded by another node
+// (source MAC in peer-macs) here, before any hash could send them on; its raw chain tracks them;
+// a port without local endpoints has no such rule (it could not serve them).
+func TestDSRLoopGuard(t *testing.T) {
+	m, cfg := dsrModel()
+	plan := nftrules.PlanDSR(m, cfg)
+	if diff := cmp.Diff([]netip.Addr{a("192.168.1.11"), a("192.168.1.12")}, plan.Peers, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		t.Errorf("peers (-want +got):\n%s", diff)
+	}
+	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+	tx := fake.NewTransaction()
+	nftrules.WriteDSR(tx, &plan)
+	if err := fake.Run(t.Context(), tx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.Ports {
+		var mangle *knftables.Chain
+		for _, c := range fake.Table.Chains {
+			if c.Comment != nil && *c.Comment == fmt.Sprintf("%s:%d/%s", p.Service, p.Port, p.Protocol) && !strings.HasPrefix(c.Name, "dsr-raw-") && !strings.HasPrefix(c.Name, "dsr-local-") {
+				mangle = &c.Chain
+			}
+		}
+		if mangle == nil {
+			t.Fatalf("%s: no mangle chain", p.Service)
+		}
+		rules := fake.Table.Chains[mangle.Name].Rules
+		guard, hash := -1, -1
+		for i, r := range rules {
+			if strings.HasPrefix(r.Rule, "ether saddr @peer-macs") {
+				guard = i
+				if want := fmt.Sprintf("meta mark set 0x%x return", nftrules.DSRMark(plan.Slots[plan.Self])); !strings.HasSuffix(r.Rule, want) {
+					t.Errorf("%s: guard %q does not end in %q", p.Service, r.Rule, want)
+				}
+			}
+			if strings.Contains(r.Rule, "jhash") && hash < 0 {
+				hash = i
+			}
+		}
+		switch {
+		case len(p.Local) > 0 && (guard < 0 || guard > hash):
+			t.Errorf("%s has local endpoints: guard at rule %d, first hash at %d", p.Service, guard, hash)
+		case len(p.Local) == 0 && guard >= 0:
+			t.Errorf("%s has no local endpoints but a guard", p.Service)
+		}
 	}
 }
