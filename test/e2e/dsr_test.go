@@ -104,6 +104,94 @@ func dsrSuite(t *testing.T) {
 			t.Errorf("snat: no connection broke through the announcer's power cut: the test cannot tell dsr from snat")
 		}
 	})
+
+	t.Run("BGP", dsrBGP)
+}
+
+// dsrBGP: the same in BGP mode, from mypc2 behind the router, which spreads connections over the
+// four nodes by ECMP: the pods see mypc2's address, both answer, and when worker3 (a next hop,
+// without pods) loses power, the router moves its connections to other nodes, which forward them to
+// the same backend node: no dsr connection breaks; snat connections that entered by worker3 do.
+func dsrBGP(t *testing.T) {
+	setupBGP(t)
+	const dsrIP, snatIP = "172.30.1.11", "172.30.1.12"
+	svcs := ""
+	for name, ip := range map[string]string{"dsr-bgp": dsrIP, "dsr-bgp-snat": snatIP} {
+		mode := "dsr"
+		if name == "dsr-bgp-snat" {
+			mode = "snat"
+		}
+		svcs += fmt.Sprintf("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  annotations:\n    metallb.io/loadBalancerIPs: %s\n    ironlb.io/external-mode: %s\nspec:\n  type: LoadBalancer\n  selector: {app: webpod}\n  ports: [{port: 80}]\n", name, ip, mode)
+	}
+	if out, err := runStdin(svcs, ironlb, "lab", "kubectl", "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = runStdin(svcs, ironlb, "lab", "kubectl", "delete", "--ignore-not-found", "-f", "-") })
+	waitNextHops(t, dsrIP, addrsOf(labNodes...), 30*time.Second)
+	waitNextHops(t, snatIP, addrsOf(labNodes...), 30*time.Second)
+	eventually(t, 20*time.Second, "BFD up between the router and worker3", func() error {
+		out, err := labExec("router", "vtysh", "-c", "show bfd peer 172.18.0.5 json")
+		if err != nil || !strings.Contains(out, `"status":"up"`) {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "dsr: 30 requests from mypc2 keep its address and reach both pods", func() error {
+		seen := map[string]int{}
+		for i := 0; i < 30; i++ {
+			body, err := curl("mypc2", "http://"+dsrIP)
+			if err != nil {
+				return fmt.Errorf("request %d: %v", i, err)
+			}
+			if ra := remoteAddr(body); ra != "192.168.10.100" {
+				return fmt.Errorf("request %d: whoami saw RemoteAddr %q, want mypc2's 192.168.10.100", i, ra)
+			}
+			seen[hostnameOf(body)]++
+		}
+		if seen["webpod1"] == 0 || seen["webpod2"] == 0 {
+			return fmt.Errorf("30 requests reached %v, want both pods", seen)
+		}
+		t.Logf("dsr over BGP %s: 30 requests from mypc2, client address kept, spread %v", dsrIP, seen)
+		return nil
+	})
+	const n = 20
+	dsr := openKeepAlive(t, "mypc2", dsrIP, n)
+	snat := openKeepAlive(t, "mypc2", snatIP, n)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range append(dsr, snat...) {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.loop(stop) }()
+	}
+	time.Sleep(2 * time.Second)
+	run(t, ironlb, "lab", "stop-node", "myk8s-worker3")
+	t.Cleanup(func() { run(t, ironlb, "lab", "start-node", "myk8s-worker3") })
+	time.Sleep(8 * time.Second)
+	close(stop)
+	wg.Wait()
+	dsrBroken, dsrMoved, snatBroken := 0, 0, 0
+	for _, c := range dsr {
+		if c.err != nil {
+			dsrBroken++
+			t.Logf("dsr connection %s broke after %d requests: %v", c.local, c.ok, c.err)
+		}
+		if c.moved {
+			dsrMoved++
+		}
+	}
+	for _, c := range snat {
+		if c.err != nil {
+			snatBroken++
+		}
+	}
+	t.Logf("BGP, worker3 (one of 4 next hops, no pods) lost power: dsr %d of %d keep-alive connections broken (%d changed pod), snat %d of %d broken",
+		dsrBroken, n, dsrMoved, snatBroken, n)
+	if dsrBroken > 0 || dsrMoved > 0 {
+		t.Errorf("dsr over BGP: %d of %d connections broke and %d changed pod through a next hop's power cut, want none (their pods live on)", dsrBroken, n, dsrMoved)
+	}
+	if snatBroken == 0 {
+		t.Logf("snat over BGP: no connection had entered by worker3 (ECMP put none of %d there)", n)
+	}
 }
 
 // kaConn is one keep-alive HTTP connection that requests every 100 ms until stopped or broken.
