@@ -104,6 +104,7 @@ type proxier struct {
 type dsrApplier interface {
 	Apply(ctx context.Context, plan *nftrules.DSRPlan) error
 	Slots() map[string]int
+	Warnings() []error
 }
 
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
@@ -582,8 +583,8 @@ func (p *proxier) syncDSR(ctx context.Context, m *nftrules.Model) error {
 	}
 	plan := nftrules.PlanDSR(m, nftrules.DSRConfig{Default: p.dsrDefault, NodeIPs: ips, Slots: p.dsr.Slots()})
 	err := p.dsr.Apply(ctx, &plan)
-	if err == nil {
-		p.dsrPlan = &plan
+	for _, w := range p.dsr.Warnings() {
+		p.log.Warn("direct server return", "err", w)
 	}
 	now := map[nftrules.ServiceKey]string{}
 	for k, notes := range plan.Refused {

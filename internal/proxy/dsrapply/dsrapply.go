@@ -57,7 +57,10 @@ type Applier struct {
 	nft    knftables.Interface
 	rt     Routing
 	sysctl func(name, value string) error
-	done   bool // sysctls written
+	done   bool // sysctls written (or tried)
+	// warnings are problems that do not fail a sync (a sysctl not written, a node not on a
+	// connected network), for the caller to log: Warnings returns and clears them.
+	warnings []error
 	slots  map[string]int
 }
 
@@ -87,6 +90,15 @@ func writeProcSys(name, value string) error {
 	return os.WriteFile(filepath.Join("/proc/sys", name), []byte(value), 0o644)
 }
 
+// Warnings returns the problems of the last Apply calls that did not fail them, and forgets them:
+// a sysctl that could not be written, a node that is not on a connected network (its flows are
+// routed by the main table, i.e. not delivered).
+func (a *Applier) Warnings() []error {
+	w := a.warnings
+	a.warnings = nil
+	return w
+}
+
 // Slots returns the node slots of the last plan applied, for the next PlanDSR.
 func (a *Applier) Slots() map[string]int { return a.slots }
 
@@ -98,10 +110,10 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if len(plan.Ports) > 0 && !a.done {
 		for _, k := range sortedKeys(Sysctls) {
 			if err := a.sysctl(k, Sysctls[k]); err != nil {
-				errs = append(errs, fmt.Errorf("sysctl %s=%s: %w", k, Sysctls[k], err))
+				a.warnings = append(a.warnings, fmt.Errorf("sysctl %s=%s: %w", k, Sysctls[k], err))
 			}
 		}
-		a.done = len(errs) == 0
+		a.done = true
 	}
 	// Routes first: a mark whose route is missing would be routed by the main table, toward the
 	// address itself, i.e. back to the router.
@@ -219,7 +231,7 @@ func (a *Applier) syncRoutes(want []nftrules.DSRRoute) error {
 		if via, err := a.rt.RouteGet(gw); err == nil && len(via) > 0 {
 			rt.LinkIndex = via[0].LinkIndex
 			if via[0].Gw != nil {
-				errs = append(errs, fmt.Errorf("node %s (%s) is not on a connected network (reached via %s): direct server return across routed segments needs encapsulation, which is not built", r.Node, r.IP, via[0].Gw))
+				a.warnings = append(a.warnings, fmt.Errorf("node %s (%s) is not on a connected network (reached via %s): direct server return across routed segments needs encapsulation, which is not built", r.Node, r.IP, via[0].Gw))
 				continue
 			}
 		}
