@@ -95,8 +95,8 @@ func dsrSuite(t *testing.T) {
 				snatBroken++
 			}
 		}
-		t.Logf("worker3 (the announcer) lost power: dsr %d of %d keep-alive connections broken (%d changed pod), snat %d of %d broken",
-			dsrBroken, n, dsrMoved, snatBroken, n)
+		t.Logf("worker3 (the announcer) lost power: dsr %d of %d keep-alive connections broken (%d changed pod, longest stall %s), snat %d of %d broken",
+			dsrBroken, n, dsrMoved, slowest(dsr).Round(time.Millisecond), snatBroken, n)
 		if dsrBroken > 0 || dsrMoved > 0 {
 			t.Errorf("dsr: %d of %d connections broke and %d changed pod through the announcer's power cut, want none", dsrBroken, n, dsrMoved)
 		}
@@ -184,14 +184,23 @@ func dsrBGP(t *testing.T) {
 			snatBroken++
 		}
 	}
-	t.Logf("BGP, worker3 (one of 4 next hops, no pods) lost power: dsr %d of %d keep-alive connections broken (%d changed pod), snat %d of %d broken",
-		dsrBroken, n, dsrMoved, snatBroken, n)
+	t.Logf("BGP, worker3 (one of 4 next hops, no pods) lost power: dsr %d of %d keep-alive connections broken (%d changed pod, longest stall %s), snat %d of %d broken",
+		dsrBroken, n, dsrMoved, slowest(dsr).Round(time.Millisecond), snatBroken, n)
 	if dsrBroken > 0 || dsrMoved > 0 {
 		t.Errorf("dsr over BGP: %d of %d connections broke and %d changed pod through a next hop's power cut, want none (their pods live on)", dsrBroken, n, dsrMoved)
 	}
 	if snatBroken == 0 {
 		t.Logf("snat over BGP: no connection had entered by worker3 (ECMP put none of %d there)", n)
 	}
+}
+
+// slowest is the longest any of conns waited for an answer.
+func slowest(conns []*kaConn) time.Duration {
+	var d time.Duration
+	for _, c := range conns {
+		d = max(d, c.slowest)
+	}
+	return d
 }
 
 // kaConn is one keep-alive HTTP connection that requests every 100 ms until stopped or broken.
@@ -204,6 +213,8 @@ type kaConn struct {
 	ok    int    // answered requests
 	moved bool   // a later answer came from another pod
 	err   error  // why the connection broke
+	// slowest is the longest a request took to be answered (the stall a cut caused), reported only.
+	slowest time.Duration
 }
 
 // openKeepAlive dials n TCP connections to ip:80 from lab host ns's network namespace (a socket
@@ -264,7 +275,9 @@ func dialIn(ns, addr string, n int) ([]net.Conn, error) {
 }
 
 func (k *kaConn) request() error {
-	k.c.SetDeadline(time.Now().Add(3 * time.Second))
+	start := time.Now()
+	defer func() { k.slowest = max(k.slowest, time.Since(start)) }()
+	k.c.SetDeadline(start.Add(3 * time.Second))
 	if _, err := fmt.Fprintf(k.c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", k.host); err != nil {
 		return err
 	}
