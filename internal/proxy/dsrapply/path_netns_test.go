@@ -41,7 +41,8 @@ func (n nsNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // reaches the service address through E1 (as through a layer-2 announcer); E1 forwards the
 // unmodified packets to B, which DNATs them to P without masquerading; P answers straight to C.
 // Then C's route moves to E2 (the announcer's failover) and the same TCP connection goes on
-// through E2, which never saw its start. P sees C's own address throughout.
+// through E2, which never saw its start. P sees C's own address throughout. A UDP flow does the
+// same.
 func TestKernelDSRPath(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces")
@@ -92,6 +93,8 @@ func TestKernelDSRPath(t *testing.T) {
 		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
 		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
+		}}, {Name: "dns", Protocol: nftrules.UDP, Port: 53, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 5353, Node: "b", Ready: true},
 		}}}}
 	ips := map[string]netip.Addr{"e1": netip.MustParseAddr("192.0.2.11"), "e2": netip.MustParseAddr("192.0.2.12"), "b": netip.MustParseAddr("192.0.2.20")}
 	ctx := context.Background()
@@ -138,6 +141,39 @@ func TestKernelDSRPath(t *testing.T) {
 		}
 	}()
 
+	// P: a UDP server that answers each datagram with the peer's address.
+	var pc net.PacketConn
+	inNetns(t, p, func() (err error) { pc, err = net.ListenPacket("udp4", "10.244.2.5:5353"); return err })
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(from.String()), from)
+		}
+	}()
+	var uc net.Conn
+	inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", vip+":53"); return err })
+	defer uc.Close()
+	askUDP := func(when string) {
+		t.Helper()
+		uc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := uc.Write([]byte("q")); err != nil {
+			t.Fatalf("%s: udp write: %v", when, err)
+		}
+		buf := make([]byte, 64)
+		n, err := uc.Read(buf)
+		if err != nil {
+			t.Fatalf("%s: udp read: %v", when, err)
+		}
+		if got := string(buf[:n]); got != uc.LocalAddr().String() {
+			t.Fatalf("%s: the pod saw %q, want the client's %s", when, got, uc.LocalAddr())
+		}
+	}
+
 	conn := dialIn(t, c, vip+":80")
 	defer conn.Close()
 	r := bufio.NewReader(conn)
@@ -157,11 +193,13 @@ func TestKernelDSRPath(t *testing.T) {
 	}
 	for i := range 3 {
 		ask(fmt.Sprintf("request %d through e1", i))
+		askUDP(fmt.Sprintf("datagram %d through e1", i))
 	}
 	// The announcer fails over: C now reaches the address through E2, mid-connection.
 	in(c, "ip", "route", "replace", vip+"/32", "via", "192.0.2.12")
 	for i := range 3 {
 		ask(fmt.Sprintf("request %d through e2 after the failover", i))
+		askUDP(fmt.Sprintf("datagram %d through e2 after the failover", i))
 	}
 }
 
