@@ -61,7 +61,7 @@ type Applier struct {
 	// warnings are problems that do not fail a sync (a sysctl not written, a node not on a
 	// connected network), for the caller to log: Warnings returns and clears them.
 	warnings []error
-	slots  map[string]int
+	slots    map[string]int
 }
 
 // New returns an Applier over nft (an Interface for family ip, table nftrules.DSRTableName) and
