@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,8 +134,12 @@ func TestKernelDSRPath(t *testing.T) {
 				defer conn.Close()
 				r := bufio.NewReader(conn)
 				for {
-					if _, err := r.ReadString('\n'); err != nil {
+					line, err := r.ReadString('\n')
+					if err != nil {
 						return
+					}
+					if line == "big\n" {
+						conn.Write(make([]byte, bigReply))
 					}
 					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
 				}
@@ -195,6 +201,30 @@ func TestKernelDSRPath(t *testing.T) {
 		ask(fmt.Sprintf("request %d through e1", i))
 		askUDP(fmt.Sprintf("datagram %d through e1", i))
 	}
+	// A reply-heavy request: the reply goes from B straight to C, not through E1.
+	rx := func() int {
+		out, err := exec.Command("ip", "netns", "exec", e1, "cat", "/sys/class/net/eth0/statistics/rx_bytes").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return n
+	}
+	before := rx()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "big\n")
+	if _, err := io.ReadFull(r, make([]byte, bigReply)); err != nil {
+		t.Fatalf("reading the %d-byte reply: %v", bigReply, err)
+	}
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	got := rx() - before
+	t.Logf("a %d-byte reply: the entry node received %d bytes meanwhile", bigReply, got)
+	if got > bigReply/4 {
+		t.Errorf("the entry node received %d bytes during a %d-byte reply: the reply went through it", got, bigReply)
+	}
+
 	// The announcer fails over: C now reaches the address through E2, mid-connection.
 	in(c, "ip", "route", "replace", vip+"/32", "via", "192.0.2.12")
 	for i := range 3 {
@@ -202,6 +232,8 @@ func TestKernelDSRPath(t *testing.T) {
 		askUDP(fmt.Sprintf("datagram %d through e2 after the failover", i))
 	}
 }
+
+const bigReply = 1 << 20
 
 // listenIn listens in network namespace ns (the socket stays there).
 func listenIn(t *testing.T, ns, network, addr string) net.Listener {
