@@ -1,8 +1,9 @@
 // Package dsrapply carries out a direct-server-return plan (nftrules.PlanDSR) on this node: the
 // nftables table nftrules.DSRTableName through knftables, and the policy routing that sends each
 // other node's mark to that node as next hop (one `ip rule fwmark SLOT<<16/0x0fff0000 lookup
-// TABLE` and one `default via NODE-IP` route per node, through vishvananda/netlink), and the
-// sysctls the path needs. [Applier.Cleanup] removes all of it.
+// TABLE` and one `default via NODE-IP` route per node, through vishvananda/netlink), or, for a
+// node behind a gateway, through the vxlan device nftrules.DSRVXLANDevice; and the sysctls the
+// path needs. [Applier.Cleanup] removes all of it.
 package dsrapply
 
 import (
@@ -32,6 +33,14 @@ type Routing interface {
 	RouteDel(route *netlink.Route) error
 	RouteGet(destination net.IP) ([]netlink.Route, error)
 	NeighList(linkIndex, family int) ([]netlink.Neigh, error)
+	NeighSet(neigh *netlink.Neigh) error
+	LinkByName(name string) (netlink.Link, error)
+	LinkAdd(link netlink.Link) error
+	LinkSetUp(link netlink.Link) error
+	LinkDel(link netlink.Link) error
+	LinkByIndex(index int) (netlink.Link, error)
+	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
+	AddrReplace(link netlink.Link, addr *netlink.Addr) error
 }
 
 var _ Routing = (*netlink.Handle)(nil)
@@ -117,7 +126,17 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	}
 	// Routes first: a mark whose route is missing would be routed by the main table, toward the
 	// address itself, i.e. back to the router.
-	if err := a.syncRoutes(plan.Routes); err != nil {
+	vx := 0
+	if self := plan.NodeIPs[plan.Self]; len(plan.Ports) > 0 && self.Is4() {
+		// Every node can receive encapsulated flows, so every node has the device.
+		var err error
+		if vx, err = a.ensureVXLAN(self); err != nil {
+			a.warnings = append(a.warnings, err)
+		} else if err := a.sysctl("net/ipv4/conf/"+nftrules.DSRVXLANDevice+"/rp_filter", "2"); err != nil {
+			a.warnings = append(a.warnings, fmt.Errorf("loose rp_filter on %s: %w", nftrules.DSRVXLANDevice, err))
+		}
+	}
+	if err := a.syncRoutes(plan.Routes, vx); err != nil {
 		errs = append(errs, err)
 	}
 	if len(plan.Ports) > 0 {
@@ -149,10 +168,93 @@ func (a *Applier) Cleanup(ctx context.Context) error {
 	if err := a.nft.Run(ctx, tx); err != nil {
 		errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRTableName, err))
 	}
-	if err := a.syncRoutes(nil); err != nil {
+	if err := a.syncRoutes(nil, 0); err != nil {
 		errs = append(errs, err)
 	}
+	if l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice); err == nil {
+		if err := a.rt.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", nftrules.DSRVXLANDevice, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// VXLAN settings: every node uses the same VNI and port; a node's device MAC is derived from its
+// address, so that entry nodes know it without asking.
+const (
+	VXLANID       = 0x1b1b
+	VXLANPort     = 4789
+	vxlanOverhead = 50 // outer IPv4 20 + UDP 8 + vxlan 8 + inner Ethernet 14
+)
+
+// vxlanMAC is the MAC of the DSR vxlan device of the node at ip.
+func vxlanMAC(ip netip.Addr) net.HardwareAddr {
+	b := ip.As4()
+	return net.HardwareAddr{0x02, 0x1b, b[0], b[1], b[2], b[3]}
+}
+
+// encapNextHop is the link-local next hop that stands for slot's node on the vxlan device.
+func encapNextHop(slot int) net.IP { return net.IPv4(169, 254, byte(0x1b+slot>>8), byte(slot)) }
+
+// ensureVXLAN creates (or finds) the DSR vxlan device, sourced from self, and returns its index.
+func (a *Applier) ensureVXLAN(self netip.Addr) (int, error) {
+	if l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice); err == nil {
+		if l.Attrs().OperState != netlink.OperUp {
+			_ = a.rt.LinkSetUp(l)
+		}
+		return l.Attrs().Index, a.vxlanAddr(l)
+	}
+	mtu := 1500 // of the interface that has self's address, if found
+	if addrs, err := a.rt.AddrList(nil, netlink.FAMILY_V4); err == nil {
+		for _, ad := range addrs {
+			if ip, ok := netip.AddrFromSlice(ad.IP); ok && ip.Unmap() == self {
+				if l, err := a.rt.LinkByIndex(ad.LinkIndex); err == nil && l.Attrs().MTU > 0 {
+					mtu = l.Attrs().MTU
+				}
+			}
+		}
+	}
+	vx := &netlink.Vxlan{
+		LinkAttrs: netlink.LinkAttrs{Name: nftrules.DSRVXLANDevice, HardwareAddr: vxlanMAC(self), MTU: mtu - vxlanOverhead},
+		VxlanId:   VXLANID, SrcAddr: net.IP(self.AsSlice()), Port: VXLANPort, Learning: false,
+	}
+	if err := a.rt.LinkAdd(vx); err != nil {
+		return 0, fmt.Errorf("creating %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice)
+	if err != nil {
+		return 0, fmt.Errorf("finding %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	if err := a.rt.LinkSetUp(l); err != nil {
+		return 0, fmt.Errorf("setting %s up: %w", nftrules.DSRVXLANDevice, err)
+	}
+	return l.Attrs().Index, a.vxlanAddr(l)
+}
+
+// vxlanAddr gives the vxlan device an IPv4 address (the same link-local /32 on every node): the
+// kernel's reverse-path check fails every packet that arrives on a device without one, in strict
+// and loose mode alike.
+func (a *Applier) vxlanAddr(l netlink.Link) error {
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(169, 254, 26, 1).To4(), Mask: net.CIDRMask(32, 32)}, Scope: int(netlink.SCOPE_LINK)}
+	if err := a.rt.AddrReplace(l, addr); err != nil {
+		return fmt.Errorf("address of %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	return nil
+}
+
+// encap points rt (r's default route) through the vxlan device vx: neighbor and forwarding-database
+// entries for r's node.
+func (a *Applier) encap(vx int, r nftrules.DSRRoute, rt *netlink.Route) error {
+	mac, nh := vxlanMAC(r.IP), encapNextHop(r.Slot)
+	if err := a.rt.NeighSet(&netlink.Neigh{LinkIndex: vx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: nh, HardwareAddr: mac}); err != nil {
+		return fmt.Errorf("neighbor of node %s on %s: %w", r.Node, nftrules.DSRVXLANDevice, err)
+	}
+	if err := a.rt.NeighSet(&netlink.Neigh{LinkIndex: vx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF, State: netlink.NUD_PERMANENT,
+		IP: net.IP(r.IP.AsSlice()), HardwareAddr: mac}); err != nil {
+		return fmt.Errorf("forwarding entry of node %s on %s: %w", r.Node, nftrules.DSRVXLANDevice, err)
+	}
+	rt.Gw, rt.LinkIndex, rt.Flags = nh, vx, int(netlink.FLAG_ONLINK)
+	return nil
 }
 
 // peerMACs returns the link-layer addresses the neighbor table holds for peers, sorted. The
@@ -186,7 +288,11 @@ func isDSRTable(t int) bool {
 
 // syncRoutes makes the DSR rules and routes those of want: one rule and one default route per
 // route, in table DSRTable(slot). Rules and routes of DSR tables not wanted are deleted.
-func (a *Applier) syncRoutes(want []nftrules.DSRRoute) error {
+//
+// A node on a connected network is the next hop itself. A node behind a gateway is reached
+// through the vxlan device vx (0: none): its route goes to a link-local next hop whose neighbor
+// entry is the node's vxlan MAC, and the forwarding database sends that MAC to the node's address.
+func (a *Applier) syncRoutes(want []nftrules.DSRRoute, vx int) error {
 	var errs []error
 	wantTable := map[int]nftrules.DSRRoute{}
 	for _, r := range want {
@@ -196,15 +302,30 @@ func (a *Applier) syncRoutes(want []nftrules.DSRRoute) error {
 	if err != nil {
 		return fmt.Errorf("listing policy rules: %w", err)
 	}
-	have := map[int]bool{}
+	// Two rules per slot: the mark to the slot's table, and, one priority earlier, the mark of
+	// a packet this node sends (iif lo: the vxlan device's outer packet, which keeps the inner
+	// packet's mark) to the main table, or the outer packet would be routed into the tunnel again.
+	have, haveLocal := map[int]bool{}, map[uint32]bool{}
+	wantMark := map[uint32]bool{}
+	for _, r := range want {
+		wantMark[nftrules.DSRMark(r.Slot)] = true
+	}
 	for i := range rules {
 		r := &rules[i]
-		if !isDSRTable(r.Table) {
-			continue
-		}
-		w, ok := wantTable[r.Table]
-		if ok && r.Mark == nftrules.DSRMark(w.Slot) && r.Mask != nil && *r.Mask == nftrules.DSRMarkMask && !have[r.Table] {
-			have[r.Table] = true
+		ours := r.Mask != nil && *r.Mask == nftrules.DSRMarkMask
+		switch {
+		case isDSRTable(r.Table):
+			w, ok := wantTable[r.Table]
+			if ok && ours && r.Mark == nftrules.DSRMark(w.Slot) && !have[r.Table] {
+				have[r.Table] = true
+				continue
+			}
+		case ours && r.Priority == nftrules.DSRRulePriority-1 && r.IifName == "lo":
+			if wantMark[r.Mark] && !haveLocal[r.Mark] {
+				haveLocal[r.Mark] = true
+				continue
+			}
+		default:
 			continue
 		}
 		if err := a.rt.RuleDel(r); err != nil {
@@ -231,13 +352,32 @@ func (a *Applier) syncRoutes(want []nftrules.DSRRoute) error {
 		if via, err := a.rt.RouteGet(gw); err == nil && len(via) > 0 {
 			rt.LinkIndex = via[0].LinkIndex
 			if via[0].Gw != nil {
-				a.warnings = append(a.warnings, fmt.Errorf("node %s (%s) is not on a connected network (reached via %s): direct server return across routed segments needs encapsulation, which is not built", r.Node, r.IP, via[0].Gw))
-				continue
+				if vx == 0 {
+					a.warnings = append(a.warnings, fmt.Errorf("node %s (%s) is not on a connected network (reached via %s) and %s is missing: its flows are not delivered", r.Node, r.IP, via[0].Gw, nftrules.DSRVXLANDevice))
+					continue
+				}
+				if err := a.encap(vx, r, rt); err != nil {
+					errs = append(errs, err)
+					continue
+				}
 			}
 		}
 		if err := a.rt.RouteReplace(rt); err != nil {
 			errs = append(errs, fmt.Errorf("route of node %s via %s in table %d: %w", r.Node, r.IP, t, err))
 			continue
+		}
+		if m := nftrules.DSRMark(r.Slot); !haveLocal[m] {
+			rule := netlink.NewRule()
+			rule.Family = netlink.FAMILY_V4
+			rule.Table = unix.RT_TABLE_MAIN
+			rule.Mark = m
+			mask := uint32(nftrules.DSRMarkMask)
+			rule.Mask = &mask
+			rule.IifName = "lo"
+			rule.Priority = nftrules.DSRRulePriority - 1
+			if err := a.rt.RuleAdd(rule); err != nil {
+				errs = append(errs, fmt.Errorf("policy rule of this node's own packets with mark %#x: %w", m, err))
+			}
 		}
 		if !have[t] {
 			rule := netlink.NewRule()

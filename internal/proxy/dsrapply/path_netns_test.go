@@ -271,3 +271,137 @@ func inNetns(t *testing.T, ns string, f func() error) {
 		t.Fatalf("in %s: %v", ns, err)
 	}
 }
+
+// TestKernelDSRPathRouted: the backend node B is on another segment, behind router R; the entry
+// node E reaches it through the vxlan device (encapsulation), and B answers the client C through
+// R. The pod sees C's address. Skipped unless root with nft, ip and sysctl.
+func TestKernelDSRPathRouted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"nft", "ip", "sysctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	pid := os.Getpid()
+	name := func(s string) string { return fmt.Sprintf("ilbdsrr-%s-%d", s, pid) }
+	swa, swb, c, e, r, b, p := name("swa"), name("swb"), name("c"), name("e"), name("r"), name("b"), name("p")
+	for _, ns := range []string{swa, swb, c, e, r, b, p} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("cannot create a network namespace: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	in := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
+		}
+	}
+	for _, sw := range []string{swa, swb} {
+		in(sw, "ip", "link", "add", "br0", "type", "bridge")
+		in(sw, "ip", "link", "set", "br0", "up")
+	}
+	hosts := []struct{ sw, ns, dev, addr, gw string }{
+		{swa, c, "eth0", "192.0.2.100", "192.0.2.1"}, {swa, e, "eth0", "192.0.2.11", "192.0.2.1"}, {swa, r, "eth0", "192.0.2.1", ""},
+		{swb, r, "eth1", "203.0.113.1", ""}, {swb, b, "eth0", "203.0.113.20", "203.0.113.1"},
+	}
+	for i, h := range hosts {
+		port := fmt.Sprintf("p%d", i)
+		in(h.sw, "ip", "link", "add", port, "type", "veth", "peer", "name", h.dev, "netns", h.ns)
+		in(h.sw, "ip", "link", "set", port, "master", "br0", "up")
+		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", h.dev)
+		in(h.ns, "ip", "link", "set", h.dev, "up")
+		in(h.ns, "ip", "link", "set", "lo", "up")
+		if h.gw != "" {
+			in(h.ns, "ip", "route", "add", "default", "via", h.gw)
+		}
+	}
+	in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	in(b, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p)
+	in(b, "ip", "addr", "add", "10.244.2.1/24", "dev", "vp")
+	in(b, "ip", "link", "set", "vp", "up")
+	in(p, "ip", "addr", "add", "10.244.2.5/24", "dev", "eth0")
+	in(p, "ip", "link", "set", "eth0", "up")
+	in(p, "ip", "route", "add", "default", "via", "10.244.2.1")
+	const vip = "198.51.100.10"
+	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
+
+	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
+		}}}}
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("203.0.113.20")}
+	ctx := context.Background()
+	for node, ns := range map[string]string{"e": e, "b": b} {
+		nsh, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(nsh)
+		nsh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, func(k, v string) error {
+			return exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", strings.ReplaceAll(k, "/", ".")+"="+v).Run()
+		})
+		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if err := a.Apply(ctx, &plan); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		if w := a.Warnings(); len(w) > 0 {
+			t.Fatalf("%s: %v", node, w)
+		}
+	}
+
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, cmd := range [][]string{{e, "ip", "rule"}, {e, "ip", "route", "show", "table", "all"}, {e, "ip", "-d", "-s", "link", "show", "ironlb-dsr0"},
+			{e, "bridge", "fdb", "show", "dev", "ironlb-dsr0"}, {e, "ip", "neigh", "show", "dev", "ironlb-dsr0"}, {b, "ip", "-d", "-s", "link", "show", "ironlb-dsr0"},
+			{b, "ip", "-s", "link", "show", "eth0"}, {b, "conntrack", "-L"}, {b, "sysctl", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.ironlb-dsr0.rp_filter", "net.ipv4.ip_forward"}, {p, "ip", "-s", "link", "show", "eth0"}, {b, "nstat", "-az"}, {p, "nstat", "-az"}} {
+			out, _ := exec.Command("ip", append([]string{"netns", "exec"}, cmd...)...).CombinedOutput()
+			t.Logf("%v:\n%s", cmd[1:], out)
+		}
+	})
+	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					if _, err := r.ReadString('\n'); err != nil {
+						return
+					}
+					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
+				}
+			}()
+		}
+	}()
+	conn := dialIn(t, c, vip+":80")
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	for i := range 3 {
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "hello\n")
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("request %d through the vxlan device: %v", i, err)
+		}
+		if !strings.HasPrefix(line, "192.0.2.100:") {
+			t.Fatalf("request %d: the pod saw %q, want the client's 192.0.2.100", i, strings.TrimSpace(line))
+		}
+	}
+}

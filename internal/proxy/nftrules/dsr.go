@@ -77,6 +77,11 @@ func DSRMark(slot int) uint32 { return uint32(slot) << 16 }
 // DSRTable returns the routing table number policy routing uses for node slot s.
 func DSRTable(slot int) int { return 0x1b00 + slot }
 
+// DSRVXLANDevice is the vxlan device that carries DSR flows to owners on other segments
+// (dsrapply); the DSR table trusts packets from it (loop guard) and clamps the MSS of SYNs sent
+// through it.
+const DSRVXLANDevice = "ironlb-dsr0"
+
 // DSRRulePriority is the priority of the policy-routing rules (before main at 32766).
 const DSRRulePriority = 2000
 
@@ -384,6 +389,7 @@ const (
 	dsrChainMangle  = "mangle-prerouting"
 	dsrChainNAT     = "nat-prerouting"
 	dsrChainNotrack = "untrack-syn"
+	dsrChainForward = "forward"
 	dsrMapRaw       = "raw-services"
 	dsrMapMangle    = "dsr-services"
 	dsrMapLocal     = "local-services"
@@ -411,6 +417,7 @@ func (p *DSRPort) dsrHash(n int) string {
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
 //	                                   (ct mark) if it still has endpoints, else the hash's
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
+//	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("direct server return for ironlb proxy")})
 	for _, c := range []struct {
@@ -421,8 +428,13 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		{dsrChainRaw, knftables.FilterType, knftables.RawPriority},
 		{dsrChainMangle, knftables.FilterType, knftables.ManglePriority},
 		{dsrChainNAT, knftables.NATType, "-110"},
+		{dsrChainForward, knftables.FilterType, knftables.ManglePriority},
 	} {
-		tx.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(knftables.PreroutingHook), Priority: knftables.PtrTo(c.prio)})
+		hook := knftables.PreroutingHook
+		if c.name == dsrChainForward {
+			hook = knftables.ForwardHook
+		}
+		tx.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(hook), Priority: knftables.PtrTo(c.prio)})
 		tx.Flush(&knftables.Chain{Name: c.name})
 	}
 	tx.Add(&knftables.Chain{Name: dsrChainNotrack})
@@ -448,6 +460,8 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 	key := "ip daddr . meta l4proto . th dport"
 	tx.Add(&knftables.Rule{Chain: dsrChainRaw, Rule: "tcp flags & (syn | ack) == syn " + key + " vmap @" + dsrMapRaw})
 	tx.Add(&knftables.Rule{Chain: dsrChainMangle, Rule: key + " vmap @" + dsrMapMangle})
+	tx.Add(&knftables.Rule{Chain: dsrChainForward, Rule: fmt.Sprintf("oifname %q tcp flags syn tcp option maxseg size set rt mtu", DSRVXLANDevice),
+		Comment: knftables.PtrTo("encapsulation costs 50 bytes: clamp the MSS of SYNs sent through it")})
 	self := plan.Slots[plan.Self]
 	if self != 0 {
 		tx.Add(&knftables.Rule{Chain: dsrChainNAT, Rule: fmt.Sprintf("meta mark & 0x%x == 0x%x %s vmap @%s", DSRMarkMask, DSRMark(self), key, dsrMapLocal)})
@@ -503,6 +517,8 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	if len(p.Local) > 0 && self != 0 {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("ether saddr @%s ct mark set %s meta mark set %s return", dsrSetPeers, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
 			Comment: knftables.PtrTo("loop guard: forwarded by another node, and this node has endpoints: serve it here")})
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
+			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
 	}
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark set " + hash + " map @" + owners,
 		Comment: knftables.PtrTo("remember a new flow's owner")})
@@ -568,5 +584,6 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 		tx.Add(&knftables.Rule{Chain: raw, Rule: "ip saddr @" + dsrSetPods + " return"})
 	}
 	tx.Add(&knftables.Rule{Chain: raw, Rule: "ether saddr @" + dsrSetPeers + " return", Comment: knftables.PtrTo("forwarded by another node: tracked here")})
+	tx.Add(&knftables.Rule{Chain: raw, Rule: fmt.Sprintf("iifname %q return", DSRVXLANDevice), Comment: knftables.PtrTo("encapsulated by another node: tracked here")})
 	tx.Add(&knftables.Rule{Chain: raw, Rule: hash + " vmap @" + raw})
 }
