@@ -127,8 +127,8 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	// Routes first: a mark whose route is missing would be routed by the main table, toward the
 	// address itself, i.e. back to the router.
 	vx := 0
-	if self := plan.NodeIPs[plan.Self]; len(plan.Ports) > 0 && self.Is4() {
-		// Every node can receive encapsulated flows, so every node has the device.
+	if self := plan.NodeIPs[plan.Self]; len(plan.Ports) > 0 && self.Is4() && a.offLinkPeer(plan.Peers) {
+		// A node with a peer behind a gateway may send or receive encapsulated flows.
 		var err error
 		if vx, err = a.ensureVXLAN(self); err != nil {
 			a.warnings = append(a.warnings, err)
@@ -229,6 +229,17 @@ func (a *Applier) ensureVXLAN(self netip.Addr) (int, error) {
 		return 0, fmt.Errorf("setting %s up: %w", nftrules.DSRVXLANDevice, err)
 	}
 	return l.Attrs().Index, a.vxlanAddr(l)
+}
+
+// offLinkPeer reports whether a peer is reached through a gateway (then this node needs the vxlan
+// device, to send to it or receive from it).
+func (a *Applier) offLinkPeer(peers []netip.Addr) bool {
+	for _, p := range peers {
+		if via, err := a.rt.RouteGet(net.IP(p.AsSlice())); err == nil && len(via) > 0 && via[0].Gw != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // vxlanAddr gives the vxlan device an IPv4 address (the same link-local /32 on every node): the
