@@ -30,6 +30,7 @@ func proxyCmd() *cobra.Command {
 	f.StringVar(&cfg.IPFamilies, "ip-families", "auto", "tables to program: auto (the node's InternalIP families), ipv4, ipv6 or dual")
 	f.BoolVar(&cfg.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to ClusterIPs")
 	f.IntVar(&cfg.MasqueradeBit, "masquerade-bit", 14, "packet mark bit (0-31) that requests masquerading")
+	f.StringVar(&cfg.ExternalMode, "external-mode", "snat", `how load-balancer and external-IP traffic reaches the pods unless a Service's annotation ironlb.io/external-mode says otherwise: "snat" (as kube-proxy) or "dsr" (direct server return: the client's address is kept with externalTrafficPolicy Cluster, and connections outlive their entry node)`)
 	f.DurationVar(&cfg.SyncPeriod, "sync-period", time.Hour, "full resync interval (changes are applied incrementally as they come)")
 	f.DurationVar(&cfg.MinSyncPeriod, "min-sync-period", 100*time.Millisecond, "least time between two syncs: changes that come faster are applied together")
 	f.DurationVar(&cfg.HealthzTimeout, "healthz-timeout", time.Minute, "/healthz fails when a change has waited this long to be applied")

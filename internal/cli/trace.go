@@ -12,11 +12,13 @@ import (
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/explain"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
 // traceFlags are `ironlb trace`'s flags, as typed.
 type traceFlags struct {
-	from, to, proto, node                   string
+	from, to, proto, node, extMode          string
+	sport                                   uint16
 	fromHost, masqAll                       bool
 	nodePorts, clusterCIDRs, svcCIDRs, dead []string
 }
@@ -39,7 +41,13 @@ func (f *traceFlags) parse() (explain.Query, explain.Options, error) {
 		return q, explain.Options{}, fmt.Errorf("--proto: %q is not tcp, udp or sctp", f.proto)
 	}
 	q.FromHost = f.fromHost
+	q.SrcPort = f.sport
 	opts := explain.Options{Node: f.node, MasqueradeAll: f.masqAll, DeadNodes: f.dead}
+	if f.extMode != "" {
+		if opts.ExternalMode, err = nftrules.ParseExternalMode(f.extMode); err != nil {
+			return q, opts, fmt.Errorf("--external-mode: %w", err)
+		}
+	}
 	if opts.NodePorts, err = convert.ParseNodePorts(f.nodePorts); err != nil {
 		return q, opts, fmt.Errorf("--nodeport-addresses: %w", err)
 	}
@@ -64,7 +72,8 @@ func traceCmd() *cobra.Command {
 			"would program on the node (in memory, nothing is changed), and walks the first packet of a\n" +
 			"connection through them: the map entry matched, the Service and endpoint chains, the endpoint\n" +
 			"choice (random, round-robin or Maglev bucket), the DNAT target and masquerading, or why the\n" +
-			"packet is dropped or rejected. Random choices print one path per endpoint.",
+			"packet is dropped or rejected. Random choices print one path per endpoint. For a direct-server-return\n" +
+			"address it also shows the flow's bucket, backend node, next hop and endpoint (give --sport).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			q, opts, err := fl.parse()
@@ -97,6 +106,8 @@ func traceCmd() *cobra.Command {
 	f.StringVar(&fl.from, "from", "", "source address of the packet (a pod, a client, or with --from-host a node address)")
 	f.StringVar(&fl.to, "to", "", "destination address and port (ClusterIP, load-balancer or external IP, or node address with a node port)")
 	f.StringVar(&fl.proto, "proto", "tcp", "protocol: tcp, udp or sctp")
+	f.Uint16Var(&fl.sport, "sport", 0, "source port: a direct-server-return address hashes it; with it the trace follows the flow to its backend node and endpoint")
+	f.StringVar(&fl.extMode, "external-mode", "snat", "as the proxy's flag: snat or dsr (Services' ironlb.io/external-mode annotations override it)")
 	f.BoolVar(&fl.fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
 	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
 	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")

@@ -94,6 +94,17 @@ type proxier struct {
 	peers      []liveness.Peer
 	addrs      []netip.Addr // local addresses, when node-port CIDRs need them
 	addrsErr   error
+	dsr        dsrApplier // nil: no direct server return (no IPv4 table)
+	dsrDefault nftrules.ExternalMode
+	dsrRefused map[nftrules.ServiceKey]string // refusals already reported
+	dsrPlan    *nftrules.DSRPlan              // last plan applied
+}
+
+// dsrApplier carries out direct-server-return plans (dsrapply.Applier).
+type dsrApplier interface {
+	Apply(ctx context.Context, plan *nftrules.DSRPlan) error
+	Slots() map[string]int
+	Warnings() []error
 }
 
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
@@ -236,6 +247,12 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 		}
 	}
 	p.logSkipped(skipped)
+	if p.dsr != nil {
+		if err := p.syncDSR(ctx, m); err != nil {
+			p.m.syncErrors.WithLabelValues("dsr").Inc()
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -566,4 +583,40 @@ func (p *proxier) setEcho(e echoer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.echo = e
+}
+
+// syncDSR plans and applies the direct-server-return table and routes for m, and reports
+// Services whose DSR request is refused (once per reason, as a Warning event).
+func (p *proxier) syncDSR(ctx context.Context, m *nftrules.Model) error {
+	ips := map[string]netip.Addr{}
+	for _, n := range p.src.Nodes() {
+		if ip, ok := convert.InternalIP(n, true); ok {
+			ips[n.Name] = ip
+		}
+	}
+	plan := nftrules.PlanDSR(m, nftrules.DSRConfig{Default: p.dsrDefault, NodeIPs: ips, Slots: p.dsr.Slots()})
+	err := p.dsr.Apply(ctx, &plan)
+	for _, w := range p.dsr.Warnings() {
+		p.log.Warn("direct server return", "err", w)
+	}
+	now := map[nftrules.ServiceKey]string{}
+	for k, notes := range plan.Refused {
+		for _, n := range notes {
+			now[k] += string(n.Reason) + ";"
+		}
+		if p.dsrRefused[k] == now[k] {
+			continue
+		}
+		for _, n := range notes {
+			p.log.Warn("direct server return refused", "service", k.String(), "reason", string(n.Reason), "msg", n.Message)
+			if p.rec != nil {
+				if obj := p.src.Service(k.Namespace, k.Name); obj != nil {
+					p.rec.Eventf(obj, corev1.EventTypeWarning, string(n.Reason), "%s", n.Message)
+				}
+			}
+		}
+	}
+	p.dsrRefused = now
+	p.m.dsrPorts.Set(float64(len(plan.Ports)))
+	return err
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	ctErrors      prometheus.Counter
 	healthChecks  prometheus.Gauge
 	serviceIssues *prometheus.CounterVec // reason
+	dsrPorts      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,6 +53,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		services: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ironlb_proxy_services", Help: "Services in the model (proxied Services).",
 		}),
+		dsrPorts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ironlb_proxy_dsr_service_ports", Help: "Service ports whose external traffic takes direct server return.",
+		}),
 		skipped: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ironlb_proxy_invalid_services", Help: "Services the rule builder left out as invalid.",
 		}),
@@ -75,6 +79,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.syncDuration, m.syncErrors, m.lastSync, m.operations, m.changed, m.chains, m.staleChains,
-		m.services, m.skipped, m.deadNodes, m.deaths, m.ctDeleted, m.ctErrors, m.healthChecks, m.serviceIssues)
+		m.services, m.skipped, m.deadNodes, m.deaths, m.ctDeleted, m.ctErrors, m.healthChecks, m.serviceIssues, m.dsrPorts)
 	return m
 }

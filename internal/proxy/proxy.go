@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ import (
 	"github.com/ironlb/ironlb/internal/liveness"
 	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
+	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/healthcheck"
 	"github.com/ironlb/ironlb/internal/proxy/nftapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
@@ -81,6 +83,11 @@ type Config struct {
 	EchoTimeout  time.Duration // how long a probe may wait for its answer
 	EchoMisses   int           // unanswered probes before a node is dead
 
+	// ExternalMode is the default way load-balancer and external-IP traffic reaches the pods:
+	// "snat" (as kube-proxy; also "") or "dsr" (direct server return). Services override it with
+	// the annotation ironlb.io/external-mode.
+	ExternalMode string
+
 	Cleanup  bool   // delete ironlb's tables and exit
 	LogLevel string // debug, info, warn or error; used when Logger is nil
 	// Logger receives the proxy's logs (nil: a text logger to stderr at LogLevel). The command line
@@ -104,7 +111,8 @@ func (c *Config) nodeConfig() (convert.NodeConfig, error) {
 }
 
 // Run runs the proxy until ctx ends. The rules stay in place when it returns (as kube-proxy's
-// do), so a restart does not interrupt traffic; --cleanup removes them.
+// do), so a restart does not interrupt traffic; --cleanup removes them. So do the direct server
+// return table and its policy routing: either without the other would misroute DSR flows.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
@@ -128,6 +136,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
 		return fmt.Errorf("--masquerade-bit %d is not 0-31", cfg.MasqueradeBit)
 	}
+	if nftrules.DSRMarkMask&(1<<cfg.MasqueradeBit) != 0 {
+		return fmt.Errorf("--masquerade-bit %d is one of the direct-server-return mark bits (%#x)", cfg.MasqueradeBit, nftrules.DSRMarkMask)
+	}
+	extMode := nftrules.ExternalSNAT
+	if cfg.ExternalMode != "" {
+		if extMode, err = nftrules.ParseExternalMode(cfg.ExternalMode); err != nil {
+			return fmt.Errorf("--external-mode: %w", err)
+		}
+	}
 	rc, err := kube.RESTConfig(cfg.Kubeconfig, "ironlb-proxy/"+cfg.Node, 50, 100)
 	if err != nil {
 		return err
@@ -142,7 +159,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	src := newInformerSource(cs, cfg.Node, cfg.NodeLiveness)
+	// Every node: the echo detector probes them, and direct server return (which any Service may
+	// ask for by annotation) routes to their InternalIPs.
+	src := newInformerSource(cs, cfg.Node, true)
 	p := newProxier(loopConfig{
 		node:          nodeCfg,
 		syncPeriod:    cmp.Or(cfg.SyncPeriod, time.Hour),
@@ -190,13 +209,23 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	for _, f := range fams {
-		s, err := nftapply.NewKernel(nftrules.Config{Family: f, MasqueradeMark: 1 << cfg.MasqueradeBit, MasqueradeAll: cfg.MasqueradeAll})
+		s, err := nftapply.NewKernel(nftrules.Config{Family: f, MasqueradeMark: 1 << cfg.MasqueradeBit, MasqueradeAll: cfg.MasqueradeAll,
+			SkipMark: nftrules.DSRMarkMask})
 		if err != nil {
 			return err
 		}
 		defer s.Close()
 		p.fams = append(p.fams, family{name: f, s: s})
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
+	}
+	if slices.Contains(fams, knftables.IPv4Family) {
+		a, err := dsrapply.NewKernel()
+		if err != nil {
+			return err
+		}
+		p.dsr, p.dsrDefault = a, extMode
+	} else if extMode == nftrules.ExternalDSR {
+		log.Warn("--external-mode=dsr needs IPv4; external traffic stays snat")
 	}
 	if cfg.ConntrackCleanup {
 		if ct, err := conntrack.NewNetlink(); err != nil {
@@ -212,7 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 		startEcho(ioctx, &wg, cfg, self, p, log)
 	}
 	log.Info("proxy running", "families", fams, "nodePortAddresses", nodeCfg.NodePorts.String(),
-		"syncPeriod", p.cfg.syncPeriod, "minSyncPeriod", p.cfg.minSyncPeriod, "conntrackCleanup", p.ct != nil)
+		"externalMode", extMode.String(), "syncPeriod", p.cfg.syncPeriod, "minSyncPeriod", p.cfg.minSyncPeriod, "conntrackCleanup", p.ct != nil)
 	return p.run(ctx)
 }
 
@@ -297,6 +326,13 @@ func cleanup(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		log.Info("table deleted", "family", f, "table", nftrules.TableName)
+	}
+	if a, err := dsrapply.NewKernel(); err != nil {
+		errs = append(errs, err)
+	} else if err := a.Cleanup(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		log.Info("direct server return table, policy rules and routes deleted", "table", nftrules.DSRTableName)
 	}
 	return errors.Join(errs...)
 }

@@ -200,6 +200,7 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 	t.Run("Dashboard", dashboardSuite)
 	t.Run("Alerts", alertsSuite)
 	t.Run("Chaos", chaosSuite)
+	t.Run("DSR", dsrSuite)
 	tables, err := labExec("myk8s-worker", "nft", "list", "tables")
 	if err != nil || !strings.Contains(tables, "table ip ironlb") || strings.Contains(tables, "kube-proxy") {
 		t.Errorf("nftables tables on myk8s-worker: %q %v; want ironlb's and no kube-proxy's", tables, err)

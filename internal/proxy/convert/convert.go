@@ -69,12 +69,19 @@ func (r SkipReason) String() string {
 	return "unknown"
 }
 
+// AnnotationExternalMode selects how a Service's load-balancer and external-IP traffic reaches
+// its pods: "snat" (as kube-proxy) or "dsr" (direct server return; see nftrules.PlanDSR). Absent:
+// the proxy's --external-mode. An unknown value falls back to that default with a Warning.
+const AnnotationExternalMode = "ironlb.io/external-mode"
+
 // WarningReason classifies a Warning (event reasons and test expectations).
 type WarningReason string
 
 const (
 	// BadAlgorithm: the AnnotationAlgorithm value is unknown; random is used.
 	BadAlgorithm WarningReason = "InvalidLoadBalancingAlgorithm"
+	// BadExternalMode: the AnnotationExternalMode value is unknown; the proxy's default is used.
+	BadExternalMode WarningReason = "InvalidExternalMode"
 	// BadAddress: a clusterIP, externalIP or load-balancer ingress IP does not parse; it is ignored.
 	BadAddress WarningReason = "InvalidAddress"
 	// BadSourceRange: a loadBalancerSourceRanges entry does not parse; it is ignored.
@@ -160,6 +167,13 @@ func Service(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node string)
 			warn(BadAlgorithm, "annotation %s: %v; using random", AnnotationAlgorithm, err)
 		}
 		out.Algorithm = alg
+	}
+	if v, ok := svc.Annotations[AnnotationExternalMode]; ok {
+		mode, err := nftrules.ParseExternalMode(strings.TrimSpace(v))
+		if err != nil {
+			warn(BadExternalMode, "annotation %s: %v; using the proxy's --external-mode", AnnotationExternalMode, err)
+		}
+		out.ExternalMode = mode
 	}
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := protocol(sp.Protocol)

@@ -247,6 +247,19 @@ func TestService(t *testing.T) {
 		want:     base(func(s *nftrules.Service) { s.Ports = webPort() }),
 		warnings: []WarningReason{BadAlgorithm},
 	}, {
+		name: "external mode dsr",
+		svc:  service(func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationExternalMode: "dsr"} }),
+		want: base(func(s *nftrules.Service) { s.Ports = webPort(); s.ExternalMode = nftrules.ExternalDSR }),
+	}, {
+		name: "external mode snat",
+		svc:  service(func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationExternalMode: " snat"} }),
+		want: base(func(s *nftrules.Service) { s.Ports = webPort(); s.ExternalMode = nftrules.ExternalSNAT }),
+	}, {
+		name:     "invalid external mode falls back to the default with a warning",
+		svc:      service(func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationExternalMode: "direct"} }),
+		want:     base(func(s *nftrules.Service) { s.Ports = webPort() }),
+		warnings: []WarningReason{BadExternalMode},
+	}, {
 		name: "dual-stack ClusterIPs, bad externalIP",
 		svc: service(func(s *corev1.Service) {
 			s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:10:96::10"}

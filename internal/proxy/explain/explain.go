@@ -48,6 +48,8 @@ type Options struct {
 	// LocalAddrs are extra addresses configured on the node (besides its Node addresses), e.g. for
 	// --nodeport-addresses CIDRs.
 	LocalAddrs []netip.Addr
+	// ExternalMode is the proxy's --external-mode (zero: snat).
+	ExternalMode nftrules.ExternalMode
 }
 
 // Query is the packet to trace: the first packet of a connection.
@@ -56,6 +58,9 @@ type Query struct {
 	To       netip.AddrPort
 	Protocol string // tcp (default), udp or sctp
 	FromHost bool   // sent by a process on the node rather than received from the network
+	// SrcPort is the source port; 0 if unknown. Direct server return hashes it: with it the
+	// report follows the flow to its backend node and endpoint.
+	SrcPort uint16
 }
 
 // Report is a trace with its context.
@@ -68,6 +73,24 @@ type Report struct {
 	Match *Match
 	// Result is the traced path(s).
 	Result *trace.Result
+	// DSR is the direct-server-return path, if the destination is a DSR address of the Service
+	// port and the packet comes from outside (not from a pod or the node).
+	DSR *DSRPath
+}
+
+// DSRPath is a flow's way through direct server return: entry node, bucket, backend node,
+// endpoint.
+type DSRPath struct {
+	Port    nftrules.DSRPort
+	Entry   string
+	SrcPort uint16 // 0: unknown, and the fields below are not set
+	Bucket  uint32
+	Owner   string
+	OwnerIP netip.Addr
+	Slot    int
+	// LocalBucket and Endpoint are the owner's choice among its endpoints.
+	LocalBucket uint32
+	Endpoint    netip.AddrPort
 }
 
 // Match is a Service port a destination address and port belong to.
@@ -137,6 +160,9 @@ func Explain(objs Objects, opts Options, q Query) (*Report, error) {
 		return nil, err
 	}
 	r := &Report{Node: node.Name, Family: fam, Services: len(svcs), Model: n, Result: res}
+	if !q.FromHost && to.Addr().Is4() {
+		r.DSR = dsrPath(objs.Nodes, m, opts.ExternalMode, from, to, proto, q.SrcPort)
+	}
 	r.Match = match(m, to, proto, slices.Contains(host.LocalAddrs, to.Addr()), fam == knftables.IPv6Family, plan.Skipped)
 	return r, nil
 }
@@ -266,8 +292,85 @@ func (r *Report) String() string {
 	} else {
 		r.writeMatch(&b)
 	}
+	if d := r.DSR; d != nil {
+		d.write(&b)
+	}
 	b.WriteString(r.Result.String())
 	return b.String()
+}
+
+var protoNumbers = map[string]uint8{"tcp": 6, "udp": 17, "sctp": 132}
+
+// dsrPath follows a flow from outside to a DSR address: nil if to is not one, or if from is in
+// the pod networks (pods take the snat path).
+func dsrPath(nodes []*corev1.Node, m *nftrules.Model, def nftrules.ExternalMode, from netip.Addr, to netip.AddrPort, proto string, sport uint16) *DSRPath {
+	for _, p := range m.Node.ClusterCIDRs {
+		if p.Contains(from) {
+			return nil
+		}
+	}
+	ips := map[string]netip.Addr{}
+	for _, n := range nodes {
+		ips[n.Name], _ = convert.InternalIP(n, true)
+	}
+	cfg := nftrules.DSRConfig{Default: def, NodeIPs: ips}
+	find := func(plan *nftrules.DSRPlan) *nftrules.DSRPort {
+		for i := range plan.Ports {
+			p := &plan.Ports[i]
+			if string(p.Protocol) == proto && p.Port == to.Port() && slices.Contains(p.Addrs, to.Addr()) {
+				return p
+			}
+		}
+		return nil
+	}
+	plan := nftrules.PlanDSR(m, cfg)
+	p := find(&plan)
+	if p == nil {
+		return nil
+	}
+	d := &DSRPath{Port: *p, Entry: m.Node.Name, SrcPort: sport}
+	if sport == 0 {
+		return d
+	}
+	d.Bucket = trace.DSRBucket(from, to.Addr(), sport, to.Port(), protoNumbers[proto], uint32(len(p.Buckets)), p.Seed)
+	d.Owner = p.Owner(d.Bucket)
+	d.OwnerIP, d.Slot = plan.NodeIPs[d.Owner], plan.Slots[d.Owner]
+	// The owner's own plan: its local endpoints and their table.
+	mm := *m
+	mm.Node.Name = d.Owner
+	op := nftrules.PlanDSR(&mm, cfg)
+	if q := find(&op); q != nil && len(q.LocalBuckets) > 0 {
+		d.LocalBucket = trace.DSRBucket(from, to.Addr(), sport, to.Port(), protoNumbers[proto], uint32(len(q.LocalBuckets)), q.LocalSeed())
+		d.Endpoint = q.Local[q.LocalBuckets[d.LocalBucket]]
+	}
+	return d
+}
+
+func (d *DSRPath) write(b *strings.Builder) {
+	p := &d.Port
+	counts := map[string]int{}
+	for _, o := range p.Buckets {
+		counts[p.Nodes[o]]++
+	}
+	var owners []string
+	for i, n := range p.Nodes {
+		owners = append(owners, fmt.Sprintf("%s (%d endpoints, %d buckets)", n, p.Weights[i], counts[n]))
+	}
+	fmt.Fprintf(b, "direct server return: the flow's backend node is bucket jhash(5-tuple) mod %d of a Maglev table over %s\n", len(p.Buckets), strings.Join(owners, ", "))
+	if d.SrcPort == 0 {
+		b.WriteString("  the source port picks the bucket: give --sport to follow one flow\n")
+	} else {
+		fmt.Fprintf(b, "  entry %s: flow from port %d is bucket %d -> backend node %s", d.Entry, d.SrcPort, d.Bucket, d.Owner)
+		if d.Owner == d.Entry {
+			b.WriteString(" (this node)\n")
+		} else {
+			fmt.Fprintf(b, ": forwarded unmodified to next hop %s (mark %#x, routing table %d), no DNAT here\n", d.OwnerIP, nftrules.DSRMark(d.Slot), nftrules.DSRTable(d.Slot))
+		}
+		if d.Endpoint.IsValid() {
+			fmt.Fprintf(b, "  backend %s: local bucket %d -> DNAT to %s, no masquerade: the pod sees the client's address and replies from the service address straight to the client\n", d.Owner, d.LocalBucket, d.Endpoint)
+		}
+	}
+	b.WriteString("  (the main table's path below is the snat path that pods and the node itself take)\n")
 }
 
 func (r *Report) writeMatch(b *strings.Builder) {

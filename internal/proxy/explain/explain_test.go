@@ -3,6 +3,7 @@ package explain
 import (
 	"errors"
 	"flag"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -130,6 +131,10 @@ func TestExplainGolden(t *testing.T) {
 		{"node port on a node without local endpoints", Options{Node: "node-c"}, Query{From: a("203.0.113.50"), To: ap("192.168.0.12:30080")}},
 		{"UDP round-robin", Options{Node: "node-a"}, Query{From: a("10.244.1.9"), To: ap("10.96.0.53:53"), Protocol: "udp"}},
 		{"not a Service", Options{Node: "node-a"}, Query{From: a("10.244.1.9"), To: ap("10.244.2.5:8080")}},
+		{"direct server return, source port unknown", Options{Node: "node-c", ExternalMode: nftrules.ExternalDSR}, Query{From: a("203.0.113.50"), To: ap("192.168.1.241:80")}},
+		{"direct server return, entry node-c", Options{Node: "node-c", ExternalMode: nftrules.ExternalDSR}, Query{From: a("203.0.113.50"), To: ap("192.168.1.241:80"), SrcPort: 40000}},
+		{"direct server return, another flow", Options{Node: "node-c", ExternalMode: nftrules.ExternalDSR}, Query{From: a("203.0.113.50"), To: ap("192.168.1.241:80"), SrcPort: 40002}},
+		{"direct server return, pods take the snat path", Options{Node: "node-a", ExternalMode: nftrules.ExternalDSR}, Query{From: a("10.244.1.9"), To: ap("192.168.1.241:80"), SrcPort: 40000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Explain(cluster(), tc.opts, tc.q)

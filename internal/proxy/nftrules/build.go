@@ -30,6 +30,10 @@ type Config struct {
 	// DefaultMaglevTableSize. A Service port with more than a quarter as many endpoints gets the
 	// next larger table (which remaps its clients once).
 	MaglevTableSize int
+	// SkipMark, if not 0, are packet-mark bits that leave a packet to another table: nat-prerouting
+	// returns for packets with any of them set before it looks for Services (DSRMarkMask: the
+	// DSR table routes or DNATs them itself).
+	SkipMark uint32
 }
 
 // Builder writes the rules of one family into knftables transactions. It holds no state
@@ -385,6 +389,11 @@ func (b *Builder) writeBase(e *emitter, n *Node) {
 	e.tx.Flush(&knftables.Set{Name: setHairpin})
 	e.ops += 2
 
+	if b.cfg.SkipMark != 0 {
+		e.addRule(&Rule{Chain: chainNATPrerouting, Stmts: []Stmt{
+			{Kind: StmtMatch, Key: []Expr{{Field: FieldMark, Meta: true, Mask: b.cfg.SkipMark}}, Op: OpNeq, Value: NumValue(0)}, verdict(Return)},
+			Comment: "direct server return: the DSR table routes or DNATs these"})
+	}
 	for _, j := range jumps {
 		var stmts []Stmt
 		if j.ctNew {

@@ -108,6 +108,16 @@ func goldenCases() []goldenCase {
 			{"node port", tcp("192.168.5.5", "192.168.0.10", 30080), "DNAT 10.244.1.5:8080 masq | DNAT 10.244.2.5:8080 masq"},
 		},
 	}, {
+		// ironlb proxy's configuration: packets the DSR table marked are left to it (nat-prerouting
+		// returns); unmarked ones, as here, take the snat path.
+		name:     "lb-cluster-dsr-skip-mark",
+		cfg:      nftrules.Config{SkipMark: nftrules.DSRMarkMask},
+		services: []*nftrules.Service{lb("lb", local1, remote2)},
+		flows: []flow{
+			{"external to LB IP", tcp("192.168.5.5", "192.168.1.240", 80), "DNAT 10.244.1.5:8080 masq | DNAT 10.244.2.5:8080 masq"},
+			{"pod to LB IP", tcp("10.244.1.9", "192.168.1.240", 80), "DNAT 10.244.1.5:8080 masq | DNAT 10.244.2.5:8080 masq"},
+		},
+	}, {
 		name: "lb-local",
 		services: []*nftrules.Service{func() *nftrules.Service {
 			s := lb("lb", local1, remote2)

@@ -106,6 +106,11 @@ type Service struct {
 	LoadBalancerSourceRanges []netip.Prefix
 
 	Algorithm Algorithm
+
+	// ExternalMode is how load-balancer and external-IP traffic reaches the pods: snat (the
+	// main table, as kube-proxy) or direct server return (PlanDSR, WriteDSR). The zero value
+	// is the proxy's default.
+	ExternalMode ExternalMode
 }
 
 // Key returns the Service's namespace and name.

@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// fakeDSR records the plans applied.
+type fakeDSR struct {
+	plans []nftrules.DSRPlan
+	slots map[string]int
+}
+
+func (f *fakeDSR) Apply(_ context.Context, plan *nftrules.DSRPlan) error {
+	f.plans = append(f.plans, *plan)
+	f.slots = plan.Slots
+	return nil
+}
+func (f *fakeDSR) Slots() map[string]int { return f.slots }
+func (f *fakeDSR) Warnings() []error     { return nil }
+
+// fakeRecorder records events as "TYPE REASON ns/name: message".
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *fakeRecorder) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := obj.(metav1.Object)
+	r.events = append(r.events, fmt.Sprintf("%s %s %s/%s: %s", typ, reason, m.GetNamespace(), m.GetName(), fmt.Sprintf(format, args...)))
+}
+
+func dsrNode(name, ip string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+func dsrService(name, lbIP string, ann map[string]string, local bool) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: name, Annotations: ann},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: lbIP}}}},
+	}
+	if local {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns1", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.244.2.5"}, NodeName: ptr.To("node-b"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+		},
+	}
+	return svc, es
+}
+
+// TestSyncDSR: after each sync the proxy applies the DSR plan of the Services in dsr mode (by
+// annotation or by default); a Service whose DSR request is refused gets one Warning event, not
+// one per sync.
+func TestSyncDSR(t *testing.T) {
+	web, webES := dsrService("web", "192.168.1.240", map[string]string{"ironlb.io/external-mode": "dsr"}, false)
+	loc, locES := dsrService("loc", "192.168.1.241", map[string]string{"ironlb.io/external-mode": "dsr"}, true)
+	plain, plainES := dsrService("plain", "192.168.1.242", nil, false)
+	src := &staticSource{
+		svcs:   []*corev1.Service{web, loc, plain},
+		slices: []*discoveryv1.EndpointSlice{webES, locES, plainES},
+		nodes:  []*corev1.Node{dsrNode("node-a", "192.168.0.10"), dsrNode("node-b", "192.168.0.11")},
+	}
+	p := testProxier(t, src, &recordingSyncer{}, loopConfig{})
+	d := &fakeDSR{}
+	rec := &fakeRecorder{}
+	p.dsr, p.rec = d, rec
+	ctx := context.Background()
+	for range 2 {
+		if err := p.sync(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(d.plans) != 2 {
+		t.Fatalf("%d plans applied, want one per sync", len(d.plans))
+	}
+	plan := d.plans[1]
+	if len(plan.Ports) != 1 || plan.Ports[0].Service.Name != "web" || plan.Ports[0].Addrs[0] != netip.MustParseAddr("192.168.1.240") {
+		t.Errorf("ports %v, want ns1/web's only", plan.String())
+	}
+	if len(plan.Routes) != 1 || plan.Routes[0].Node != "node-b" || plan.Routes[0].IP != netip.MustParseAddr("192.168.0.11") {
+		t.Errorf("routes %+v, want node-b via 192.168.0.11", plan.Routes)
+	}
+	want := []string{"Warning " + string(nftrules.RefuseLocalPolicy) + " ns1/loc: externalTrafficPolicy Local already keeps the client address and has no spread to keep; served as Local (snat mode)"}
+	if fmt.Sprint(rec.events) != fmt.Sprint(want) {
+		t.Errorf("events %q, want %q", rec.events, want)
+	}
+
+	// The proxy's default dsr takes in the Service without annotation.
+	p.dsrDefault = nftrules.ExternalDSR
+	if err := p.sync(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.plans[len(d.plans)-1].String(); len(d.plans[len(d.plans)-1].Ports) != 2 {
+		t.Errorf("with --external-mode=dsr: ports\n%s want web and plain", got)
+	}
+}

@@ -1,0 +1,416 @@
+// Package dsrapply carries out a direct-server-return plan (nftrules.PlanDSR) on this node: the
+// nftables table nftrules.DSRTableName through knftables, and the policy routing that sends each
+// other node's mark to that node as next hop (one `ip rule fwmark SLOT<<16/0x0fff0000 lookup
+// TABLE` and one `default via NODE-IP` route per node, through vishvananda/netlink), or, for a
+// node behind a gateway, through the vxlan device nftrules.DSRVXLANDevice; and the sysctls the
+// path needs. [Applier.Cleanup] removes all of it.
+package dsrapply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// Routing is the policy-routing edge: netlink.Handle in production, a fake in tests.
+type Routing interface {
+	RuleList(family int) ([]netlink.Rule, error)
+	RuleAdd(rule *netlink.Rule) error
+	RuleDel(rule *netlink.Rule) error
+	RouteListFiltered(family int, filter *netlink.Route, filterMask uint64) ([]netlink.Route, error)
+	RouteReplace(route *netlink.Route) error
+	RouteDel(route *netlink.Route) error
+	RouteGet(destination net.IP) ([]netlink.Route, error)
+	NeighList(linkIndex, family int) ([]netlink.Neigh, error)
+	NeighSet(neigh *netlink.Neigh) error
+	LinkByName(name string) (netlink.Link, error)
+	LinkAdd(link netlink.Link) error
+	LinkSetUp(link netlink.Link) error
+	LinkDel(link netlink.Link) error
+	LinkByIndex(index int) (netlink.Link, error)
+	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
+	AddrReplace(link netlink.Link, addr *netlink.Addr) error
+}
+
+var _ Routing = (*netlink.Handle)(nil)
+
+// Sysctls are the settings the DSR path needs on every node, with why:
+//   - ip_forward: the entry node forwards the unmodified packet to the owner;
+//   - send_redirects off: the entry node forwards out of the interface the packet came in by, and
+//     would otherwise tell the client (ICMP redirect) to talk to the owner directly;
+//   - nf_conntrack_tcp_be_liberal: the entry node sees only the client's half of a TCP flow; its
+//     conntrack entry must not call the client's segments out of window (INVALID);
+//   - nf_conntrack_tcp_loose: a mid-stream ACK (the entry's first packet of a flow after a SYN
+//     that was not tracked, or after a failover) starts a tracked flow.
+var Sysctls = map[string]string{
+	"net/ipv4/ip_forward":                       "1",
+	"net/ipv4/conf/all/send_redirects":          "0",
+	"net/ipv4/conf/default/send_redirects":      "0",
+	"net/netfilter/nf_conntrack_tcp_be_liberal": "1",
+	"net/netfilter/nf_conntrack_tcp_loose":      "1",
+}
+
+// Applier applies DSR plans. It is not safe for concurrent use: the proxy's sync loop owns it.
+type Applier struct {
+	nft    knftables.Interface
+	rt     Routing
+	sysctl func(name, value string) error
+	done   bool // sysctls written (or tried)
+	// warnings are problems that do not fail a sync (a sysctl not written, a node not on a
+	// connected network), for the caller to log: Warnings returns and clears them.
+	warnings []error
+	slots    map[string]int
+}
+
+// New returns an Applier over nft (an Interface for family ip, table nftrules.DSRTableName) and
+// rt. sysctl writes one setting (nil: /proc/sys).
+func New(nft knftables.Interface, rt Routing, sysctl func(name, value string) error) *Applier {
+	if sysctl == nil {
+		sysctl = writeProcSys
+	}
+	return &Applier{nft: nft, rt: rt, sysctl: sysctl}
+}
+
+// NewKernel returns an Applier of this network namespace.
+func NewKernel() (*Applier, error) {
+	nft, err := knftables.New(knftables.IPv4Family, nftrules.DSRTableName)
+	if err != nil {
+		return nil, fmt.Errorf("nftables for %s: %w", nftrules.DSRTableName, err)
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	return New(nft, h, nil), nil
+}
+
+func writeProcSys(name, value string) error {
+	return os.WriteFile(filepath.Join("/proc/sys", name), []byte(value), 0o644)
+}
+
+// Warnings returns the problems of the last Apply calls that did not fail them, and forgets them:
+// a sysctl that could not be written, a node that is not on a connected network (its flows are
+// routed by the main table, i.e. not delivered).
+func (a *Applier) Warnings() []error {
+	w := a.warnings
+	a.warnings = nil
+	return w
+}
+
+// Slots returns the node slots of the last plan applied, for the next PlanDSR.
+func (a *Applier) Slots() map[string]int { return a.slots }
+
+// Apply writes plan's table (in one transaction) and makes policy routing match plan.Routes.
+// The table is written even for a plan without ports (it then passes every packet); sysctls are
+// written once, when the first plan with ports comes.
+func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
+	var errs []error
+	if len(plan.Ports) > 0 && !a.done {
+		for _, k := range sortedKeys(Sysctls) {
+			if err := a.sysctl(k, Sysctls[k]); err != nil {
+				a.warnings = append(a.warnings, fmt.Errorf("sysctl %s=%s: %w", k, Sysctls[k], err))
+			}
+		}
+		a.done = true
+	}
+	// Routes first: a mark whose route is missing would be routed by the main table, toward the
+	// address itself, i.e. back to the router.
+	vx := 0
+	if self := plan.NodeIPs[plan.Self]; len(plan.Ports) > 0 && self.Is4() && a.offLinkPeer(plan.Peers) {
+		// A node with a peer behind a gateway may send or receive encapsulated flows.
+		var err error
+		if vx, err = a.ensureVXLAN(self); err != nil {
+			a.warnings = append(a.warnings, err)
+		} else if err := a.sysctl("net/ipv4/conf/"+nftrules.DSRVXLANDevice+"/rp_filter", "2"); err != nil {
+			a.warnings = append(a.warnings, fmt.Errorf("loose rp_filter on %s: %w", nftrules.DSRVXLANDevice, err))
+		}
+	}
+	if err := a.syncRoutes(plan.Routes, vx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(plan.Ports) > 0 {
+		macs, err := a.peerMACs(plan.Peers)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		plan.PeerMACs = macs
+	}
+	tx := a.nft.NewTransaction()
+	// Delete and re-create: the table is small, and this drops per-port chains and maps of
+	// Services that left in the same atomic transaction.
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	nftrules.WriteDSR(tx, plan)
+	if err := a.nft.Run(ctx, tx); err != nil {
+		errs = append(errs, fmt.Errorf("writing table %s: %w", nftrules.DSRTableName, err))
+	}
+	a.slots = plan.Slots
+	return errors.Join(errs...)
+}
+
+// Cleanup deletes the DSR table and every policy rule and route of the DSR tables.
+func (a *Applier) Cleanup(ctx context.Context) error {
+	var errs []error
+	tx := a.nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	if err := a.nft.Run(ctx, tx); err != nil {
+		errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRTableName, err))
+	}
+	if err := a.syncRoutes(nil, 0); err != nil {
+		errs = append(errs, err)
+	}
+	if l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice); err == nil {
+		if err := a.rt.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", nftrules.DSRVXLANDevice, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// VXLAN settings: every node uses the same VNI and port; a node's device MAC is derived from its
+// address, so that entry nodes know it without asking.
+const (
+	VXLANID       = 0x1b1b
+	VXLANPort     = 4789
+	vxlanOverhead = 50 // outer IPv4 20 + UDP 8 + vxlan 8 + inner Ethernet 14
+)
+
+// vxlanMAC is the MAC of the DSR vxlan device of the node at ip.
+func vxlanMAC(ip netip.Addr) net.HardwareAddr {
+	b := ip.As4()
+	return net.HardwareAddr{0x02, 0x1b, b[0], b[1], b[2], b[3]}
+}
+
+// encapNextHop is the link-local next hop that stands for slot's node on the vxlan device.
+func encapNextHop(slot int) net.IP { return net.IPv4(169, 254, byte(0x1b+slot>>8), byte(slot)) }
+
+// ensureVXLAN creates (or finds) the DSR vxlan device, sourced from self, and returns its index.
+func (a *Applier) ensureVXLAN(self netip.Addr) (int, error) {
+	if l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice); err == nil {
+		if l.Attrs().OperState != netlink.OperUp {
+			_ = a.rt.LinkSetUp(l)
+		}
+		return l.Attrs().Index, a.vxlanAddr(l)
+	}
+	mtu := 1500 // of the interface that has self's address, if found
+	if addrs, err := a.rt.AddrList(nil, netlink.FAMILY_V4); err == nil {
+		for _, ad := range addrs {
+			if ip, ok := netip.AddrFromSlice(ad.IP); ok && ip.Unmap() == self {
+				if l, err := a.rt.LinkByIndex(ad.LinkIndex); err == nil && l.Attrs().MTU > 0 {
+					mtu = l.Attrs().MTU
+				}
+			}
+		}
+	}
+	vx := &netlink.Vxlan{
+		LinkAttrs: netlink.LinkAttrs{Name: nftrules.DSRVXLANDevice, HardwareAddr: vxlanMAC(self), MTU: mtu - vxlanOverhead},
+		VxlanId:   VXLANID, SrcAddr: net.IP(self.AsSlice()), Port: VXLANPort, Learning: false,
+	}
+	if err := a.rt.LinkAdd(vx); err != nil {
+		return 0, fmt.Errorf("creating %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	l, err := a.rt.LinkByName(nftrules.DSRVXLANDevice)
+	if err != nil {
+		return 0, fmt.Errorf("finding %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	if err := a.rt.LinkSetUp(l); err != nil {
+		return 0, fmt.Errorf("setting %s up: %w", nftrules.DSRVXLANDevice, err)
+	}
+	return l.Attrs().Index, a.vxlanAddr(l)
+}
+
+// offLinkPeer reports whether a peer is reached through a gateway (then this node needs the vxlan
+// device, to send to it or receive from it).
+func (a *Applier) offLinkPeer(peers []netip.Addr) bool {
+	for _, p := range peers {
+		if via, err := a.rt.RouteGet(net.IP(p.AsSlice())); err == nil && len(via) > 0 && via[0].Gw != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// vxlanAddr gives the vxlan device an IPv4 address (the same link-local /32 on every node): the
+// kernel's reverse-path check fails every packet that arrives on a device without one, in strict
+// and loose mode alike.
+func (a *Applier) vxlanAddr(l netlink.Link) error {
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(169, 254, 26, 1).To4(), Mask: net.CIDRMask(32, 32)}, Scope: int(netlink.SCOPE_LINK)}
+	if err := a.rt.AddrReplace(l, addr); err != nil {
+		return fmt.Errorf("address of %s: %w", nftrules.DSRVXLANDevice, err)
+	}
+	return nil
+}
+
+// encap points rt (r's default route) through the vxlan device vx: neighbor and forwarding-database
+// entries for r's node.
+func (a *Applier) encap(vx int, r nftrules.DSRRoute, rt *netlink.Route) error {
+	mac, nh := vxlanMAC(r.IP), encapNextHop(r.Slot)
+	if err := a.rt.NeighSet(&netlink.Neigh{LinkIndex: vx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: nh, HardwareAddr: mac}); err != nil {
+		return fmt.Errorf("neighbor of node %s on %s: %w", r.Node, nftrules.DSRVXLANDevice, err)
+	}
+	if err := a.rt.NeighSet(&netlink.Neigh{LinkIndex: vx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF, State: netlink.NUD_PERMANENT,
+		IP: net.IP(r.IP.AsSlice()), HardwareAddr: mac}); err != nil {
+		return fmt.Errorf("forwarding entry of node %s on %s: %w", r.Node, nftrules.DSRVXLANDevice, err)
+	}
+	rt.Gw, rt.LinkIndex, rt.Flags = nh, vx, int(netlink.FLAG_ONLINK)
+	return nil
+}
+
+// peerMACs returns the link-layer addresses the neighbor table holds for peers, sorted. The
+// proxy's echo detector probes every node, so they are there once it has run; a peer not there
+// yet is left out of the loop guard until the next sync.
+func (a *Applier) peerMACs(peers []netip.Addr) ([]string, error) {
+	if len(peers) == 0 {
+		return nil, nil
+	}
+	neighs, err := a.rt.NeighList(0, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing neighbors for the loop guard: %w", err)
+	}
+	var out []string
+	for _, n := range neighs {
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok || len(n.HardwareAddr) != 6 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(peers, ip.Unmap(), netip.Addr.Compare); found {
+			out = append(out, n.HardwareAddr.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func isDSRTable(t int) bool {
+	return t > nftrules.DSRTable(0) && t <= nftrules.DSRTable(nftrules.DSRMaxSlot)
+}
+
+// syncRoutes makes the DSR rules and routes those of want: one rule and one default route per
+// route, in table DSRTable(slot). Rules and routes of DSR tables not wanted are deleted.
+//
+// A node on a connected network is the next hop itself. A node behind a gateway is reached
+// through the vxlan device vx (0: none): its route goes to a link-local next hop whose neighbor
+// entry is the node's vxlan MAC, and the forwarding database sends that MAC to the node's address.
+func (a *Applier) syncRoutes(want []nftrules.DSRRoute, vx int) error {
+	var errs []error
+	wantTable := map[int]nftrules.DSRRoute{}
+	for _, r := range want {
+		wantTable[nftrules.DSRTable(r.Slot)] = r
+	}
+	rules, err := a.rt.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("listing policy rules: %w", err)
+	}
+	// Two rules per slot: the mark to the slot's table, and, one priority earlier, the mark of
+	// a packet this node sends (iif lo: the vxlan device's outer packet, which keeps the inner
+	// packet's mark) to the main table, or the outer packet would be routed into the tunnel again.
+	have, haveLocal := map[int]bool{}, map[uint32]bool{}
+	wantMark := map[uint32]bool{}
+	for _, r := range want {
+		wantMark[nftrules.DSRMark(r.Slot)] = true
+	}
+	for i := range rules {
+		r := &rules[i]
+		ours := r.Mask != nil && *r.Mask == nftrules.DSRMarkMask
+		switch {
+		case isDSRTable(r.Table):
+			w, ok := wantTable[r.Table]
+			if ok && ours && r.Mark == nftrules.DSRMark(w.Slot) && !have[r.Table] {
+				have[r.Table] = true
+				continue
+			}
+		case ours && r.Priority == nftrules.DSRRulePriority-1 && r.IifName == "lo":
+			if wantMark[r.Mark] && !haveLocal[r.Mark] {
+				haveLocal[r.Mark] = true
+				continue
+			}
+		default:
+			continue
+		}
+		if err := a.rt.RuleDel(r); err != nil {
+			errs = append(errs, fmt.Errorf("deleting policy rule to table %d: %w", r.Table, err))
+		}
+	}
+	// Routes of DSR tables no longer wanted (one dump of every table).
+	routes, err := a.rt.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing routes: %w", err))
+	}
+	for i := range routes {
+		if _, ok := wantTable[routes[i].Table]; ok || !isDSRTable(routes[i].Table) {
+			continue
+		}
+		if err := a.rt.RouteDel(&routes[i]); err != nil {
+			errs = append(errs, fmt.Errorf("deleting route of table %d: %w", routes[i].Table, err))
+		}
+	}
+	for _, r := range want {
+		t := nftrules.DSRTable(r.Slot)
+		gw := net.IP(r.IP.AsSlice())
+		rt := &netlink.Route{Table: t, Gw: gw, Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}}
+		if via, err := a.rt.RouteGet(gw); err == nil && len(via) > 0 {
+			rt.LinkIndex = via[0].LinkIndex
+			if via[0].Gw != nil {
+				if vx == 0 {
+					a.warnings = append(a.warnings, fmt.Errorf("node %s (%s) is not on a connected network (reached via %s) and %s is missing: its flows are not delivered", r.Node, r.IP, via[0].Gw, nftrules.DSRVXLANDevice))
+					continue
+				}
+				if err := a.encap(vx, r, rt); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+		}
+		if err := a.rt.RouteReplace(rt); err != nil {
+			errs = append(errs, fmt.Errorf("route of node %s via %s in table %d: %w", r.Node, r.IP, t, err))
+			continue
+		}
+		if m := nftrules.DSRMark(r.Slot); !haveLocal[m] {
+			rule := netlink.NewRule()
+			rule.Family = netlink.FAMILY_V4
+			rule.Table = unix.RT_TABLE_MAIN
+			rule.Mark = m
+			mask := uint32(nftrules.DSRMarkMask)
+			rule.Mask = &mask
+			rule.IifName = "lo"
+			rule.Priority = nftrules.DSRRulePriority - 1
+			if err := a.rt.RuleAdd(rule); err != nil {
+				errs = append(errs, fmt.Errorf("policy rule of this node's own packets with mark %#x: %w", m, err))
+			}
+		}
+		if !have[t] {
+			rule := netlink.NewRule()
+			rule.Family = netlink.FAMILY_V4
+			rule.Table = t
+			rule.Mark = nftrules.DSRMark(r.Slot)
+			mask := uint32(nftrules.DSRMarkMask)
+			rule.Mask = &mask
+			rule.Priority = nftrules.DSRRulePriority
+			if err := a.rt.RuleAdd(rule); err != nil {
+				errs = append(errs, fmt.Errorf("policy rule of node %s (mark %#x): %w", r.Node, rule.Mark, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,148 @@
+package dsrapply_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// TestKernelApply applies plans in a throwaway network namespace: the table, the policy rules
+// and routes of the other nodes, their removal when a node leaves, and Cleanup. Skipped unless
+// root with nft and ip.
+func TestKernelApply(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	nftPath, err1 := exec.LookPath("nft")
+	ipPath, err2 := exec.LookPath("ip")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs nft and ip")
+	}
+	ns := fmt.Sprintf("ironlb-dsrtest-%d", os.Getpid())
+	if out, err := exec.Command(ipPath, "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(ipPath, "netns", "del", ns).Run() })
+	in := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ipPath, append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	in(ipPath, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+	in(ipPath, "link", "set", "d1", "up")
+	in(ipPath, "addr", "add", "192.0.2.10/24", "dev", "d0")
+	in(ipPath, "link", "set", "d0", "up")
+	in(ipPath, "neigh", "replace", "192.0.2.11", "lladdr", "02:00:00:00:00:0b", "dev", "d0")
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ipPath, ns, nftPath)
+	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	nsh, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	h, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nft, err := knftables.New(knftables.IPv4Family, nftrules.DSRTableName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysctls := map[string]string{}
+	a := dsrapply.New(nft, h, func(k, v string) error { sysctls[k] = v; return nil })
+
+	m := &nftrules.Model{Node: nftrules.Node{Name: "node-a"}, Services: map[nftrules.ServiceKey]*nftrules.Service{}}
+	s := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.240")}, ExternalMode: nftrules.ExternalDSR,
+		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "node-b", Ready: true},
+			{Addr: netip.MustParseAddr("10.244.3.5"), Port: 8080, Node: "node-c", Ready: true},
+			{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Node: "node-a", Ready: true, Local: true},
+		}}}}
+	m.Services[s.Key()] = s
+	cfg := nftrules.DSRConfig{NodeIPs: map[string]netip.Addr{
+		"node-a": netip.MustParseAddr("192.0.2.10"), "node-b": netip.MustParseAddr("192.0.2.11"), "node-c": netip.MustParseAddr("192.0.2.12")}}
+	plan := nftrules.PlanDSR(m, cfg)
+	ctx := context.Background()
+	if err := a.Apply(ctx, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if sysctls["net/ipv4/ip_forward"] != "1" || sysctls["net/ipv4/conf/all/send_redirects"] != "0" {
+		t.Errorf("sysctls not written: %v", sysctls)
+	}
+	rules := in(ipPath, "rule", "show")
+	for _, slot := range []int{2, 3} {
+		want := fmt.Sprintf("fwmark %#x/0xfff0000 lookup %d", nftrules.DSRMark(slot), nftrules.DSRTable(slot))
+		if !strings.Contains(rules, want) {
+			t.Errorf("no rule %q:\n%s", want, rules)
+		}
+	}
+	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(1))) {
+		t.Errorf("a rule for this node's own slot:\n%s", rules)
+	}
+	if got := in(ipPath, "route", "show", "table", fmt.Sprint(nftrules.DSRTable(2))); !strings.Contains(got, "default via 192.0.2.11 dev d0") {
+		t.Errorf("table %d: %q", nftrules.DSRTable(2), got)
+	}
+	table := in(nftPath, "list", "table", "ip", nftrules.DSRTableName)
+	if !strings.Contains(table, "02:00:00:00:00:0b") {
+		t.Errorf("peer-macs lacks node-b's link-layer address (loop guard):\n%s", table)
+	}
+	if !strings.Contains(table, "192.0.2.240 . tcp . 80 : goto dsr-") || !strings.Contains(table, "10.244.1.5 . 8080") {
+		t.Errorf("table lacks the Service:\n%s", table)
+	}
+
+	// node-c loses its endpoint: its rule and route go; a second apply changes nothing else.
+	s2 := *s
+	s2.Ports = []nftrules.Port{s.Ports[0]}
+	s2.Ports[0].Endpoints = s.Ports[0].Endpoints[:1]
+	s2.Ports[0].Endpoints = append(s2.Ports[0].Endpoints, s.Ports[0].Endpoints[2])
+	m.Services[s.Key()] = &s2
+	cfg.Slots = a.Slots()
+	plan = nftrules.PlanDSR(m, cfg)
+	for range 2 {
+		if err := a.Apply(ctx, &plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules = in(ipPath, "rule", "show")
+	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(3))) || strings.Count(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(2))) != 1 {
+		t.Errorf("after node-c left, rules:\n%s", rules)
+	}
+	if got := in(ipPath, "route", "show", "table", "all"); strings.Contains(got, "192.0.2.12") {
+		t.Errorf("node-c's route left:\n%s", got)
+	}
+
+	if err := a.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := in(ipPath, "rule", "show"); strings.Contains(got, "fwmark") {
+		t.Errorf("rules left after cleanup:\n%s", got)
+	}
+	if got := in(ipPath, "route", "show", "table", "all"); strings.Contains(got, "192.0.2.11") {
+		t.Errorf("routes left after cleanup:\n%s", got)
+	}
+	if out, err := exec.Command(ipPath, "netns", "exec", ns, nftPath, "list", "table", "ip", nftrules.DSRTableName).CombinedOutput(); err == nil {
+		t.Errorf("table left after cleanup:\n%s", out)
+	}
+}

@@ -1,0 +1,407 @@
+package dsrapply_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+)
+
+// nsNFT is an nftables Interface that runs transactions with nft in network namespace ns.
+type nsNFT struct {
+	knftables.Interface
+	ns string
+}
+
+func (n nsNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(tx.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft in %s: %v: %s", n.ns, err, out)
+	}
+	return nil
+}
+
+// TestKernelDSRPath builds a small segment in throwaway namespaces, every address inside them:
+// client C, entry nodes E1 and E2, backend node B with a pod P behind it, all on one bridge. C
+// reaches the service address through E1 (as through a layer-2 announcer); E1 forwards the
+// unmodified packets to B, which DNATs them to P without masquerading; P answers straight to C.
+// Then C's route moves to E2 (the announcer's failover) and the same TCP connection goes on
+// through E2, which never saw its start. P sees C's own address throughout. A UDP flow does the
+// same.
+func TestKernelDSRPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"nft", "ip", "sysctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	pid := os.Getpid()
+	name := func(s string) string { return fmt.Sprintf("ilbdsr-%s-%d", s, pid) }
+	sw, c, e1, e2, b, p := name("sw"), name("c"), name("e1"), name("e2"), name("b"), name("p")
+	for _, ns := range []string{sw, c, e1, e2, b, p} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("cannot create a network namespace: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	in := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
+		}
+	}
+	in(sw, "ip", "link", "add", "br0", "type", "bridge")
+	in(sw, "ip", "link", "set", "br0", "up")
+	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e1, "192.0.2.11"}, {e2, "192.0.2.12"}, {b, "192.0.2.20"}}
+	for i, h := range hosts {
+		port := fmt.Sprintf("p%d", i)
+		in(sw, "ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
+		in(sw, "ip", "link", "set", port, "master", "br0", "up")
+		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", "eth0")
+		in(h.ns, "ip", "link", "set", "eth0", "up")
+		in(h.ns, "ip", "link", "set", "lo", "up")
+	}
+	in(b, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p)
+	in(b, "ip", "addr", "add", "10.244.2.1/24", "dev", "vp")
+	in(b, "ip", "link", "set", "vp", "up")
+	in(p, "ip", "addr", "add", "10.244.2.5/24", "dev", "eth0")
+	in(p, "ip", "link", "set", "eth0", "up")
+	in(p, "ip", "link", "set", "lo", "up")
+	in(p, "ip", "route", "add", "default", "via", "10.244.2.1")
+	const vip = "198.51.100.10"
+	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
+
+	// The same Service on every node; endpoints only on B.
+	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
+		}}, {Name: "dns", Protocol: nftrules.UDP, Port: 53, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 5353, Node: "b", Ready: true},
+		}}}}
+	ips := map[string]netip.Addr{"e1": netip.MustParseAddr("192.0.2.11"), "e2": netip.MustParseAddr("192.0.2.12"), "b": netip.MustParseAddr("192.0.2.20")}
+	ctx := context.Background()
+	for node, ns := range map[string]string{"e1": e1, "e2": e2, "b": b} {
+		nsh, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(nsh)
+		nsh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, func(k, v string) error {
+			return exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", strings.ReplaceAll(k, "/", ".")+"="+v).Run()
+		})
+		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if err := a.Apply(ctx, &plan); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+	}
+
+	// P: a line server that answers each line with the peer's address.
+	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "big\n" {
+						conn.Write(make([]byte, bigReply))
+					}
+					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
+				}
+			}()
+		}
+	}()
+
+	// P: a UDP server that answers each datagram with the peer's address.
+	var pc net.PacketConn
+	inNetns(t, p, func() (err error) { pc, err = net.ListenPacket("udp4", "10.244.2.5:5353"); return err })
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(from.String()), from)
+		}
+	}()
+	var uc net.Conn
+	inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", vip+":53"); return err })
+	defer uc.Close()
+	askUDP := func(when string) {
+		t.Helper()
+		uc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := uc.Write([]byte("q")); err != nil {
+			t.Fatalf("%s: udp write: %v", when, err)
+		}
+		buf := make([]byte, 64)
+		n, err := uc.Read(buf)
+		if err != nil {
+			t.Fatalf("%s: udp read: %v", when, err)
+		}
+		if got := string(buf[:n]); got != uc.LocalAddr().String() {
+			t.Fatalf("%s: the pod saw %q, want the client's %s", when, got, uc.LocalAddr())
+		}
+	}
+
+	conn := dialIn(t, c, vip+":80")
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	ask := func(when string) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := fmt.Fprintf(conn, "hello\n"); err != nil {
+			t.Fatalf("%s: write: %v", when, err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: read: %v", when, err)
+		}
+		if !strings.HasPrefix(line, "192.0.2.100:") {
+			t.Fatalf("%s: the pod saw %q, want the client's 192.0.2.100", when, strings.TrimSpace(line))
+		}
+	}
+	for i := range 3 {
+		ask(fmt.Sprintf("request %d through e1", i))
+		askUDP(fmt.Sprintf("datagram %d through e1", i))
+	}
+	// A reply-heavy request: the reply goes from B straight to C, not through E1.
+	rx := func() int {
+		out, err := exec.Command("ip", "netns", "exec", e1, "cat", "/sys/class/net/eth0/statistics/rx_bytes").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return n
+	}
+	before := rx()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "big\n")
+	if _, err := io.ReadFull(r, make([]byte, bigReply)); err != nil {
+		t.Fatalf("reading the %d-byte reply: %v", bigReply, err)
+	}
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	got := rx() - before
+	t.Logf("a %d-byte reply: the entry node received %d bytes meanwhile", bigReply, got)
+	if got > bigReply/4 {
+		t.Errorf("the entry node received %d bytes during a %d-byte reply: the reply went through it", got, bigReply)
+	}
+
+	// The announcer fails over: C now reaches the address through E2, mid-connection.
+	in(c, "ip", "route", "replace", vip+"/32", "via", "192.0.2.12")
+	for i := range 3 {
+		ask(fmt.Sprintf("request %d through e2 after the failover", i))
+		askUDP(fmt.Sprintf("datagram %d through e2 after the failover", i))
+	}
+}
+
+const bigReply = 1 << 20
+
+// listenIn listens in network namespace ns (the socket stays there).
+func listenIn(t *testing.T, ns, network, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	inNetns(t, ns, func() (err error) { ln, err = net.Listen(network, addr); return err })
+	return ln
+}
+
+func dialIn(t *testing.T, ns, addr string) net.Conn {
+	t.Helper()
+	var conn net.Conn
+	inNetns(t, ns, func() (err error) { conn, err = net.DialTimeout("tcp", addr, 5*time.Second); return err })
+	return conn
+}
+
+func inNetns(t *testing.T, ns string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			done <- err
+			return
+		}
+		done <- f()
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("in %s: %v", ns, err)
+	}
+}
+
+// TestKernelDSRPathRouted: the backend node B is on another segment, behind router R; the entry
+// node E reaches it through the vxlan device (encapsulation), and B answers the client C through
+// R. The pod sees C's address. Skipped unless root with nft, ip and sysctl.
+func TestKernelDSRPathRouted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"nft", "ip", "sysctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	pid := os.Getpid()
+	name := func(s string) string { return fmt.Sprintf("ilbdsrr-%s-%d", s, pid) }
+	swa, swb, c, e, r, b, p := name("swa"), name("swb"), name("c"), name("e"), name("r"), name("b"), name("p")
+	for _, ns := range []string{swa, swb, c, e, r, b, p} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("cannot create a network namespace: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	in := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
+		}
+	}
+	for _, sw := range []string{swa, swb} {
+		in(sw, "ip", "link", "add", "br0", "type", "bridge")
+		in(sw, "ip", "link", "set", "br0", "up")
+	}
+	hosts := []struct{ sw, ns, dev, addr, gw string }{
+		{swa, c, "eth0", "192.0.2.100", "192.0.2.1"}, {swa, e, "eth0", "192.0.2.11", "192.0.2.1"}, {swa, r, "eth0", "192.0.2.1", ""},
+		{swb, r, "eth1", "203.0.113.1", ""}, {swb, b, "eth0", "203.0.113.20", "203.0.113.1"},
+	}
+	for i, h := range hosts {
+		port := fmt.Sprintf("p%d", i)
+		in(h.sw, "ip", "link", "add", port, "type", "veth", "peer", "name", h.dev, "netns", h.ns)
+		in(h.sw, "ip", "link", "set", port, "master", "br0", "up")
+		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", h.dev)
+		in(h.ns, "ip", "link", "set", h.dev, "up")
+		in(h.ns, "ip", "link", "set", "lo", "up")
+		if h.gw != "" {
+			in(h.ns, "ip", "route", "add", "default", "via", h.gw)
+		}
+	}
+	in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	in(b, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p)
+	in(b, "ip", "addr", "add", "10.244.2.1/24", "dev", "vp")
+	in(b, "ip", "link", "set", "vp", "up")
+	in(p, "ip", "addr", "add", "10.244.2.5/24", "dev", "eth0")
+	in(p, "ip", "link", "set", "eth0", "up")
+	in(p, "ip", "route", "add", "default", "via", "10.244.2.1")
+	const vip = "198.51.100.10"
+	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
+
+	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
+			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
+		}}}}
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("203.0.113.20")}
+	ctx := context.Background()
+	for node, ns := range map[string]string{"e": e, "b": b} {
+		nsh, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(nsh)
+		nsh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, func(k, v string) error {
+			return exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", strings.ReplaceAll(k, "/", ".")+"="+v).Run()
+		})
+		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if err := a.Apply(ctx, &plan); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		if w := a.Warnings(); len(w) > 0 {
+			t.Fatalf("%s: %v", node, w)
+		}
+	}
+
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, cmd := range [][]string{{e, "ip", "rule"}, {e, "ip", "route", "show", "table", "all"}, {e, "ip", "-d", "-s", "link", "show", "ironlb-dsr0"},
+			{e, "bridge", "fdb", "show", "dev", "ironlb-dsr0"}, {e, "ip", "neigh", "show", "dev", "ironlb-dsr0"}, {b, "ip", "-d", "-s", "link", "show", "ironlb-dsr0"},
+			{b, "ip", "-s", "link", "show", "eth0"}, {b, "conntrack", "-L"}, {b, "sysctl", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.ironlb-dsr0.rp_filter", "net.ipv4.ip_forward"}, {p, "ip", "-s", "link", "show", "eth0"}, {b, "nstat", "-az"}, {p, "nstat", "-az"}} {
+			out, _ := exec.Command("ip", append([]string{"netns", "exec"}, cmd...)...).CombinedOutput()
+			t.Logf("%v:\n%s", cmd[1:], out)
+		}
+	})
+	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					if _, err := r.ReadString('\n'); err != nil {
+						return
+					}
+					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
+				}
+			}()
+		}
+	}()
+	conn := dialIn(t, c, vip+":80")
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	for i := range 3 {
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "hello\n")
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("request %d through the vxlan device: %v", i, err)
+		}
+		if !strings.HasPrefix(line, "192.0.2.100:") {
+			t.Fatalf("request %d: the pod saw %q, want the client's 192.0.2.100", i, strings.TrimSpace(line))
+		}
+	}
+}

@@ -1,0 +1,589 @@
+package nftrules
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// This file is direct server return (DSR) for external traffic: the pure decisions (which node
+// owns which bucket of a Service port's flows, which local endpoint a flow on its node gets, the
+// mark each node is routed by) and the rules of the table DSRTableName that carry them out. See
+// docs/dsr.md for the packet flow.
+//
+// For each Service port in DSR mode, every node builds the same Maglev table over the nodes that
+// have ready endpoints for it, weighted by their endpoint count (a node with k endpoints walks k
+// permutations, named "node#0" .. "node#k-1"), and hashes each flow's 5-tuple into it with the
+// same seed. A packet to a DSR address that arrives from outside (not from a pod network) is
+// marked with the owner's slot: the owner is this node (nat: DNAT to a local endpoint, no
+// masquerade) or another node (policy routing on the mark sends the unmodified packet to it as
+// next hop). The owner, as its IPv4 address in 32 bits, is kept in the flow's conntrack mark so
+// that a later change of the node set moves only new flows.
+
+// ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
+// reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
+type ExternalMode uint8
+
+const (
+	// ExternalDefault: the proxy's --external-mode.
+	ExternalDefault ExternalMode = iota
+	// ExternalSNAT: as kube-proxy: the entry node DNATs and masquerades.
+	ExternalSNAT
+	// ExternalDSR: direct server return (this file).
+	ExternalDSR
+)
+
+func (m ExternalMode) String() string {
+	switch m {
+	case ExternalDefault:
+		return "default"
+	case ExternalSNAT:
+		return "snat"
+	case ExternalDSR:
+		return "dsr"
+	}
+	return "ExternalMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseExternalMode parses "snat" or "dsr" (an annotation's or a flag's value).
+func ParseExternalMode(s string) (ExternalMode, error) {
+	switch s {
+	case "snat":
+		return ExternalSNAT, nil
+	case "dsr":
+		return ExternalDSR, nil
+	}
+	return ExternalDefault, fmt.Errorf("unknown external mode %q (want snat or dsr)", s)
+}
+
+// DSRTableName is the nftables table (family ip) of the DSR rules.
+const DSRTableName = "ironlb-dsr"
+
+// DSRMarkMask holds a DSR packet's node slot (DSRMark); the rest of the packet mark is left
+// alone. ironlb's main table leaves packets with any of these bits set to the DSR table.
+const DSRMarkMask = 0x0fff0000
+
+// DSRMaxSlot is the largest node slot.
+const DSRMaxSlot = DSRMarkMask >> 16
+
+// DSRMark is the packet mark of node slot s (1..DSRMaxSlot).
+func DSRMark(slot int) uint32 { return uint32(slot) << 16 }
+
+// DSRTable returns the routing table number policy routing uses for node slot s.
+func DSRTable(slot int) int { return 0x1b00 + slot }
+
+// DSRVXLANDevice is the vxlan device that carries DSR flows to owners on other segments
+// (dsrapply); the DSR table trusts packets from it (loop guard) and clamps the MSS of SYNs sent
+// through it.
+const DSRVXLANDevice = "ironlb-dsr0"
+
+// DSRRulePriority is the priority of the policy-routing rules (before main at 32766).
+const DSRRulePriority = 2000
+
+// DSRConfig is what a DSR plan needs besides the Model.
+type DSRConfig struct {
+	// Default is the mode of Services whose ExternalMode is ExternalDefault (ExternalSNAT if
+	// zero).
+	Default ExternalMode
+	// NodeIPs are the nodes' IPv4 addresses (InternalIP) by name, the next hops. A node
+	// without one cannot own buckets: its endpoints are left out of the DSR table.
+	NodeIPs map[string]netip.Addr
+	// Slots are the node slots of the previous plan (Plan.Slots); nodes keep theirs.
+	Slots map[string]int
+	// TableSize is the Maglev table size (0: DefaultMaglevTableSize).
+	TableSize int
+}
+
+// DSRRefusal says why a Service asked for DSR but is served in snat mode (or why one of its
+// addresses is).
+type DSRRefusal string
+
+// The refusals.
+const (
+	RefuseLocalPolicy DSRRefusal = "DSRWithLocalPolicy"  // ETP Local already keeps the client address
+	RefuseAffinity    DSRRefusal = "DSRWithAffinity"     // the 5-tuple hash cannot keep a client on a pod
+	RefuseIPv6        DSRRefusal = "DSRIPv6NotSupported" // only IPv4 addresses are DSR
+	RefuseNoNodeIP    DSRRefusal = "DSRNodeWithoutIPv4"  // a node with endpoints has no InternalIP
+	RefuseSlots       DSRRefusal = "DSRTooManyNodes"     // more than DSRMaxSlot nodes
+)
+
+// DSRPort is one Service port in DSR mode.
+type DSRPort struct {
+	Service  ServiceKey
+	Protocol Protocol
+	Port     uint16
+	Addrs    []netip.Addr // IPv4 load-balancer and external IPs, sorted
+	// Nodes are the nodes with usable endpoints, sorted, and Weights their endpoint counts.
+	Nodes   []string
+	Weights []int
+	// Buckets is the Maglev table: bucket i belongs to Nodes[Buckets[i]].
+	Buckets []int
+	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table.
+	Local        []netip.AddrPort
+	LocalBuckets []int
+	// Seed is the jhash seed of both lookups, the same on every node.
+	Seed uint32
+	name string // base for chain and map names
+}
+
+// LocalSeed is the jhash seed of the owner's choice among its local endpoints.
+func (p *DSRPort) LocalSeed() uint32 { return p.Seed ^ 0x5a5a5a5a }
+
+// Owner returns the node that owns the flow hashing to bucket b.
+func (p *DSRPort) Owner(b uint32) string { return p.Nodes[p.Buckets[b]] }
+
+// DSRPlan is the DSR part of a sync: the Service ports in DSR mode, the slots of the nodes, and
+// the Services refused.
+type DSRPlan struct {
+	Self  string
+	Ports []DSRPort
+	// Slots number every node that owns buckets (and this node): 1..DSRMaxSlot.
+	Slots map[string]int
+	// Routes are the other nodes that own buckets: policy routing sends the mark of each slot
+	// to its address.
+	Routes []DSRRoute
+	// PodCIDRs are the IPv4 pod networks: their traffic to DSR addresses takes the snat path
+	// (hairpin).
+	PodCIDRs []netip.Prefix
+	Refused  map[ServiceKey][]DSRRefusalNote
+	// NodeIPs are the IPv4 addresses of the nodes in Slots.
+	NodeIPs map[string]netip.Addr
+	// Peers are the IPv4 addresses of every other node (any of them may be an entry node that
+	// forwards to this one), and PeerMACs their link-layer addresses ("02:42:ac:12:00:03"), which
+	// the caller fills in from the neighbor table before WriteDSR: the loop guard.
+	Peers    []netip.Addr
+	PeerMACs []string
+}
+
+// DSRRoute is one next hop of policy routing.
+type DSRRoute struct {
+	Node string
+	Slot int
+	IP   netip.Addr
+}
+
+// DSRRefusalNote is one refusal and its explanation.
+type DSRRefusalNote struct {
+	Reason  DSRRefusal
+	Message string
+}
+
+// PlanDSR decides the DSR dataplane of m for the node m.Node.Name. It is a function of its
+// inputs: every node computes the same Buckets for the same endpoints whatever their order.
+// Services in DSR mode that cannot be served so are in Refused and keep the snat path (the main
+// table), except that an IPv6 address of a DSR Service is left to snat while its IPv4 ones are DSR.
+func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
+	def := cfg.Default
+	if def == ExternalDefault {
+		def = ExternalSNAT
+	}
+	size := cfg.TableSize
+	if size == 0 {
+		size = DefaultMaglevTableSize
+	}
+	plan := DSRPlan{Self: m.Node.Name, Slots: map[string]int{}}
+	refuse := func(k ServiceKey, r DSRRefusal, format string, args ...any) {
+		if plan.Refused == nil {
+			plan.Refused = map[ServiceKey][]DSRRefusalNote{}
+		}
+		plan.Refused[k] = append(plan.Refused[k], DSRRefusalNote{r, fmt.Sprintf(format, args...)})
+	}
+	for _, p := range m.Node.ClusterCIDRs {
+		if p.IsValid() && p.Addr().Is4() {
+			plan.PodCIDRs = append(plan.PodCIDRs, p.Masked())
+		}
+	}
+	plan.PodCIDRs = outermost(plan.PodCIDRs)
+	used := map[string]bool{}
+	for _, k := range sortedKeys(m.Services) {
+		svc := m.Services[k]
+		if svc == nil || validate(svc) != nil {
+			continue
+		}
+		mode := svc.ExternalMode
+		if mode == ExternalDefault {
+			mode = def
+		}
+		if mode != ExternalDSR {
+			continue
+		}
+		var addrs []netip.Addr
+		for _, a := range slices.Concat(svc.LoadBalancerIPs, svc.ExternalIPs) {
+			a = a.Unmap()
+			if !a.Is4() {
+				if a.Is6() {
+					refuse(k, RefuseIPv6, "%s: direct server return is IPv4 only; this address stays snat", a)
+				}
+				continue
+			}
+			if !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			continue
+		}
+		if svc.ExternalTrafficPolicyLocal {
+			refuse(k, RefuseLocalPolicy, "externalTrafficPolicy Local already keeps the client address and has no spread to keep; served as Local (snat mode)")
+			continue
+		}
+		if svc.SessionAffinityClientIP {
+			refuse(k, RefuseAffinity, "sessionAffinity ClientIP cannot be kept by a per-connection hash; served in snat mode")
+			continue
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		for i := range svc.Ports {
+			sp := &svc.Ports[i]
+			sel := SelectEndpoints(svc, sp, &m.Node, false)
+			count := map[string]int{}
+			var local []netip.AddrPort
+			noIP := map[string]bool{}
+			for _, ep := range sel.Cluster {
+				if !ep.Addr.Is4() {
+					continue
+				}
+				if ep.Node == "" || !cfg.NodeIPs[ep.Node].Is4() {
+					if !noIP[ep.Node] {
+						refuse(k, RefuseNoNodeIP, "node %q of endpoint %s has no IPv4 InternalIP; its endpoints get no DSR flows", ep.Node, ep.Addr)
+						noIP[ep.Node] = true
+					}
+					continue
+				}
+				count[ep.Node]++
+				if ep.Node == m.Node.Name {
+					local = append(local, netip.AddrPortFrom(ep.Addr, ep.Port))
+				}
+			}
+			if len(count) == 0 {
+				continue // no endpoints: the main table rejects
+			}
+			dp := DSRPort{Service: k, Protocol: sp.Protocol, Port: sp.Port, Addrs: addrs, name: portBase(svc, sp)}
+			dp.Seed = seed(dp.name)
+			for n := range count {
+				dp.Nodes = append(dp.Nodes, n)
+			}
+			slices.Sort(dp.Nodes)
+			for _, n := range dp.Nodes {
+				dp.Weights = append(dp.Weights, count[n])
+				used[n] = true
+			}
+			dp.Buckets = WeightedNodeTable(dp.Nodes, dp.Weights, size)
+			if len(local) > 0 {
+				slices.SortFunc(local, netip.AddrPort.Compare)
+				keys := make([]string, len(local))
+				for i, ap := range local {
+					keys[i] = ap.String()
+				}
+				dp.Local = local
+				dp.LocalBuckets = MaglevTable(keys, maglevSize(size, len(keys)))
+			}
+			plan.Ports = append(plan.Ports, dp)
+		}
+	}
+	if len(plan.Ports) == 0 {
+		return plan
+	}
+	used[m.Node.Name] = true
+	plan.Slots = AssignSlots(cfg.Slots, used)
+	var dropped []string
+	for n := range used {
+		if _, ok := plan.Slots[n]; !ok {
+			dropped = append(dropped, n)
+		}
+	}
+	if len(dropped) > 0 {
+		// More nodes than slots: leave the Services on unslotted nodes to snat.
+		kept := plan.Ports[:0]
+		for _, p := range plan.Ports {
+			if slices.ContainsFunc(p.Nodes, func(n string) bool { return slices.Contains(dropped, n) }) {
+				refuse(p.Service, RefuseSlots, "more than %d nodes own DSR flows; served in snat mode", DSRMaxSlot)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		plan.Ports = kept
+	}
+	for n, ip := range cfg.NodeIPs {
+		if n != m.Node.Name && ip.Is4() {
+			plan.Peers = append(plan.Peers, ip)
+		}
+	}
+	slices.SortFunc(plan.Peers, netip.Addr.Compare)
+	plan.Peers = slices.Compact(plan.Peers)
+	plan.NodeIPs = map[string]netip.Addr{}
+	for n, s := range plan.Slots {
+		plan.NodeIPs[n] = cfg.NodeIPs[n]
+		if n != m.Node.Name {
+			plan.Routes = append(plan.Routes, DSRRoute{Node: n, Slot: s, IP: cfg.NodeIPs[n]})
+		}
+	}
+	slices.SortFunc(plan.Routes, func(a, b DSRRoute) int { return a.Slot - b.Slot })
+	return plan
+}
+
+// WeightedNodeTable is a Maglev table of size buckets over nodes, node i walking weights[i]
+// permutations (named "node#j"), so its share is proportional to its weight. Entry b is the index
+// in nodes of bucket b's owner. Like MaglevTable it depends only on the set of (node, weight)
+// pairs, not their order.
+func WeightedNodeTable(nodes []string, weights []int, size int) []int {
+	var names []string
+	var owner []int
+	for i, n := range nodes {
+		for j := range max(weights[i], 1) {
+			names = append(names, n+"#"+strconv.Itoa(j))
+			owner = append(owner, i)
+		}
+	}
+	size = maglevSize(size, len(names))
+	t := MaglevTable(names, size)
+	for b, v := range t {
+		t[b] = owner[v]
+	}
+	return t
+}
+
+// AssignSlots gives every node in want a slot in 1..DSRMaxSlot: a node keeps its slot in prev,
+// new nodes take the lowest free ones in name order. Nodes beyond DSRMaxSlot get none.
+func AssignSlots(prev map[string]int, want map[string]bool) map[string]int {
+	out := map[string]int{}
+	taken := map[int]bool{}
+	for n, s := range prev {
+		if want[n] && s >= 1 && s <= DSRMaxSlot && !taken[s] {
+			out[n], taken[s] = s, true
+		}
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		if _, ok := out[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	next := 1
+	for _, n := range names {
+		for next <= DSRMaxSlot && taken[next] {
+			next++
+		}
+		if next > DSRMaxSlot {
+			break
+		}
+		out[n], taken[next] = next, true
+	}
+	return out
+}
+
+// NodeID is the conntrack mark that remembers a flow's owner: its IPv4 address as a number.
+func NodeID(ip netip.Addr) uint32 {
+	b := ip.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
+// DSR chain, set and map names.
+const (
+	dsrChainRaw     = "raw-prerouting"
+	dsrChainMangle  = "mangle-prerouting"
+	dsrChainNAT     = "nat-prerouting"
+	dsrChainNotrack = "untrack-syn"
+	dsrChainForward = "forward"
+	dsrMapRaw       = "raw-services"
+	dsrMapMangle    = "dsr-services"
+	dsrMapLocal     = "local-services"
+	dsrSetPods      = "pod-cidrs"
+	dsrSetPeers     = "peer-macs"
+	dsrHashKey      = "ip saddr . th sport . ip daddr . th dport . meta l4proto"
+)
+
+func (p *DSRPort) chain(prefix string) string { return hashed(prefix, p.name, "") }
+
+// dsrHash is the flow hash into a table of n buckets.
+func (p *DSRPort) dsrHash(n int) string {
+	return fmt.Sprintf("jhash %s mod %d seed 0x%x", dsrHashKey, n, p.Seed)
+}
+
+// WriteDSR writes the whole DSR table of plan into tx, a transaction of an Interface for family
+// ip and table DSRTableName: the table, its chains and maps (flushed and refilled). A plan without
+// ports writes a table with its base chains and empty maps, which passes every packet.
+//
+// Chains, in hook order:
+//
+//	raw-prerouting (raw, -300)         a TCP SYN whose owner is another node is not tracked here
+//	                                   (the entry sees one direction: the next ACK is picked up
+//	                                   loosely and marked instead of being INVALID after SYN_SENT)
+//	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
+//	                                   (ct mark) if it still has endpoints, else the hash's
+//	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
+//	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
+func WriteDSR(tx Writer, plan *DSRPlan) {
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("direct server return for ironlb proxy")})
+	for _, c := range []struct {
+		name string
+		typ  knftables.BaseChainType
+		prio knftables.BaseChainPriority
+	}{
+		{dsrChainRaw, knftables.FilterType, knftables.RawPriority},
+		{dsrChainMangle, knftables.FilterType, knftables.ManglePriority},
+		{dsrChainNAT, knftables.NATType, "-110"},
+		{dsrChainForward, knftables.FilterType, knftables.ManglePriority},
+	} {
+		hook := knftables.PreroutingHook
+		if c.name == dsrChainForward {
+			hook = knftables.ForwardHook
+		}
+		tx.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(hook), Priority: knftables.PtrTo(c.prio)})
+		tx.Flush(&knftables.Chain{Name: c.name})
+	}
+	tx.Add(&knftables.Chain{Name: dsrChainNotrack})
+	tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
+	tx.Add(&knftables.Rule{Chain: dsrChainNotrack, Rule: "notrack"})
+	tx.Add(&knftables.Set{Name: dsrSetPods, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag},
+		Comment: knftables.PtrTo("pod networks: their traffic to DSR addresses takes the snat path")})
+	tx.Flush(&knftables.Set{Name: dsrSetPods})
+	for _, p := range plan.PodCIDRs {
+		tx.Add(&knftables.Element{Set: dsrSetPods, Key: []string{p.String()}})
+	}
+	tx.Add(&knftables.Set{Name: dsrSetPeers, Type: "ether_addr",
+		Comment: knftables.PtrTo("other nodes' link-layer addresses: a packet from one was forwarded by an entry node (loop guard)")})
+	tx.Flush(&knftables.Set{Name: dsrSetPeers})
+	for _, mac := range plan.PeerMACs {
+		tx.Add(&knftables.Element{Set: dsrSetPeers, Key: []string{mac}})
+	}
+	tuple := "ipv4_addr . inet_proto . inet_service : verdict"
+	for _, mp := range []string{dsrMapRaw, dsrMapMangle, dsrMapLocal} {
+		tx.Add(&knftables.Map{Name: mp, Type: tuple})
+		tx.Flush(&knftables.Map{Name: mp})
+	}
+	key := "ip daddr . meta l4proto . th dport"
+	tx.Add(&knftables.Rule{Chain: dsrChainRaw, Rule: "tcp flags & (syn | ack) == syn " + key + " vmap @" + dsrMapRaw})
+	tx.Add(&knftables.Rule{Chain: dsrChainMangle, Rule: key + " vmap @" + dsrMapMangle})
+	tx.Add(&knftables.Rule{Chain: dsrChainForward, Rule: fmt.Sprintf("oifname %q tcp flags syn tcp option maxseg size set rt mtu", DSRVXLANDevice),
+		Comment: knftables.PtrTo("encapsulation costs 50 bytes: clamp the MSS of SYNs sent through it")})
+	self := plan.Slots[plan.Self]
+	if self != 0 {
+		tx.Add(&knftables.Rule{Chain: dsrChainNAT, Rule: fmt.Sprintf("meta mark & 0x%x == 0x%x %s vmap @%s", DSRMarkMask, DSRMark(self), key, dsrMapLocal)})
+	}
+	for i := range plan.Ports {
+		writeDSRPort(tx, plan, &plan.Ports[i])
+	}
+}
+
+// DSR per-port chain and map prefixes (hashed like the main table's names).
+const (
+	prefixDSRRaw     = "dsr-raw-"   // chain and vmap: remote buckets -> notrack
+	prefixDSRMangle  = "dsr-"       // chain
+	prefixDSRBuckets = "dsr-owner-" // map bucket -> owner's NodeID
+	prefixDSRNodes   = "dsr-nodes-" // map NodeID -> slot mark
+	prefixDSRLocal   = "dsr-local-" // chain
+	prefixDSREps     = "dsr-ep-"    // map bucket -> local endpoint
+)
+
+func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
+	self := plan.Slots[plan.Self]
+	proto := string(p.Protocol)
+	port := strconv.Itoa(int(p.Port))
+	comment := knftables.PtrTo(p.Service.String() + ":" + port + "/" + proto)
+	raw, mangle, local := p.chain(prefixDSRRaw), p.chain(prefixDSRMangle), p.chain(prefixDSRLocal)
+	owners, nodes, eps := p.chain(prefixDSRBuckets), p.chain(prefixDSRNodes), p.chain(prefixDSREps)
+	n := len(p.Buckets)
+	hash := p.dsrHash(n)
+
+	// bucket -> owner (NodeID) and owner -> slot mark.
+	tx.Add(&knftables.Map{Name: owners, TypeOf: "numgen random mod 2 : meta mark", Comment: comment})
+	tx.Flush(&knftables.Map{Name: owners})
+	for b, o := range p.Buckets {
+		tx.Add(&knftables.Element{Map: owners, Key: []string{strconv.Itoa(b)}, Value: []string{hex(NodeID(plan.ip(p.Nodes[o])))}})
+	}
+	tx.Add(&knftables.Map{Name: nodes, TypeOf: "meta mark : meta mark", Comment: comment})
+	tx.Flush(&knftables.Map{Name: nodes})
+	for _, nd := range p.Nodes {
+		tx.Add(&knftables.Element{Map: nodes, Key: []string{hex(NodeID(plan.ip(nd)))}, Value: []string{hex(DSRMark(plan.Slots[nd]))}})
+	}
+
+	// raw: a SYN owned by another node is not tracked (see WriteDSR).
+	if p.Protocol == TCP {
+		writeDSRRaw(tx, plan, p, raw, hash, comment)
+	}
+
+	// mangle: mark the owner's slot.
+	tx.Add(&knftables.Chain{Name: mangle, Comment: comment})
+	tx.Flush(&knftables.Chain{Name: mangle})
+	if len(plan.PodCIDRs) > 0 {
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: "ip saddr @" + dsrSetPods + " return", Comment: knftables.PtrTo("pods take the snat path (hairpin)")})
+	}
+	if len(p.Local) > 0 && self != 0 {
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("ether saddr @%s ct mark set %s meta mark set %s return", dsrSetPeers, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
+			Comment: knftables.PtrTo("loop guard: forwarded by another node, and this node has endpoints: serve it here")})
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
+			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
+	}
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark set " + hash + " map @" + owners,
+		Comment: knftables.PtrTo("remember a new flow's owner")})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set ct mark map @" + nodes + " return",
+		Comment: knftables.PtrTo("the remembered owner, if it still has endpoints")})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set " + hash + " map @" + owners,
+		Comment: knftables.PtrTo("untracked, invalid (one direction seen) or owner gone: by hash")})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct mark set meta mark"})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set meta mark map @" + nodes})
+
+	for _, a := range p.Addrs {
+		k := []string{a.String(), proto, port}
+		if p.Protocol == TCP {
+			tx.Add(&knftables.Element{Map: dsrMapRaw, Key: k, Value: []string{"goto " + raw}})
+		}
+		tx.Add(&knftables.Element{Map: dsrMapMangle, Key: k, Value: []string{"goto " + mangle}})
+	}
+
+	// nat: this node owns the flow: DNAT to a local endpoint, no masquerade.
+	if self == 0 || len(p.Local) == 0 {
+		return
+	}
+	tx.Add(&knftables.Map{Name: eps, TypeOf: "numgen random mod 2 : ip daddr . " + proto + " dport", Comment: comment})
+	tx.Flush(&knftables.Map{Name: eps})
+	for b, e := range p.LocalBuckets {
+		ap := p.Local[e]
+		tx.Add(&knftables.Element{Map: eps, Key: []string{strconv.Itoa(b)}, Value: []string{ap.Addr().String() + " . " + strconv.Itoa(int(ap.Port()))}})
+	}
+	tx.Add(&knftables.Chain{Name: local, Comment: comment})
+	tx.Flush(&knftables.Chain{Name: local})
+	tx.Add(&knftables.Rule{Chain: local, Rule: fmt.Sprintf("meta l4proto %s dnat ip to jhash %s mod %d seed 0x%x map @%s", proto, dsrHashKey, len(p.LocalBuckets), p.LocalSeed(), eps)})
+	for _, a := range p.Addrs {
+		tx.Add(&knftables.Element{Map: dsrMapLocal, Key: []string{a.String(), proto, port}, Value: []string{"goto " + local}})
+	}
+}
+
+func (plan *DSRPlan) ip(node string) netip.Addr { return plan.NodeIPs[node] }
+
+func hex(v uint32) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
+
+// String lists the plan's ports, one a line.
+func (plan *DSRPlan) String() string {
+	var b strings.Builder
+	for _, p := range plan.Ports {
+		fmt.Fprintf(&b, "%s %s/%d %v nodes=%v weights=%v local=%v\n", p.Service, p.Protocol, p.Port, p.Addrs, p.Nodes, p.Weights, p.Local)
+	}
+	return b.String()
+}
+
+// writeDSRRaw writes the raw chain of TCP port p: a SYN whose owner is another node is not
+// tracked, so that the ACK after it is picked up as a new flow here (see WriteDSR).
+func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment *string) {
+	tx.Add(&knftables.Map{Name: raw, TypeOf: "numgen random mod 2 : verdict", Comment: comment})
+	tx.Flush(&knftables.Map{Name: raw})
+	for b, o := range p.Buckets {
+		if p.Nodes[o] != plan.Self {
+			tx.Add(&knftables.Element{Map: raw, Key: []string{strconv.Itoa(b)}, Value: []string{"goto " + dsrChainNotrack}})
+		}
+	}
+	tx.Add(&knftables.Chain{Name: raw, Comment: comment})
+	tx.Flush(&knftables.Chain{Name: raw})
+	if len(plan.PodCIDRs) > 0 {
+		tx.Add(&knftables.Rule{Chain: raw, Rule: "ip saddr @" + dsrSetPods + " return"})
+	}
+	tx.Add(&knftables.Rule{Chain: raw, Rule: "ether saddr @" + dsrSetPeers + " return", Comment: knftables.PtrTo("forwarded by another node: tracked here")})
+	tx.Add(&knftables.Rule{Chain: raw, Rule: fmt.Sprintf("iifname %q return", DSRVXLANDevice), Comment: knftables.PtrTo("encapsulated by another node: tracked here")})
+	tx.Add(&knftables.Rule{Chain: raw, Rule: hash + " vmap @" + raw})
+}

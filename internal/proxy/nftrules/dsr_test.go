@@ -1,0 +1,248 @@
+package nftrules_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"sigs.k8s.io/knftables"
+)
+
+// dsrModel is a LoadBalancer Service in DSR mode with endpoints on node-b (2) and node-c (1),
+// none on this node, and one on this node for the second Service.
+func dsrModel() (*nftrules.Model, nftrules.DSRConfig) {
+	v4 := []netip.Addr{a("10.96.0.10")}
+	s := svc("ns1", "web", v4, ep("10.244.2.5:8080", "node-b"), ep("10.244.2.6:8080", "node-b"), ep("10.244.3.5:8080", "node-c"))
+	s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240"), a("fd00::240")}
+	s.ExternalMode = nftrules.ExternalDSR
+	u := svc("ns1", "dns", []netip.Addr{a("10.96.0.11")}, ep("10.244.1.5:53", thisNode), ep("10.244.3.6:53", "node-c"))
+	u.Ports[0].Protocol, u.Ports[0].Port = nftrules.UDP, 53
+	u.ExternalIPs = []netip.Addr{a("192.168.1.241")}
+	// u is in the default mode, dsr here.
+	snat := svc("ns1", "plain", []netip.Addr{a("10.96.0.12")}, ep("10.244.3.7:80", "node-c"))
+	snat.LoadBalancerIPs = []netip.Addr{a("192.168.1.242")}
+	snat.ExternalMode = nftrules.ExternalSNAT
+	local := svc("ns1", "local", []netip.Addr{a("10.96.0.13")}, ep("10.244.3.8:80", "node-c"))
+	local.LoadBalancerIPs = []netip.Addr{a("192.168.1.243")}
+	local.ExternalMode = nftrules.ExternalDSR
+	local.ExternalTrafficPolicyLocal = true
+	m := &nftrules.Model{
+		Node: nftrules.Node{Name: thisNode, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		Services: map[nftrules.ServiceKey]*nftrules.Service{
+			s.Key(): s, u.Key(): u, snat.Key(): snat, local.Key(): local,
+		},
+	}
+	cfg := nftrules.DSRConfig{
+		Default: nftrules.ExternalDSR,
+		NodeIPs: map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"), "node-c": a("192.168.1.12")},
+	}
+	return m, cfg
+}
+
+func TestPlanDSR(t *testing.T) {
+	m, cfg := dsrModel()
+	plan := nftrules.PlanDSR(m, cfg)
+	want := "ns1/dns udp/53 [192.168.1.241] nodes=[node-a node-c] weights=[1 1] local=[10.244.1.5:53]\n" +
+		"ns1/web tcp/80 [192.168.1.240] nodes=[node-b node-c] weights=[2 1] local=[]\n"
+	if diff := cmp.Diff(want, plan.String()); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	wantSlots := map[string]int{thisNode: 1, "node-b": 2, "node-c": 3}
+	if diff := cmp.Diff(wantSlots, plan.Slots); diff != "" {
+		t.Errorf("slots (-want +got):\n%s", diff)
+	}
+	wantRoutes := []nftrules.DSRRoute{{Node: "node-b", Slot: 2, IP: a("192.168.1.11")}, {Node: "node-c", Slot: 3, IP: a("192.168.1.12")}}
+	if diff := cmp.Diff(wantRoutes, plan.Routes, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		t.Errorf("routes (-want +got):\n%s", diff)
+	}
+	var refused []string
+	for k, notes := range plan.Refused {
+		for _, n := range notes {
+			refused = append(refused, k.String()+" "+string(n.Reason))
+		}
+	}
+	slices.Sort(refused)
+	wantRefused := []string{"ns1/local " + string(nftrules.RefuseLocalPolicy), "ns1/web " + string(nftrules.RefuseIPv6)}
+	if diff := cmp.Diff(wantRefused, refused); diff != "" {
+		t.Errorf("refused (-want +got):\n%s", diff)
+	}
+	// Slots are kept from the previous plan.
+	cfg.Slots = map[string]int{"node-c": 7}
+	plan = nftrules.PlanDSR(m, cfg)
+	if diff := cmp.Diff(map[string]int{thisNode: 1, "node-b": 2, "node-c": 7}, plan.Slots); diff != "" {
+		t.Errorf("kept slots (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanDSRSameOnEveryNode: every node computes the same owner table whatever the order of
+// the endpoints, so a flow's owner does not depend on its entry node.
+func TestPlanDSRSameOnEveryNode(t *testing.T) {
+	m, cfg := dsrModel()
+	k := nftrules.ServiceKey{Namespace: "ns1", Name: "web"}
+	var ref []int
+	for i, node := range []string{thisNode, "node-b", "node-c"} {
+		mm := *m
+		mm.Node.Name = node
+		s := *m.Services[k]
+		s.Ports = slices.Clone(s.Ports)
+		eps := slices.Clone(s.Ports[0].Endpoints)
+		rand.New(rand.NewPCG(uint64(i), 1)).Shuffle(len(eps), func(x, y int) { eps[x], eps[y] = eps[y], eps[x] })
+		for j := range eps {
+			eps[j].Local = eps[j].Node == node
+		}
+		s.Ports[0].Endpoints = eps
+		mm.Services = map[nftrules.ServiceKey]*nftrules.Service{k: &s}
+		plan := nftrules.PlanDSR(&mm, cfg)
+		if len(plan.Ports) != 1 {
+			t.Fatalf("%s: %d ports", node, len(plan.Ports))
+		}
+		var owners []int
+		for b := range plan.Ports[0].Buckets {
+			owners = append(owners, map[string]int{"node-b": 0, "node-c": 1}[plan.Ports[0].Owner(uint32(b))])
+		}
+		if ref == nil {
+			ref = owners
+		} else if !slices.Equal(ref, owners) {
+			t.Errorf("%s: owner table differs from %s's", node, thisNode)
+		}
+	}
+}
+
+func TestWeightedNodeTable(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4"}
+	weights := []int{1, 2, 3, 4}
+	tab := nftrules.WeightedNodeTable(nodes, weights, 251)
+	count := make([]int, len(nodes))
+	for _, o := range tab {
+		count[o]++
+	}
+	for i, c := range count {
+		want := float64(len(tab)) * float64(weights[i]) / 10
+		if f := float64(c); f < want*0.9-1 || f > want*1.1+1 {
+			t.Errorf("%s (weight %d): %d of %d buckets, want about %.0f", nodes[i], weights[i], c, len(tab), want)
+		}
+	}
+	// Order does not matter.
+	rev := nftrules.WeightedNodeTable([]string{"n4", "n3", "n2", "n1"}, []int{4, 3, 2, 1}, 251)
+	for b := range tab {
+		if nodes[tab[b]] != []string{"n4", "n3", "n2", "n1"}[rev[b]] {
+			t.Fatalf("bucket %d: %s, reversed input %s", b, nodes[tab[b]], []string{"n4", "n3", "n2", "n1"}[rev[b]])
+		}
+	}
+}
+
+// TestWeightedNodeTableMinimalMovement: when a node leaves, the buckets of the others mostly
+// stay; when one of its endpoints leaves, mostly only its buckets move.
+func TestWeightedNodeTableMinimalMovement(t *testing.T) {
+	for n := 2; n <= 12; n++ {
+		var nodes []string
+		var weights []int
+		for i := range n {
+			nodes = append(nodes, fmt.Sprintf("node-%02d", i))
+			weights = append(weights, 1+i%3)
+		}
+		before := nftrules.WeightedNodeTable(nodes, weights, 251)
+		after := nftrules.WeightedNodeTable(nodes[1:], weights[1:], 251)
+		moved, kept := 0, 0
+		for b := range before {
+			if before[b] == 0 {
+				continue // the leaving node's buckets must move
+			}
+			kept++
+			if nodes[before[b]] != nodes[1:][after[b]] {
+				moved++
+			}
+		}
+		if float64(moved) > 0.2*float64(kept) {
+			t.Errorf("%d nodes, one leaves: %d of the other %d buckets moved", n, moved, kept)
+		}
+	}
+}
+
+func TestAssignSlots(t *testing.T) {
+	got := nftrules.AssignSlots(map[string]int{"b": 1, "gone": 2, "c": 5}, map[string]bool{"a": true, "b": true, "c": true, "d": true})
+	want := map[string]int{"a": 2, "b": 1, "c": 5, "d": 3}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestWriteDSRGolden(t *testing.T) {
+	m, cfg := dsrModel()
+	plan := nftrules.PlanDSR(m, cfg)
+	plan.PeerMACs = []string{"02:42:ac:12:00:03", "02:42:ac:12:00:04"}
+	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+	tx := fake.NewTransaction()
+	nftrules.WriteDSR(tx, &plan)
+	got := tx.String()
+	path := filepath.Join("testdata", "dsr", "table.golden") // not *.golden: nftapply loads those as table ironlb
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := fake.Run(t.Context(), tx); err != nil {
+		t.Fatalf("fake nft refuses the transaction: %v", err)
+	}
+}
+
+// TestDSRLoopGuard: a port with endpoints on this node serves packets forwarded by another node
+// (source MAC in peer-macs) here, before any hash could send them on; its raw chain tracks them;
+// a port without local endpoints has no such rule (it could not serve them).
+func TestDSRLoopGuard(t *testing.T) {
+	m, cfg := dsrModel()
+	plan := nftrules.PlanDSR(m, cfg)
+	if diff := cmp.Diff([]netip.Addr{a("192.168.1.11"), a("192.168.1.12")}, plan.Peers, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		t.Errorf("peers (-want +got):\n%s", diff)
+	}
+	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+	tx := fake.NewTransaction()
+	nftrules.WriteDSR(tx, &plan)
+	if err := fake.Run(t.Context(), tx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.Ports {
+		var mangle *knftables.Chain
+		for _, c := range fake.Table.Chains {
+			if c.Comment != nil && *c.Comment == fmt.Sprintf("%s:%d/%s", p.Service, p.Port, p.Protocol) && !strings.HasPrefix(c.Name, "dsr-raw-") && !strings.HasPrefix(c.Name, "dsr-local-") {
+				mangle = &c.Chain
+			}
+		}
+		if mangle == nil {
+			t.Fatalf("%s: no mangle chain", p.Service)
+		}
+		rules := fake.Table.Chains[mangle.Name].Rules
+		guard, hash := -1, -1
+		for i, r := range rules {
+			if strings.HasPrefix(r.Rule, "ether saddr @peer-macs") {
+				guard = i
+				if want := fmt.Sprintf("meta mark set 0x%x return", nftrules.DSRMark(plan.Slots[plan.Self])); !strings.HasSuffix(r.Rule, want) {
+					t.Errorf("%s: guard %q does not end in %q", p.Service, r.Rule, want)
+				}
+			}
+			if strings.Contains(r.Rule, "jhash") && hash < 0 {
+				hash = i
+			}
+		}
+		switch {
+		case len(p.Local) > 0 && (guard < 0 || guard > hash):
+			t.Errorf("%s has local endpoints: guard at rule %d, first hash at %d", p.Service, guard, hash)
+		case len(p.Local) == 0 && guard >= 0:
+			t.Errorf("%s has no local endpoints but a guard", p.Service)
+		}
+	}
+}
