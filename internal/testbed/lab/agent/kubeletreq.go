@@ -50,7 +50,7 @@ var (
 //
 //	GET  /healthz, /pods
 //	GET  /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&limitBytes&sinceSeconds&sinceTime&stream
-//	GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&stdin&stdout&stderr&tty
+//	GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
 //	GET|POST /portForward/{namespace}/{pod}[/{uid}]
 //
 // /attach and /run answer errNotSupported; anything else errNotFound.
