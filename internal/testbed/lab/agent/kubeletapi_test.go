@@ -109,7 +109,7 @@ func startKubeletFixture(t *testing.T) kubeletFixture {
 	dir := t.TempDir()
 	start := func(name string, argv ...string) ctrRun {
 		spec := lab.ExecSpec{NetNS: ns, Hostname: "web-0", MountNS: true, Argv: argv,
-			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GREETING=hello from web"},
+			Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GREETING=hello from web"},
 			Caps: lab.EffectiveCaps(nil, nil), DropCaps: true}
 		cmd, err := lab.Command(self, spec, nil)
 		if err != nil {
