@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // This file ties the kubelet API to the agent: pod workers publish what the API needs (the sandbox's
@@ -48,6 +51,21 @@ func (w *podWorker) publishExit(container string) {
 func (a *Agent) ctrLogDir(pod *corev1.Pod, container string) string {
 	return filepath.Join(filepath.Dir(a.lab.State.LogFile(a.host.Name, "agent")), "pods",
 		fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container)
+}
+
+// hostnameMount writes the pod's /etc/hostname, as container runtimes give every container one.
+func (w *podWorker) hostnameMount(hostname string) (lab.Mount, error) {
+	if _, err := os.Stat("/etc/hostname"); err != nil { // a bind mount needs its target
+		return lab.Mount{}, err
+	}
+	path := filepath.Join(w.a.lab.State.PodDir(string(w.uid)), "etc-hostname")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return lab.Mount{}, err
+	}
+	if err := os.WriteFile(path, []byte(hostname+"\n"), 0o644); err != nil {
+		return lab.Mount{}, err
+	}
+	return lab.Mount{Source: path, Target: "/etc/hostname"}, nil
 }
 
 // agentPods is the agent's podSource.

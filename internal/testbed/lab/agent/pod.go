@@ -524,6 +524,9 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	if pod.Spec.HostNetwork {
 		hostname = a.host.Name
 	}
+	if m, err := w.hostnameMount(hostname); err == nil { // kubectl exec ... cat /etc/hostname
+		mounts = append(mounts, m)
+	}
 	spec := lab.ExecSpec{NetNS: w.netns, Hostname: hostname, MountNS: true, Mounts: mounts, Argv: argv, Env: env.List(), Dir: c.spec.WorkingDir}
 	if sc := c.spec.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 		var add, drop []string
