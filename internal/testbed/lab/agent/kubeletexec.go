@@ -97,11 +97,13 @@ func (x execRunner) exec(ctx context.Context, run ctrRun, argv []string, in io.R
 				_, _ = io.Copy(out, ptmx) // ends with EIO once every holder of the terminal is gone
 			}
 		}()
-		go func() {
-			for sz := range resize {
-				_ = pty.Setsize(ptmx, &pty.Winsize{Rows: sz.Height, Cols: sz.Width})
-			}
-		}()
+		if resize != nil { // remotecommand closes it when the session ends; v1/v2 clients have none
+			go func() {
+				for sz := range resize {
+					_ = pty.Setsize(ptmx, &pty.Winsize{Rows: sz.Height, Cols: sz.Width})
+				}
+			}()
+		}
 	} else {
 		close(outDone)
 		if in != nil {
