@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +47,15 @@ func TestKubeletAPI(t *testing.T) {
 		if out, err := runStdin("shout\n", ironlb, "lab", "kubectl", "exec", "-i", "kubelet-api", "--", "tr", "a-z", "A-Z"); err != nil || out != "SHOUT\n" {
 			t.Errorf("kubectl exec -i with stdin: %q, %v", out, err)
 		}
+		// a figure, not a check: how long one `kubectl exec -- true` takes end to end (kubectl start included)
+		var times []time.Duration
+		for range 5 {
+			t0 := time.Now()
+			kubectl(t, "exec", "kubelet-api", "--", "true")
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		t.Logf("kubectl exec -- true: median %s, min %s, max %s (5 runs)", times[2], times[0], times[4])
 	})
 
 	t.Run("logs", func(t *testing.T) {
