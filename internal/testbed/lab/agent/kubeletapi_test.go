@@ -81,7 +81,7 @@ type kubeletFixture struct {
 // startKubeletFixture creates a network namespace (ilbkubelet-*, loopback only), starts a container in
 // it through nsinit (new mount and UTS namespaces, hostname web-0, an env var), an echo server on its
 // loopback, and serves the kubelet API for it on 127.0.0.1 with a fresh lab PKI.
-func startKubeletFixture(t *testing.T) kubeletFixture {
+func startKubeletFixture(t testing.TB) kubeletFixture {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace and enters it with nsenter")
@@ -398,5 +398,21 @@ func TestKubeletHTTPEndpoints(t *testing.T) {
 	code, body := get(client, "/containerLogs/default/web/ticker?follow=true")
 	if code != 200 || body != "tick 1\ntick 2\ntick 3\n" {
 		t.Errorf("follow: %d %q, want the three ticks", code, body)
+	}
+}
+
+// BenchmarkKubeletExec is one `true` through the SPDY executor per iteration: TLS, SPDY streams,
+// nsenter and nsinit (go test -run x -bench KubeletExec ./internal/testbed/lab/agent, as root).
+func BenchmarkKubeletExec(b *testing.B) {
+	f := startKubeletFixture(b)
+	u := f.execURL([]string{"true"}, false, false)
+	for b.Loop() {
+		ex, err := remotecommand.NewSPDYExecutor(f.cfg, "POST", u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,9 @@ func (x execRunner) command(run ctrRun, argv []string, cg *os.File) (*exec.Cmd, 
 // returns a utilexec.ExitError for a non-zero exit so remotecommand reports the code to the client.
 func (x execRunner) exec(ctx context.Context, run ctrRun, argv []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize) error {
+	if err := waitExeced(ctx, run.PID, 5*time.Second); err != nil {
+		return err
+	}
 	var cg *os.File
 	if run.Exec.Cgroup != "" && run.Exec.Cgroup.Exists() {
 		f, err := run.Exec.Cgroup.Open()
@@ -155,6 +159,35 @@ func (x execRunner) exec(ctx context.Context, run ctrRun, argv []string, in io.R
 		return err
 	}
 	return nil
+}
+
+// waitExeced waits until a container's process is its program rather than `lab nsinit` still setting up
+// its hostname and mounts: a command entering the namespaces before that would see the node's.
+func waitExeced(ctx context.Context, pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			return fmt.Errorf("container process %d: %w", pid, err)
+		}
+		if !isNSInit(b) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container process %d still setting up after %s", pid, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// isNSInit tells whether a /proc/<pid>/cmdline is `<self> lab nsinit`.
+func isNSInit(cmdline []byte) bool {
+	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	return len(args) == 3 && args[1] == "lab" && args[2] == "nsinit"
 }
 
 // dialInNetNS connects to port on the loopback of a network namespace, IPv4 first, then IPv6 (an

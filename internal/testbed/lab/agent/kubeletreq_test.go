@@ -97,3 +97,21 @@ func TestAuthorizeClient(t *testing.T) {
 		})
 	}
 }
+
+func TestIsNSInit(t *testing.T) {
+	for _, tt := range []struct {
+		cmdline string
+		want    bool
+	}{
+		{"/usr/local/bin/ironlb\x00lab\x00nsinit\x00", true},
+		{"/tmp/agent.test\x00lab\x00nsinit\x00", true},
+		{"sleep\x00600\x00", false},
+		{"/usr/local/bin/ironlb\x00speaker\x00", false},
+		{"/usr/local/bin/ironlb\x00lab\x00nsinit\x00extra\x00", false},
+		{"", false},
+	} {
+		if got := isNSInit([]byte(tt.cmdline)); got != tt.want {
+			t.Errorf("isNSInit(%q) = %v, want %v", tt.cmdline, got, tt.want)
+		}
+	}
+}
