@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // The kubelet API (docs/lab-kubelet.md): the agent serves on :10250 what the apiserver proxies for
@@ -112,7 +114,7 @@ func (s *kubeletServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		verified = r.TLS.VerifiedChains
 	}
-	user, d := authorizeClient(verified)
+	user, d := authorizeClient(verified, lab.KubeletClientCommonName)
 	switch d {
 	case clientUnauthenticated:
 		http.Error(w, "Unauthorized: "+string(d), http.StatusUnauthorized)

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // This file is the kubelet API's pure part: which endpoint a request names, its options, and whether its
@@ -193,14 +191,15 @@ const (
 )
 
 // authorizeClient decides on the verified client chain (TLS verified it against the lab CA, so an empty
-// chain means no acceptable certificate): the apiserver's kubelet client and system:masters may call
-// every endpoint, as kubeadm's kube-apiserver-kubelet-client and the kubelet-api-admin role may.
-func authorizeClient(verified [][]*x509.Certificate) (user string, d clientDecision) {
+// chain means no acceptable certificate): the apiserver's kubelet client (apiserverUser, the common name
+// of its certificate) and system:masters may call every endpoint, as kubeadm's
+// kube-apiserver-kubelet-client and the kubelet-api-admin role may.
+func authorizeClient(verified [][]*x509.Certificate, apiserverUser string) (user string, d clientDecision) {
 	if len(verified) == 0 || len(verified[0]) == 0 {
 		return "", clientUnauthenticated
 	}
 	subj := verified[0][0].Subject
-	if subj.CommonName == lab.KubeletClientCommonName || slices.Contains(subj.Organization, "system:masters") {
+	if subj.CommonName == apiserverUser || slices.Contains(subj.Organization, "system:masters") {
 		return subj.CommonName, clientAllowed
 	}
 	return subj.CommonName, clientForbidden

@@ -91,7 +91,7 @@ func TestAuthorizeClient(t *testing.T) {
 		{"a user", chain("jane", "developers"), clientForbidden},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, got := authorizeClient(tt.verified); got != tt.want {
+			if _, got := authorizeClient(tt.verified, "kube-apiserver-kubelet-client"); got != tt.want {
 				t.Errorf("decision = %q, want %q", got, tt.want)
 			}
 		})
