@@ -39,6 +39,7 @@ const (
 // ctrRun is what the kubelet API needs of one container run: the process to exec beside and its log.
 type ctrRun struct {
 	PodNamespace, PodName, PodUID, Container string
+	Image                                    string   // the container's image: exec maps commands it has (execArgv)
 	Run                                      int      // restart count of this run: its log is <LogDir>/<Run>.log
 	LogDir                                   string   // the container's log directory (one file per run)
 	PID                                      int      // the container's main process; 0 once it exited

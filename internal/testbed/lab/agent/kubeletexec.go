@@ -31,8 +31,19 @@ type execSpec struct {
 // and `<self> lab nsinit` then applies the container's capabilities, user and working directory and
 // execs the command with the container's environment, as it did for the container itself.
 type execRunner struct {
-	Self    string // the ironlb binary (or a test binary that runs lab.NSInit)
-	NSEnter string // path of nsenter
+	Self    string   // the ironlb binary (or a test binary that runs lab.NSInit)
+	NSEnter string   // path of nsenter
+	Progs   Programs // the local programs images map to (execArgv)
+}
+
+// execArgv maps an exec'd command to the local program when the container's image has it, as the
+// container's own command is mapped (`kubectl exec <agnhost pod> -- /agnhost ...` runs the lab's
+// agnhost); any other command runs from the host's file system, which is the container's (sh, nc, curl).
+func execArgv(p Programs, image string, argv []string) []string {
+	if mapped, err := Argv(p, image, argv, nil); err == nil {
+		return mapped
+	}
+	return argv
 }
 
 // exitCode is a finished process's exit code as a shell reports it (128+n for a signal).
@@ -47,7 +58,7 @@ func exitCode(ps *os.ProcessState) int {
 func (x execRunner) command(run ctrRun, argv []string, cg *os.File) (*exec.Cmd, error) {
 	spec := run.Exec.Spec
 	spec.NetNS, spec.Hostname, spec.MountNS, spec.Mounts = "", "", false, nil // entered by nsenter
-	spec.Argv = argv
+	spec.Argv = execArgv(x.Progs, run.Image, argv)
 	cmd, err := lab.Command(x.Self, spec, cg)
 	if err != nil {
 		return nil, err

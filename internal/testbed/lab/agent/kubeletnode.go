@@ -163,6 +163,6 @@ func (a *Agent) serveKubeletAPI(ctx context.Context) error {
 		return err
 	}
 	a.log.Info("kubelet API serving", "addr", ln.Addr().String())
-	s := newKubeletServer(agentPods{a}, execRunner{Self: a.lab.Plan.Config.Self, NSEnter: nsenter}, a.log)
+	s := newKubeletServer(agentPods{a}, execRunner{Self: a.lab.Plan.Config.Self, NSEnter: nsenter, Progs: a.progs}, a.log)
 	return s.serve(ctx, ln, tc)
 }

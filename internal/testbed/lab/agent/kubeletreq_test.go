@@ -115,3 +115,26 @@ func TestIsNSInit(t *testing.T) {
 		}
 	}
 }
+
+// TestExecArgv: exec maps a command the container's image has to its local program, as the container's
+// own command is; other commands run as given, from the host's file system.
+func TestExecArgv(t *testing.T) {
+	p := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/k8s/bin"}
+	for _, tt := range []struct {
+		name, image string
+		argv, want  []string
+	}{
+		{"the image's program by name", "docker.io/traefik/whoami:v1.10", []string{"whoami", "--port", "80"},
+			[]string{"/usr/local/bin/ironlb", "whoami", "--port", "80"}},
+		{"the image's program by path", "registry.k8s.io/kube-proxy:v1.37.2", []string{"/usr/local/bin/kube-proxy", "--version"},
+			[]string{"/k8s/bin/kube-proxy", "--version"}},
+		{"a host tool", "docker.io/traefik/whoami:v1.10", []string{"sh", "-c", "exit 3"}, []string{"sh", "-c", "exit 3"}},
+		{"an image the lab does not know", "example.com/unknown:1", []string{"cat", "/etc/hostname"}, []string{"cat", "/etc/hostname"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, execArgv(p, tt.image, tt.argv)); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}

@@ -585,7 +585,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("RunContainerError", err)
 		return
 	}
-	w.publishRun(ctrRun{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), Container: c.spec.Name,
+	w.publishRun(ctrRun{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), Container: c.spec.Name, Image: c.spec.Image,
 		Run: int(c.st.Restarts), LogDir: logDir, PID: cmd.Process.Pid, Exec: execSpec{Spec: spec, Cgroup: cg}, LogDone: lw.done})
 	c.gen++
 	gen, name := c.gen, c.spec.Name
