@@ -43,6 +43,7 @@ type ctrRun struct {
 	Run                                      int      // restart count of this run: its log is <LogDir>/<Run>.log
 	LogDir                                   string   // the container's log directory (one file per run)
 	PID                                      int      // the container's main process; 0 once it exited
+	BackingOff                               bool     // exited and waiting to restart (CrashLoopBackOff)
 	Exec                                     execSpec // how the container's process was started
 	LogDone                                  <-chan struct{}
 }
@@ -208,11 +209,12 @@ func (s *kubeletServer) serveLogs(w http.ResponseWriter, r *http.Request, req ku
 	path := logPath(run.LogDir, run.Run)
 	done := run.LogDone
 	if o.Previous {
-		if run.Run == 0 {
+		prev, ok := previousRun(run.Run, run.BackingOff)
+		if !ok {
 			s.fail(w, r, fmt.Errorf("%w: previous terminated container %q in pod %q not found", errBadRequest, req.Container, req.Pod))
 			return
 		}
-		path, done = logPath(run.LogDir, run.Run-1), closedChan
+		path, done = logPath(run.LogDir, prev), closedChan
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && o.Previous {

@@ -18,8 +18,9 @@ import (
 
 // kubeletView is what a pod worker publishes for the kubelet API; guarded by podWorker.mu.
 type kubeletView struct {
-	netns string
-	runs  map[string]ctrRun // container name -> latest run
+	netns      string
+	runs       map[string]ctrRun // container name -> latest run
+	backingOff map[string]bool   // containers waiting to restart, from the pod's status (filled by find)
 }
 
 func (w *podWorker) publishNetNS(netns string) {
@@ -109,9 +110,15 @@ func (s agentPods) find(namespace, name, uid string) (kubeletView, error) {
 	}
 	best.mu.Lock()
 	defer best.mu.Unlock()
-	v := kubeletView{netns: best.view.netns, runs: make(map[string]ctrRun, len(best.view.runs))}
+	v := kubeletView{netns: best.view.netns, runs: make(map[string]ctrRun, len(best.view.runs)), backingOff: map[string]bool{}}
 	for k, r := range best.view.runs {
 		v.runs[k] = r
+	}
+	pod := best.latest
+	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil {
+			v.backingOff[cs.Name] = true
+		}
 	}
 	return v, nil
 }
@@ -125,6 +132,7 @@ func (s agentPods) Container(namespace, pod, uid, container string) (ctrRun, err
 	if !ok {
 		return ctrRun{}, fmt.Errorf("%w: %q in pod %s/%s (not started yet, or no such container)", errNoContainer, container, namespace, pod)
 	}
+	r.BackingOff = r.PID == 0 && v.backingOff[container]
 	return r, nil
 }
 

@@ -181,6 +181,19 @@ func parseLogOptions(q url.Values) (logOptions, error) {
 	return o, err
 }
 
+// previousRun is the run whose log previous=true reads, as the kubelet picks the container's
+// lastState: while the container waits to restart (CrashLoopBackOff) that is the latest run, which just
+// ended; otherwise the run before the latest. ok is false when there is none.
+func previousRun(latest int, backingOff bool) (run int, ok bool) {
+	switch {
+	case backingOff:
+		return latest, true
+	case latest > 0:
+		return latest - 1, true
+	}
+	return 0, false
+}
+
 // clientDecision says why a client may or may not call the kubelet API.
 type clientDecision string
 

@@ -138,3 +138,25 @@ func TestExecArgv(t *testing.T) {
 		})
 	}
 }
+
+func TestPreviousRun(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		latest     int
+		backingOff bool
+		want       int
+		ok         bool
+	}{
+		{"first run, running", 0, false, 0, false},
+		{"restarted once, running", 1, false, 0, true},
+		{"restarted three times, running", 3, false, 2, true},
+		{"first run crashed, backing off", 0, true, 0, true},
+		{"third run crashed, backing off", 2, true, 2, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, ok := previousRun(tt.latest, tt.backingOff); got != tt.want || ok != tt.ok {
+				t.Errorf("previousRun(%d, %v) = %d, %v; want %d, %v", tt.latest, tt.backingOff, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
