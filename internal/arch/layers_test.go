@@ -152,6 +152,8 @@ var pureFiles = []struct {
 	{pkg: "internal/speaker/bfd", files: []string{"packet.go", "session.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "net", "log/slog", "runtime"}, noClock: true},
 	{pkg: "internal/testbed/lab", files: []string{"config.go", "plan.go"}, stdlib: true},
+	// The kubelet API's requests, client rule and container-log format and selection; kubeletapi.go serves.
+	{pkg: "internal/testbed/lab/agent", files: []string{"kubeletreq.go", "ctrlog.go"}, stdlib: true, noClock: true},
 	{pkg: "internal/testbed/attack", files: []string{"forge.go", "wire.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "github.com/mdlayher/packet"}, noClock: true},
 	{pkg: "internal/bfdprofile", noClock: true},

@@ -105,6 +105,10 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		"--advertise-address="+cp.Addr.String(),
 		"--tls-cert-file="+pki.APIServerCert(), "--tls-private-key-file="+pki.APIServerKey(),
 		"--client-ca-file="+pki.CACert(),
+		// the kubelet API on each node agent (docs/lab-kubelet.md): dial the InternalIP, verify the agent's
+		// serving certificate against the lab CA, present the kubelet client certificate
+		"--kubelet-client-certificate="+pki.KubeletClientCert(), "--kubelet-client-key="+pki.KubeletClientKey(),
+		"--kubelet-certificate-authority="+pki.CACert(), "--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+pki.SAPub(), "--service-account-signing-key-file="+pki.SAKey(),
 		"--service-cluster-ip-range="+serviceCIDRs,

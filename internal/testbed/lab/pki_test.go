@@ -258,3 +258,33 @@ func TestPKIKubeconfigMissingFiles(t *testing.T) {
 		t.Error("Kubeconfig with no certificates: want an error")
 	}
 }
+
+// TestPKIKubeletCerts: the apiserver's kubelet client certificate and a node's serving certificate are
+// signed by the lab CA, for client and server use, with the node's name and address as SANs.
+func TestPKIKubeletCerts(t *testing.T) {
+	p := testPKI(t)
+	if err := p.IssueKubeletServing("myk8s-worker", []net.IP{net.ParseIP("172.18.0.3"), net.ParseIP("fc00:f853:ccd:e793::3")}); err != nil {
+		t.Fatalf("IssueKubeletServing: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(readCert(t, p.CACert()))
+	client := readCert(t, p.KubeletClientCert())
+	if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("kubelet client certificate: %v", err)
+	}
+	if client.Subject.CommonName != KubeletClientCommonName || !slices.Equal(client.Subject.Organization, []string{"system:masters"}) {
+		t.Errorf("kubelet client subject = %v", client.Subject)
+	}
+	serving := readCert(t, p.KubeletServingCert("myk8s-worker"))
+	for _, host := range []string{"myk8s-worker", "172.18.0.3", "fc00:f853:ccd:e793::3"} {
+		if _, err := serving.Verify(x509.VerifyOptions{Roots: roots, DNSName: host}); err != nil {
+			t.Errorf("serving certificate for %s: %v", host, err)
+		}
+	}
+	if err := serving.VerifyHostname("172.18.0.4"); err == nil {
+		t.Error("serving certificate valid for another node's address")
+	}
+	if _, err := tls.LoadX509KeyPair(p.KubeletServingCert("myk8s-worker"), p.KubeletServingKey("myk8s-worker")); err != nil {
+		t.Errorf("serving key pair: %v", err)
+	}
+}

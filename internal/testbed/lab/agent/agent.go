@@ -74,6 +74,11 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 	}
 	a.log.Info("node registered")
 	go a.heartbeat(ctx)
+	go func() {
+		if err := a.serveKubeletAPI(ctx); err != nil {
+			a.log.Error("kubelet API not served: kubectl exec, logs and port-forward will fail on this node", "err", err)
+		}
+	}()
 
 	nodeInf := informers.NewSharedInformerFactory(cs, 0)
 	nodeInf.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -200,7 +205,7 @@ func (a *Agent) tryUpdateNodeStatus(ctx context.Context) error {
 		OSImage: "ironlb lab (network namespace)", KernelVersion: kernelRelease(),
 		ContainerRuntimeVersion: "ironlb://" + lab.KubeVersion, MachineID: a.host.Name, SystemUUID: a.host.Name, BootID: bootID,
 	}
-	n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = KubeletPort
 	set := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) {
 		for i := range n.Status.Conditions {
 			c := &n.Status.Conditions[i]

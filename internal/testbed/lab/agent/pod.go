@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -39,9 +38,10 @@ type podWorker struct {
 	a   *Agent
 	uid types.UID
 
-	mu      sync.Mutex // guards latest and removed
+	mu      sync.Mutex // guards latest, removed and view
 	latest  *corev1.Pod
 	removed bool
+	view    kubeletView // for the kubelet API (kubeletnode.go)
 	wake    chan struct{}
 
 	events     chan ctrEvent
@@ -224,6 +224,7 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 	}
 	w.volumes = vols
 	w.sandbox, w.sandboxErr = true, ""
+	w.publishNetNS(w.netns)
 	return nil
 }
 
@@ -349,6 +350,7 @@ func (w *podWorker) handle(ctx context.Context, ev ctrEvent) {
 			c.st.TermReason = "Error"
 		}
 		c.cmd = nil
+		w.publishExit(ev.name)
 		if pod != nil && pod.DeletionTimestamp == nil {
 			w.a.log.Info("container exited", "pod", pod.Namespace+"/"+pod.Name, "container", ev.name, "exitCode", *ev.exit)
 		}
@@ -522,6 +524,9 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	if pod.Spec.HostNetwork {
 		hostname = a.host.Name
 	}
+	if m, err := w.hostnameMount(hostname); err == nil { // kubectl exec ... cat /etc/hostname
+		mounts = append(mounts, m)
+	}
 	spec := lab.ExecSpec{NetNS: w.netns, Hostname: hostname, MountNS: true, Mounts: mounts, Argv: argv, Env: env.List(), Dir: c.spec.WorkingDir}
 	if sc := c.spec.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 		var add, drop []string
@@ -564,19 +569,24 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("RunContainerError", err)
 		return
 	}
-	logPath := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
-	_ = os.MkdirAll(filepath.Dir(logPath), 0o755)
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	// one CRI log file per run for the kubelet API, and the raw output appended to the combined log
+	rawLog := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
+	logDir := a.ctrLogDir(pod, c.spec.Name)
+	lw, stdout, stderr, err := openCtrLog(logDir, int(c.st.Restarts), rawLog, time.Now)
 	if err != nil {
 		fail("RunContainerError", err)
 		return
 	}
-	defer lf.Close()
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Start()
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
 		fail("RunContainerError", err)
 		return
 	}
+	w.publishRun(ctrRun{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), Container: c.spec.Name, Image: c.spec.Image,
+		Run: int(c.st.Restarts), LogDir: logDir, PID: cmd.Process.Pid, Exec: execSpec{Spec: spec, Cgroup: cg}, LogDone: lw.done})
 	c.gen++
 	gen, name := c.gen, c.spec.Name
 	c.cmd = cmd
