@@ -24,6 +24,8 @@ type Programs struct {
 	// MetalLB is the directory with MetalLB's controller and speaker built from its Go module (for
 	// side-by-side benchmarks; `make metallb` builds them).
 	MetalLB string
+	// CoreDNS is the directory with the coredns binary hack/coredns-binary.sh builds (the cluster DNS).
+	CoreDNS string
 }
 
 // ErrImageUnknown means no local program stands in for the image; the container waits in ErrImagePull.
@@ -57,6 +59,10 @@ var images = map[string]imageEntry{
 		entrypoint: func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} },
 		commands:   map[string]func(Programs) []string{"controller": func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} }},
 	},
+	"registry.k8s.io/coredns/coredns": { // kubeadm's image: ENTRYPOINT ["/coredns"]
+		entrypoint: func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} },
+		commands:   map[string]func(Programs) []string{"coredns": func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} }},
+	},
 	"ironlb/ironlb": {
 		entrypoint: func(p Programs) []string { return []string{p.Self} },
 		commands:   map[string]func(Programs) []string{"ironlb": func(p Programs) []string { return []string{p.Self} }},
@@ -77,6 +83,9 @@ var aliases = map[string]string{
 	"metallb/speaker":             "quay.io/metallb/speaker",
 	"metallb/controller":          "quay.io/metallb/controller",
 	"docker.io/containous/whoami": "traefik/whoami",
+	"k8s.gcr.io/coredns/coredns":  "registry.k8s.io/coredns/coredns",
+	"coredns/coredns":             "registry.k8s.io/coredns/coredns",
+	"docker.io/coredns/coredns":   "registry.k8s.io/coredns/coredns",
 }
 
 // ImageRepo strips the tag or digest and a docker.io/library prefix from an image reference.

@@ -58,7 +58,7 @@ func TestImageRepo(t *testing.T) {
 }
 
 func TestKnownImages(t *testing.T) {
-	want := []string{"ironlb/ironlb", "quay.io/metallb/controller", "quay.io/metallb/speaker", "registry.k8s.io/kube-proxy", "traefik/whoami"}
+	want := []string{"ironlb/ironlb", "quay.io/metallb/controller", "quay.io/metallb/speaker", "registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy", "traefik/whoami"}
 	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
 		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
 	}
@@ -73,7 +73,7 @@ func TestKnownImages(t *testing.T) {
 }
 
 func TestArgv(t *testing.T) {
-	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin"}
+	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin", CoreDNS: "/cache/coredns/bin"}
 	tests := []struct {
 		name          string
 		image         string
@@ -99,6 +99,10 @@ func TestArgv(t *testing.T) {
 		{name: "ironlb command", image: "ghcr.io/ironlb/ironlb:dev", command: []string{"/ironlb"}, args: []string{"controller", "--v=1"},
 			want: []string{"/usr/local/bin/ironlb", "controller", "--v=1"}},
 		{name: "ironlb entrypoint", image: "ironlb:dev", args: []string{"speaker"}, want: []string{"/usr/local/bin/ironlb", "speaker"}},
+		{name: "coredns as kubeadm's Deployment runs it", image: "registry.k8s.io/coredns/coredns:v1.14.6", args: []string{"-conf", "/etc/coredns/Corefile"},
+			want: []string{"/cache/coredns/bin/coredns", "-conf", "/etc/coredns/Corefile"}},
+		{name: "coredns command", image: "coredns/coredns:1.14.6", command: []string{"/coredns"}, args: []string{"-conf", "/c"},
+			want: []string{"/cache/coredns/bin/coredns", "-conf", "/c"}},
 		{name: "unknown image", image: "nginx:1.27", wantErr: ErrImageUnknown,
 			wantInErr: []string{`"nginx:1.27"`, "ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}},
 		{name: "unknown image with command", image: "busybox", command: []string{"sh"}, wantErr: ErrImageUnknown,
