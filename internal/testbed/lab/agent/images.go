@@ -4,8 +4,9 @@
 // container a local process chosen by image name, started with the env, volumes, hostname and
 // capabilities a kubelet would give it.
 //
-// Pure decisions (which program an image maps to, environment expansion, pod IP allocation, pod status)
-// live in images.go, env.go, ipam.go and status.go and are unit-tested; agent.go and pod.go are the
+// Pure decisions (which program an image maps to, environment expansion, pod IP allocation, pod status,
+// a pod's resolv.conf and /etc/hosts) live in images.go, env.go, ipam.go, status.go and dns.go and are
+// unit-tested; agent.go and pod.go are the
 // adapters to the apiserver and the kernel.
 package agent
 
