@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 )
 
@@ -220,4 +221,75 @@ func TestMountsEtcHosts(t *testing.T) {
 			t.Errorf("MountsEtcHosts(hostNetwork=%v, %v, %v) = %v", tc.pod.Spec.HostNetwork, tc.ips, tc.c.VolumeMounts, got)
 		}
 	}
+}
+
+// Whatever the pod and the node's resolv.conf say, the result keeps the kubelet's limits, and what the
+// agent writes reads back as the same configuration.
+func FuzzPodDNS(f *testing.F) {
+	f.Add("nameserver 10.0.0.53\nsearch a b\noptions ndots:1\n", "ClusterFirst", false, "ns1", "1.2.3.4 5.6.7.8", "x.local y.local", "ndots:2 edns0")
+	f.Add("", "None", false, "default", "1.1.1.1 2.2.2.2 3.3.3.3 4.4.4.4", strings.Repeat("d ", 40), "")
+	f.Add("search "+strings.Repeat("z", 300)+"\n", "Default", true, "kube-system", "", "", "timeout:")
+	f.Fuzz(func(t *testing.T, nodeResolv, policy string, hostNet bool, ns, servers, searches, options string) {
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			return // the apiserver admits only DNS labels as namespaces
+		}
+		cfg := &corev1.PodDNSConfig{Nameservers: strings.Fields(servers), Searches: strings.Fields(searches)}
+		for _, o := range strings.Fields(options) {
+			name, value, ok := strings.Cut(o, ":")
+			if name == "" {
+				return // the apiserver requires an option's name
+			}
+			opt := corev1.PodDNSConfigOption{Name: name}
+			if ok {
+				opt.Value = ptr.To(value)
+			}
+			cfg.Options = append(cfg.Options, opt)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+			Spec: corev1.PodSpec{DNSPolicy: corev1.DNSPolicy(policy), HostNetwork: hostNet, DNSConfig: cfg}}
+		s := DNSSettings{ClusterDNS: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, ClusterDomain: "cluster.local", NodeResolv: []byte(nodeResolv)}
+		r, _, err := PodDNS(s, pod)
+		if err != nil {
+			return // a node resolv.conf with an empty nameserver line: the kubelet refuses it too
+		}
+		if len(r.Servers) > maxDNSNameservers {
+			t.Errorf("%d nameservers", len(r.Servers))
+		}
+		if len(r.Searches) > maxDNSSearchPaths || len(strings.Join(r.Searches, " ")) > maxDNSSearchListChars {
+			t.Errorf("search line of %d domains, %d characters", len(r.Searches), len(strings.Join(r.Searches, " ")))
+		}
+		for _, d := range r.Searches {
+			if len(d) > maxSearchDomainLength {
+				t.Errorf("search domain of %d characters", len(d))
+			}
+		}
+		if corev1.DNSPolicy(policy) == corev1.DNSNone && len(r.Servers) > 0 && r.Servers[0] != cfg.Nameservers[0] {
+			t.Errorf("None: first nameserver %q, want dnsConfig's %q", r.Servers[0], cfg.Nameservers[0])
+		}
+		// Single-token entries read back unchanged (a search domain "." or ending in "." is normalised
+		// by the parser, as the kubelet's is; a "#..." entry would read as a comment).
+		clean := true
+		for _, x := range append(append(append([]string(nil), r.Servers...), r.Searches...), r.Options...) {
+			if strings.HasSuffix(x, ".") || strings.HasPrefix(x, "#") {
+				clean = false
+			}
+		}
+		if !clean {
+			return
+		}
+		back, err := ParseResolvConf(r.Bytes())
+		if err != nil {
+			t.Fatalf("ParseResolvConf(Bytes()): %v\n%s", err, r.Bytes())
+		}
+		want := r
+		want.Options = mergeOptions(nil, r.Options)
+		if !cmp.Equal(back, want, cmp.Transformer("nilIsEmpty", func(s []string) []string {
+			if s == nil {
+				return []string{}
+			}
+			return s
+		})) {
+			t.Errorf("read back %+v, wrote %+v:\n%s", back, r, r.Bytes())
+		}
+	})
 }
