@@ -58,7 +58,7 @@ func TestClusterDNS(t *testing.T) {
 	kubectlApply(t, "testdata/dns.yaml")
 	t.Cleanup(func() { kubectl(t, "delete", "-f", "testdata/dns.yaml", "--wait=false", "--ignore-not-found") })
 	kubectl(t, "rollout", "status", "-n", "dns-e2e", "deployment/dnsweb", "--timeout=90s")
-	waitReady(t, "-n", "dns-e2e", "pod/dnsclient", "pod/dnsnone")
+	waitReady(t, "-n", "dns-e2e", "pod/dnsclient", "pod/dnsnone", "pod/dnshostnet")
 	clusterIP := strings.TrimSpace(kubectl(t, "get", "svc", "-n", "dns-e2e", "dnsweb", "-o", "jsonpath={.spec.clusterIP}"))
 	webIPs := sortedFields(kubectl(t, "get", "pods", "-n", "dns-e2e", "-l", "app=dnsweb", "-o", `jsonpath={range .items[*]}{.status.podIP}{" "}{end}`))
 	clientIP := strings.TrimSpace(kubectl(t, "get", "pod", "-n", "dns-e2e", "dnsclient", "-o", "jsonpath={.status.podIP}"))
@@ -118,6 +118,24 @@ func TestClusterDNS(t *testing.T) {
 		out, err := podExec(t, "dns-e2e", "dnsclient", "dig", "+short", "+time=2", "+tries=1", "myk8s-worker", "A")
 		if err != nil || strings.TrimSpace(out) != "172.18.0.3" {
 			t.Errorf("dig myk8s-worker: %q %v, want 172.18.0.3", out, err)
+		}
+	})
+	t.Run("ClusterFirstWithHostNet on a hostNetwork pod", func(t *testing.T) {
+		got, err := podExec(t, "dns-e2e", "dnshostnet", "cat", "/etc/resolv.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "search dns-e2e.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.200.1.10\noptions ndots:5\n"; got != want {
+			t.Errorf("/etc/resolv.conf:\n%s\nwant:\n%s", got, want)
+		}
+		// From the node's network namespace, through the Service dataplane's rules for local traffic.
+		out, err := podExec(t, "dns-e2e", "dnshostnet", "getent", "hosts", "dnsweb")
+		if err != nil || !strings.HasPrefix(out, clusterIP+" ") {
+			t.Errorf("getent hosts dnsweb on the host network: %q %v, want %s", out, err, clusterIP)
+		}
+		hosts, err := podExec(t, "dns-e2e", "dnshostnet", "cat", "/etc/hosts")
+		if err != nil || !strings.HasPrefix(hosts, "# Kubernetes-managed hosts file (host network).\n") || !strings.Contains(hosts, "\tmyk8s-control-plane\n") {
+			t.Errorf("/etc/hosts of a hostNetwork pod: want the node's under the host-network header, got %v:\n%s", err, hosts)
 		}
 	})
 	t.Run("dnsPolicy None", func(t *testing.T) {
