@@ -22,7 +22,7 @@ INSECURE  ?=
 LAB_PUSH  ?= 1
 LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
-.PHONY: all deps build image k8s registry lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm e2e-binaries conformance clean
+.PHONY: all deps build image k8s registry coredns lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm e2e-binaries conformance clean
 
 all: build
 
@@ -67,10 +67,15 @@ e2e-binaries:
 # `ironlb lab conformance --compare` brings each lab up and down (no lab may be up). Root; run by hand.
 # CONFORMANCE_FLAGS adds flags (--focus, --skip, --report-dir). docs/conformance.md.
 CONFORMANCE_FLAGS ?=
-conformance: deps build k8s registry e2e-binaries
+conformance: deps build k8s registry coredns e2e-binaries
 	$(BIN) lab conformance --compare $(CONFORMANCE_FLAGS)
 
-lab: deps build k8s registry
+# CoreDNS (COREDNS_VERSION in hack/versions.env) with the plugins a cluster uses, the lab's cluster DNS,
+# built from its module and cached beside them.
+coredns:
+	@hack/coredns-binary.sh >/dev/null
+
+lab: deps build k8s registry coredns
 	$(BIN) lab up
 	IRONLB=$(BIN) hack/seed-000.sh
 
@@ -79,7 +84,7 @@ lab-down: build
 
 # Every unit test, every fuzz target briefly, then the e2e tests in the lab (root; they bring their own
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
-test: deps build k8s registry metallb helm unit fuzz-short e2e
+test: deps build k8s registry coredns metallb helm unit fuzz-short e2e
 
 # The unit tests run under the race detector, which needs cgo: a C compiler (gcc) and libc's headers
 # (Debian: gcc, libc6-dev; .ci/run installs them). -race makes the CPU-bound tests 4-8x slower
@@ -118,7 +123,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
-bench: build k8s registry
+bench: build k8s registry coredns
 	hack/bench-lab.sh
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate/' -benchtime 100000x -count 3 ./internal/allocator
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocate10k' -benchtime 5x -count 3 ./internal/allocator
@@ -150,7 +155,7 @@ differential: k8s metallb
 # Layer-2 failover and false alarms, ironlb against MetalLB v0.16.1 (about 70 minutes). The failover
 # runs' results and pictures go to $(PLOTS) (docs/benchmarks.md, "Drawing the pictures").
 PLOTS ?= bin/plots
-bench-l2: build k8s registry metallb
+bench-l2: build k8s registry coredns metallb
 	$(BIN) lab up
 	$(BIN) lab bench-failover --trials 20 --plot $(PLOTS)
 	$(BIN) lab bench-failover --trials 20 --speaker metallb --memberlist default --plot $(PLOTS)

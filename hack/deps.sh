@@ -10,6 +10,8 @@ declare -A pkgs=(
   [ip]=iproute2 [iptables]=iptables [nft]=nftables [curl]=curl [arping]=arping [arp-scan]=arp-scan
   [conntrack]=conntrack [tcpdump]=tcpdump [socat]=socat [ndisc6]=ndisc6 [nsenter]=util-linux [ping]=iputils-ping
   [make]=make [git]=git [stress-ng]=stress-ng [promtool]=prometheus
+  # dig, run inside pods' namespaces by the cluster-DNS tests (as the upstream images carry it)
+  [dig]=bind9-dnsutils
   # cgo for `go test -race`
   [gcc]=gcc
 )

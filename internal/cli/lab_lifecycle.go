@@ -86,6 +86,7 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
 	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000), where ironlb lab push pushes")
 	f.StringVar(&cfg.RegistryBin, "registry-bin", envOr("IRONLB_REGISTRY_BIN", lab.DefaultRegistryBin()), "directory with the registry binary (hack/registry-binary.sh builds it)")
+	f.StringVar(&cfg.CoreDNSBin, "coredns-bin", envOr("IRONLB_COREDNS_BIN", lab.DefaultCoreDNSBin()), "directory with the coredns binary, the cluster DNS (hack/coredns-binary.sh builds it)")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.BoolVar(&cfg.SecondNetwork, "second-network", false, "add a second network: bridge br1, eth1 on every node in --second-cidr and the client mypc3 on it (L2 announcement on a secondary NIC)")
 	f.StringVar(&secondCIDR, "second-cidr", d.SecondCIDR.String(), "the second network's IPv4 subnet (--second-network)")

@@ -77,6 +77,9 @@ type Config struct {
 	Registry bool `json:"registry,omitempty"`
 	// RegistryBin is the directory with the registry binary (hack/registry-binary.sh builds it).
 	RegistryBin string `json:"registryBin,omitempty"`
+	// CoreDNSBin is the directory with the coredns binary the kube-dns Deployment's image maps to
+	// (hack/coredns-binary.sh builds it).
+	CoreDNSBin string `json:"coreDNSBin,omitempty"`
 	// SecondNetwork adds a second layer-2 network: a second bridge in the bridge namespace, SecondIface
 	// on every node with an address of SecondCIDR, and the client Client3Name on it (network.go).
 	SecondNetwork bool         `json:"secondNetwork,omitempty"`

@@ -129,6 +129,9 @@ func (l *Lab) preflight() error {
 			errs = append(errs, errors.New("missing vtysh on PATH (apt-get install frr)"))
 		}
 	}
+	if _, err := os.Stat(l.corednsBin()); err != nil {
+		errs = append(errs, fmt.Errorf("missing %s (the cluster DNS: build CoreDNS with hack/coredns-binary.sh, or pass --coredns-bin)", l.corednsBin()))
+	}
 	if l.Plan.Config.Registry {
 		if _, err := os.Stat(l.registryBin()); err != nil {
 			errs = append(errs, fmt.Errorf("missing %s (build the registry with hack/registry-binary.sh, or pass --registry-bin, or --registry=false)", l.registryBin()))
@@ -227,6 +230,9 @@ func (l *Lab) Up(ctx context.Context, keep bool) (err error) {
 	if err := l.writeHosts(); err != nil {
 		return err
 	}
+	if err := l.writeNodeResolvConf(); err != nil {
+		return err
+	}
 	l.Log("✓ certificates and kubeconfigs (%.2fs)", time.Since(t).Seconds())
 	t = time.Now()
 	for _, n := range l.Plan.Nodes { // agents wait for the apiserver themselves
@@ -293,6 +299,9 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	if err := l.installProxy(ctx); err != nil {
 		return err
 	}
+	if err := l.installDNS(ctx); err != nil { // early, so that no other Service takes kube-dns's address
+		return err
+	}
 	if err := l.WaitNodesReady(ctx, 90*time.Second); err != nil {
 		return err
 	}
@@ -310,6 +319,12 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		}
 		l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
 	}
+	t = time.Now()
+	if err := l.WaitDeployment(ctx, "kube-system", "coredns", 90*time.Second); err != nil {
+		return err
+	}
+	l.Log("✓ cluster DNS: CoreDNS %s (2 replicas) behind the kube-dns Service at %s, domain %s (%.1fs)", CoreDNSVersion,
+		l.Plan.ClusterDNSIP(), ClusterDomain, time.Since(t).Seconds())
 	t = time.Now()
 	if err := l.installIronLB(ctx); err != nil {
 		return err

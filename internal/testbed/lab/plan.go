@@ -221,5 +221,12 @@ func (p Plan) APIServerURL() string {
 // KubernetesServiceIP is the first address of the service CIDR, the ClusterIP of the `kubernetes` Service.
 func (p Plan) KubernetesServiceIP() netip.Addr { return nthAddr(p.Config.ServiceCIDRs()[0], 1) }
 
+// ClusterDomain is the kubelets' clusterDomain, as kubeadm (and so kind) sets it.
+const ClusterDomain = "cluster.local"
+
+// ClusterDNSIP is the kube-dns Service's ClusterIP and the kubelets' clusterDNS: the tenth address of the
+// primary service CIDR, as kubeadm picks it.
+func (p Plan) ClusterDNSIP() netip.Addr { return nthAddr(p.Config.ServiceCIDRs()[0], 10) }
+
 // PodNetNSPrefix is the prefix of the namespaces of the Pods of node: "<node>-p-".
 func PodNetNSPrefix(node string) string { return node + "-p-" }

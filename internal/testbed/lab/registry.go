@@ -38,6 +38,12 @@ func DefaultRegistryBin() string {
 	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(DefaultK8sBin()))), "registry", RegistryVersion, "bin")
 }
 
+// DefaultCoreDNSBin is where hack/coredns-binary.sh puts CoreDNS for the pinned version, beside the
+// Kubernetes binaries.
+func DefaultCoreDNSBin() string {
+	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(DefaultK8sBin()))), "coredns", CoreDNSVersion, "bin")
+}
+
 // RegistryAddr is the registry's address and port on the bridge, the host part of every reference
 // into it ("172.18.255.253:5000"); invalid when the lab has no registry.
 func (p Plan) RegistryAddr() netip.AddrPort {

@@ -42,6 +42,10 @@ func (s State) PodDir(uid string) string { return s.path("pods", uid) }
 // HostsFile is the /etc/hosts every container sees (node names resolve as in kind).
 func (s State) HostsFile() string { return s.path("hosts") }
 
+// NodeResolvConf is the nodes' resolv.conf, the kubelets' resolvConf: what Pods with dnsPolicy Default get
+// (docs/lab-dns.md).
+func (s State) NodeResolvConf() string { return s.path("resolv.conf") }
+
 // APIProxyAddrFile holds the loopback address of the apiserver bridge.
 func (s State) APIProxyAddrFile() string { return s.path("apiproxy.addr") }
 

@@ -64,7 +64,7 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 	a := &Agent{
 		lab: l, host: h, client: cs,
 		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node),
-		progs:  Programs{Self: l.Plan.Config.Self, K8sBin: l.Plan.Config.K8sBin, MetalLB: lab.DefaultMetalLBBin(), E2EBin: lab.DefaultE2EBin()},
+		progs:  Programs{Self: l.Plan.Config.Self, K8sBin: l.Plan.Config.K8sBin, MetalLB: lab.DefaultMetalLBBin(), E2EBin: lab.DefaultE2EBin(), CoreDNS: l.Plan.Config.CoreDNSBin},
 		pods:   map[types.UID]*podWorker{},
 		routes: map[string]string{},
 	}

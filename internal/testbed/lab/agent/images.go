@@ -4,8 +4,9 @@
 // container a local process chosen by image name, started with the env, volumes, hostname and
 // capabilities a kubelet would give it.
 //
-// Pure decisions (which program an image maps to, environment expansion, pod IP allocation, pod status)
-// live in images.go, env.go, ipam.go and status.go and are unit-tested; agent.go and pod.go are the
+// Pure decisions (which program an image maps to, environment expansion, pod IP allocation, pod status,
+// a pod's resolv.conf and /etc/hosts) live in images.go, env.go, ipam.go, status.go and dns.go and are
+// unit-tested; agent.go and pod.go are the
 // adapters to the apiserver and the kernel.
 package agent
 
@@ -27,6 +28,8 @@ type Programs struct {
 	// E2EBin is the directory with agnhost (and e2e.test), which hack/e2e-binaries.sh builds from the
 	// pinned Kubernetes module: the e2e suite's images (agnhost, pause, nginx, httpd) run it.
 	E2EBin string
+	// CoreDNS is the directory with the coredns binary hack/coredns-binary.sh builds (the cluster DNS).
+	CoreDNS string
 }
 
 // ErrImageUnknown means no local program stands in for the image; the container waits in ErrImagePull.
@@ -96,6 +99,10 @@ var images = map[string]imageEntry{
 		entrypoint: func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} },
 		commands:   map[string]program{"controller": fixed(func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} })},
 	},
+	"registry.k8s.io/coredns/coredns": { // kubeadm's image: ENTRYPOINT ["/coredns"]
+		entrypoint: func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} },
+		commands:   map[string]program{"coredns": fixed(func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} })},
+	},
 	"ironlb/ironlb": {
 		entrypoint: func(p Programs) []string { return []string{p.Self} },
 		commands:   map[string]program{"ironlb": fixed(func(p Programs) []string { return []string{p.Self} })},
@@ -135,7 +142,7 @@ var aliases = map[string]string{
 	"containous/whoami":                         "traefik/whoami",
 	"k8s.gcr.io/kube-proxy":                     "registry.k8s.io/kube-proxy",
 	"ghcr.io/ironlb/ironlb":                     "ironlb/ironlb",
-	"ghcr.io/ironlb/ironlb-proxy":               "ironlb/ironlb", // the proxy image adds nft and conntrack, which the lab's nodes have
+	"ghcr.io/ironlb/ironlb-proxy":               "ironlb/ironlb", // the proxy image adds nft, which the lab's nodes have
 	"ironlb":                                    "ironlb/ironlb",
 	"quay.io/ironlb/ironlb":                     "ironlb/ironlb",
 	"registry.local/ironlb":                     "ironlb/ironlb",
@@ -150,6 +157,9 @@ var aliases = map[string]string{
 	"registry.k8s.io/e2e-test-images/busybox":   "busybox",
 	"registry.k8s.io/e2e-test-images/nginx":     "nginx",
 	"registry.k8s.io/e2e-test-images/httpd":     "httpd",
+	"k8s.gcr.io/coredns/coredns":                "registry.k8s.io/coredns/coredns",
+	"coredns/coredns":                           "registry.k8s.io/coredns/coredns",
+	"docker.io/coredns/coredns":                 "registry.k8s.io/coredns/coredns",
 }
 
 // ImageRepo strips the tag or digest and a docker.io/library prefix from an image reference.

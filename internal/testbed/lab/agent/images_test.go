@@ -64,7 +64,7 @@ func TestImageRepo(t *testing.T) {
 
 func TestKnownImages(t *testing.T) {
 	want := []string{"busybox", "httpd", "ironlb/ironlb", "nginx", "quay.io/metallb/controller", "quay.io/metallb/speaker",
-		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "traefik/whoami"}
+		"registry.k8s.io/coredns/coredns", "registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "traefik/whoami"}
 	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
 		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
 	}
@@ -79,7 +79,7 @@ func TestKnownImages(t *testing.T) {
 }
 
 func TestArgv(t *testing.T) {
-	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin", E2EBin: "/opt/e2e/bin"}
+	progs := Programs{Self: "/usr/local/bin/ironlb", K8sBin: "/opt/k8s/bin", E2EBin: "/opt/e2e/bin", CoreDNS: "/cache/coredns/bin"}
 	const agn = "/opt/e2e/bin/agnhost"
 	tests := []struct {
 		name          string
@@ -149,6 +149,10 @@ func TestArgv(t *testing.T) {
 		{name: "nginx args", image: "nginx", args: []string{"nginx", "-g", "daemon off;"}, want: []string{agn, "netexec", "--http-port=80", "--udp-port=-1"}},
 		{name: "nginx shell", image: "nginx", command: []string{"sh", "-c", "sleep 1"}, want: []string{"sh", "-c", "sleep 1"}},
 		{name: "httpd CMD", image: "httpd:2.4", want: []string{agn, "netexec", "--http-port=80", "--udp-port=-1"}},
+		{name: "coredns as kubeadm's Deployment runs it", image: "registry.k8s.io/coredns/coredns:v1.14.6", args: []string{"-conf", "/etc/coredns/Corefile"},
+			want: []string{"/cache/coredns/bin/coredns", "-conf", "/etc/coredns/Corefile"}},
+		{name: "coredns command", image: "coredns/coredns:1.14.6", command: []string{"/coredns"}, args: []string{"-conf", "/c"},
+			want: []string{"/cache/coredns/bin/coredns", "-conf", "/c"}},
 		{name: "known image, unknown command", image: "traefik/whoami", command: []string{"sh", "-c", "sleep 1"}, wantErr: ErrNoCommand,
 			wantInErr: []string{`"sh"`, "traefik/whoami"}},
 		{name: "kube-proxy image, iptables command", image: "registry.k8s.io/kube-proxy:v1.30.0", command: []string{"/usr/sbin/iptables"},

@@ -56,6 +56,7 @@ type podWorker struct {
 	initDone   bool
 	startTime  time.Time
 	lastStatus *corev1.PodStatus
+	dnsWarned  bool // DNSConfigForming events sent
 }
 
 type volume struct {
@@ -512,15 +513,12 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("RunContainerError", err)
 		return
 	}
-	mounts, err := w.mounts(pod, c.spec)
+	mounts, err := w.mounts(ctx, pod, c.spec)
 	if err != nil {
 		fail("CreateContainerConfigError", err)
 		return
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
+	hostname, _ := PodHostname(pod, lab.ClusterDomain)
 	if pod.Spec.HostNetwork {
 		hostname = a.host.Name
 	}

@@ -435,20 +435,11 @@ func (w *podWorker) setServiceEnv(env *Env, s *corev1.Service) {
 }
 
 // mounts returns the bind mounts of a container: its volumeMounts and the lab's /etc/hosts.
-func (w *podWorker) mounts(pod *corev1.Pod, c corev1.Container) ([]lab.Mount, error) {
-	var out []lab.Mount
-	hosts := filepath.Join(w.a.lab.State.PodDir(string(w.uid)), "etc-hosts")
-	base, err := os.ReadFile(w.a.lab.State.HostsFile())
+func (w *podWorker) mounts(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]lab.Mount, error) {
+	out, err := w.dnsMounts(ctx, pod, c)
 	if err != nil {
 		return nil, err
 	}
-	if !pod.Spec.HostNetwork && len(w.ips) > 0 {
-		base = fmt.Appendf(base, "%s\t%s\n", w.ips[0], pod.Name)
-	}
-	if err := os.WriteFile(hosts, base, 0o644); err != nil {
-		return nil, err
-	}
-	out = append(out, lab.Mount{Source: hosts, Target: "/etc/hosts"})
 	for _, m := range c.VolumeMounts {
 		v, ok := w.volumes[m.Name]
 		if !ok {
@@ -473,4 +464,52 @@ func (w *podWorker) mounts(pod *corev1.Pod, c corev1.Container) ([]lab.Mount, er
 		out = append(out, lab.Mount{Source: src, Target: m.MountPath, ReadOnly: ro})
 	}
 	return out, nil
+}
+
+// dnsMounts writes the Pod's /etc/hosts and /etc/resolv.conf as the kubelet and containerd do (dns.go
+// decides their contents) into the Pod's directory and returns the bind mounts that put them in place
+// in the container's mount namespace. The lab's hosts file stands for the node's /etc/hosts and
+// State.NodeResolvConf for the kubelet's resolvConf.
+func (w *podWorker) dnsMounts(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]lab.Mount, error) {
+	var out []lab.Mount
+	dir := w.a.lab.State.PodDir(string(w.uid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, ip := range w.ips {
+		ips = append(ips, ip.String())
+	}
+	if MountsEtcHosts(pod, ips, c) {
+		nodeHosts, err := os.ReadFile(w.a.lab.State.HostsFile())
+		if err != nil {
+			return nil, err
+		}
+		host, domain := PodHostname(pod, lab.ClusterDomain)
+		hosts := filepath.Join(dir, "etc-hosts")
+		if err := os.WriteFile(hosts, PodHosts(pod, nodeHosts, ips, host, domain), 0o644); err != nil {
+			return nil, err
+		}
+		out = append(out, lab.Mount{Source: hosts, Target: "/etc/hosts"})
+	}
+	nodeResolv, err := os.ReadFile(w.a.lab.State.NodeResolvConf())
+	if err != nil {
+		return nil, fmt.Errorf("the node's resolv.conf: %w", err)
+	}
+	conf, warnings, err := PodDNS(DNSSettings{ClusterDNS: []netip.Addr{w.a.lab.Plan.ClusterDNSIP()}, ClusterDomain: lab.ClusterDomain, NodeResolv: nodeResolv}, pod)
+	if err != nil {
+		return nil, err
+	}
+	if !w.dnsWarned {
+		for _, msg := range warnings {
+			w.a.event(ctx, pod, corev1.EventTypeWarning, "DNSConfigForming", msg)
+			w.a.log.Warn("pod DNS", "pod", pod.Namespace+"/"+pod.Name, "msg", msg)
+		}
+		w.dnsWarned = true
+	}
+	resolv := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolv, conf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	return append(out, lab.Mount{Source: resolv, Target: "/etc/resolv.conf"}), nil
 }
