@@ -12,6 +12,8 @@ declare -A pkgs=(
   [make]=make [git]=git [stress-ng]=stress-ng [promtool]=prometheus
   # dig, run inside pods' namespaces by the cluster-DNS tests (as the upstream images carry it)
   [dig]=bind9-dnsutils
+  # nc, which the upstream e2e suite runs in its agnhost and busybox pods (CheckServiceReachability)
+  [nc]=netcat-openbsd
   # cgo for `go test -race`
   [gcc]=gcc
 )
