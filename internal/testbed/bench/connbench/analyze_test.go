@@ -125,3 +125,19 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+func TestStalls(t *testing.T) {
+	runs := []Run{{Label: "l2, ironlb speaker, ironlb proxy, snat", Event: "power-cut", Trials: []Trial{
+		{TCP: 2, UDP: 1, TCPBroken: 2, Stall: 40 * time.Millisecond},                // a survivor
+		{TCP: 2, UDP: 1, TCPBroken: 2, UDPBroken: 1},                                // none survived
+		{TCP: 2, UDP: 1, Before: 1, TCPBroken: 1, UDPBroken: 0, Stall: time.Second}, // a survivor
+	}}}
+	d := Stalls(runs)
+	want := []time.Duration{40 * time.Millisecond, -1, time.Second}
+	if len(d.Series) != 1 || !cmp.Equal(d.Series[0].Values, want) || d.Series[0].Name != "l2, ironlb speaker, ironlb proxy, snat, power-cut" {
+		t.Errorf("Stalls = %+v, want one series with %v", d.Series, want)
+	}
+	if _, err := d.SVG(); err != nil {
+		t.Errorf("SVG: %v", err)
+	}
+}
