@@ -33,7 +33,8 @@ type Trial struct {
 	TCPBroken, UDPBroken int            // flows that failed at or after the event
 	Reasons              map[string]int // why they failed ("reset", "timeout", ...)
 	// Stall is the longest time without an answer, after the event, of any flow that did not
-	// break: a gap that ends after the event, or the time from its last answer to the end.
+	// break: a gap that ends after the event, or the time from its last answer to the end; -1
+	// when no flow survived (StallTCP, StallUDP: of that protocol's flows).
 	Stall    time.Duration
 	StallTCP time.Duration
 	StallUDP time.Duration
@@ -53,7 +54,7 @@ func (t Trial) Broken() int { return t.TCPBroken + t.UDPBroken }
 
 // Analyze accounts a trial: r is the client's report, event the instant of the event.
 func Analyze(r connprobe.Result, event time.Time) Trial {
-	t := Trial{Reasons: map[string]int{}, RouterMoved: -1}
+	t := Trial{Reasons: map[string]int{}, RouterMoved: -1, Stall: -1, StallTCP: -1, StallUDP: -1}
 	for _, f := range r.Flows {
 		if f.Proto == "tcp" {
 			t.TCP++
@@ -180,7 +181,7 @@ func column[T any](ts []Trial, f func(Trial) T) []T {
 }
 
 // Table writes a run per row: broken flows (TCP, UDP) and the longest stall, median and p99 over the
-// trials, and the totals.
+// trials, and the totals. The stall's statistics are over the trials in which some flow survived.
 func Table(w io.Writer, runs []Run) {
 	fmt.Fprintf(w, "\n| configuration | event | trials | TCP broken median / p99 / total | UDP broken median / p99 / total | longest stall median / p99 / max | surviving flows on another pod / client address (total) | router moved median / p99 | broken before the event |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
@@ -198,7 +199,16 @@ func Table(w io.Writer, runs []Run) {
 			}
 			return fmt.Sprintf("%d / %d / %d", Quantile(v, 0.5), Quantile(v, 0.99), total)
 		}
-		stall := column(ts, func(t Trial) time.Duration { return t.Stall })
+		var stall []time.Duration // of the trials with a survivor
+		for _, t := range ts {
+			if t.Stall >= 0 {
+				stall = append(stall, t.Stall)
+			}
+		}
+		stalls := "-"
+		if len(stall) > 0 {
+			stalls = fmt.Sprintf("%s / %s / %s", ms(Quantile(stall, 0.5)), ms(Quantile(stall, 0.99)), ms(slices.Max(stall)))
+		}
 		moved := "-"
 		if m := column(ts, func(t Trial) int { return t.RouterMoved }); slices.Min(m) >= 0 {
 			moved = fmt.Sprintf("%d / %d", Quantile(m, 0.5), Quantile(m, 0.99))
@@ -209,9 +219,9 @@ func Table(w io.Writer, runs []Run) {
 			client += t.OtherClient
 			before += t.Before
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s / %s / %s | %d / %d | %s | %d |\n", r.Label, r.Event, len(ts),
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %d / %d | %s | %d |\n", r.Label, r.Event, len(ts),
 			ints(func(t Trial) int { return t.TCPBroken }), ints(func(t Trial) int { return t.UDPBroken }),
-			ms(Quantile(stall, 0.5)), ms(Quantile(stall, 0.99)), ms(slices.Max(stall)), other, client, moved, before)
+			stalls, other, client, moved, before)
 	}
 	reasons := map[string]int{}
 	for _, r := range runs {
@@ -240,4 +250,9 @@ func TrialLine(t Trial) string {
 		t.TCPBroken, t.TCP, t.UDPBroken, t.UDP, ms(t.Stall), ms(t.StallTCP), ms(t.StallUDP), t.OtherPod, t.OtherClient, moved, t.Before)
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
+}

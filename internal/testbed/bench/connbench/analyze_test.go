@@ -46,6 +46,17 @@ func TestAnalyze(t *testing.T) {
 	}
 }
 
+func TestAnalyzeNoSurvivor(t *testing.T) {
+	r := connprobe.Result{End: at(3000), Flows: []connprobe.Flow{
+		{Proto: "tcp", Opened: at(0), LastOK: at(990), Failed: at(1010), Reason: "reset"},
+		{Proto: "udp", Opened: at(0), LastOK: at(2990)},
+	}}
+	got := Analyze(r, at(1000))
+	if got.Stall != 10*time.Millisecond || got.StallTCP != -1 || got.StallUDP != 10*time.Millisecond {
+		t.Errorf("stalls %v (TCP %v, UDP %v), want 10ms (TCP -1: none survived, UDP 10ms)", got.Stall, got.StallTCP, got.StallUDP)
+	}
+}
+
 func TestFlowStall(t *testing.T) {
 	event, end := at(1000), at(2000)
 	for _, tc := range []struct {
@@ -110,6 +121,7 @@ func TestTable(t *testing.T) {
 		{Label: "bgp, ironlb speaker, ironlb proxy, dsr", Event: "power-cut", Trials: []Trial{
 			{TCP: 200, UDP: 20, Stall: 300 * time.Millisecond, RouterMoved: 80, Before: 1},
 		}},
+		{Label: "all broken", Event: "sigterm", Trials: []Trial{{TCP: 1, TCPBroken: 1, Stall: -1, RouterMoved: -1}}},
 		{Label: "empty", Event: "return"},
 	}
 	var b bytes.Buffer
@@ -117,6 +129,7 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{
 		"| l2, ironlb speaker, ironlb proxy, snat | power-cut | 2 | 198 / 200 / 398 | 0 / 1 / 1 | 900ms / 1200ms / 1200ms | 19 / 39 | - | 0 |",
 		"| bgp, ironlb speaker, ironlb proxy, dsr | power-cut | 1 | 0 / 0 / 0 | 0 / 0 / 0 | 300ms / 300ms / 300ms | 0 / 0 | 80 / 80 | 1 |",
+		"| all broken | sigterm | 1 | 1 / 1 / 1 | 0 / 0 / 0 | - | 0 / 0 | - | 0 |",
 		"| empty | return | 0 | - | - | - | - | - | - |",
 		"why flows broke, all runs: reset 398, timeout 1",
 	} {
@@ -129,7 +142,7 @@ func TestTable(t *testing.T) {
 func TestStalls(t *testing.T) {
 	runs := []Run{{Label: "l2, ironlb speaker, ironlb proxy, snat", Event: "power-cut", Trials: []Trial{
 		{TCP: 2, UDP: 1, TCPBroken: 2, Stall: 40 * time.Millisecond},                // a survivor
-		{TCP: 2, UDP: 1, TCPBroken: 2, UDPBroken: 1},                                // none survived
+		{TCP: 2, UDP: 1, TCPBroken: 2, UDPBroken: 1, Stall: -1},                     // none survived
 		{TCP: 2, UDP: 1, Before: 1, TCPBroken: 1, UDPBroken: 0, Stall: time.Second}, // a survivor
 	}}}
 	d := Stalls(runs)

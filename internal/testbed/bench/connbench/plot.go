@@ -19,11 +19,7 @@ func Stalls(runs []Run) benchplot.Distribution {
 	for i, r := range runs {
 		var v []time.Duration
 		for _, t := range r.Trials {
-			if t.TCP+t.UDP-t.Before-t.Broken() > 0 {
-				v = append(v, t.Stall)
-			} else {
-				v = append(v, -1)
-			}
+			v = append(v, t.Stall) // -1 (left out) when no flow survived
 		}
 		d.Series = append(d.Series, benchplot.Series{Name: r.Label + ", " + r.Event, Style: benchplot.Style{Color: i}, Values: v})
 	}
