@@ -396,13 +396,24 @@ func (s *session) probe(ctx context.Context, tcp, udp int, d time.Duration, udpB
 }
 
 // trial runs one trial of event ev.
-func (s *session) trial(ctx context.Context, ev string, i int) (Trial, error) {
+func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err error) {
 	if err := s.steady(ctx, false); err != nil {
 		return Trial{}, fmt.Errorf("before the trial: %w", err)
 	}
+	// The entry node is powered on again however the trial ends, so that the next configuration
+	// (or the lab's teardown) finds it up.
+	down := false
+	defer func() {
+		if down {
+			if serr := s.l.StartNode(context.WithoutCancel(ctx), s.o.Cut); serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
 	window := s.o.Window
 	if ev == EventReturn {
 		window = s.o.ReturnWindow
+		down = true
 		if _, err := s.l.PowerCut(ctx, s.o.Cut); err != nil {
 			return Trial{}, err
 		}
@@ -426,6 +437,12 @@ func (s *session) trial(ctx context.Context, ev string, i int) (Trial, error) {
 		before, routerErr = s.routerHops(ctx)
 	}
 	event, err := s.event(ctx, ev)
+	switch ev {
+	case EventPowerCut:
+		down = true // the node comes back after the trial
+	case EventReturn:
+		down = err != nil
+	}
 	if err != nil {
 		_ = cmd.Wait()
 		return Trial{}, err
@@ -436,7 +453,8 @@ func (s *session) trial(ctx context.Context, ev string, i int) (Trial, error) {
 		after, routerErr = s.routerHops(ctx, keys(before)...)
 	}
 	werr := cmd.Wait()
-	if ev == EventPowerCut { // the node comes back after the trial
+	if down {
+		down = false
 		if err := s.l.StartNode(ctx, s.o.Cut); err != nil {
 			return Trial{}, err
 		}
