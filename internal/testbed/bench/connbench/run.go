@@ -77,8 +77,12 @@ func (o Options) Check() error {
 	if len(o.Modes) == 0 || len(o.Speakers) == 0 || len(o.ExternalModes) == 0 || len(o.Events) == 0 {
 		errs = append(errs, "--mode, --speaker, --external-mode and --event each need a value")
 	}
-	if o.Window <= o.Timeout || o.ReturnWindow <= o.Timeout {
-		errs = append(errs, fmt.Sprintf("--window (%s) and --return-window (%s) must be longer than --timeout (%s), so that every flow left without answers is counted broken", o.Window, o.ReturnWindow, o.Timeout))
+	// Every flow left without answers must be counted broken before the client stops.
+	if (slices.Contains(o.Events, EventPowerCut) || slices.Contains(o.Events, EventSIGTERM)) && o.Window <= o.Timeout {
+		errs = append(errs, fmt.Sprintf("--window (%s) must be longer than --timeout (%s)", o.Window, o.Timeout))
+	}
+	if slices.Contains(o.Events, EventReturn) && o.ReturnWindow <= o.Timeout {
+		errs = append(errs, fmt.Sprintf("--return-window (%s) must be longer than --timeout (%s)", o.ReturnWindow, o.Timeout))
 	}
 	if o.Trials < 1 || o.TCP < 0 || o.UDP < 0 || o.TCP+o.UDP == 0 || o.Every <= 0 || o.Settle <= 0 {
 		errs = append(errs, "--trials, --every and --settle must be positive, and --tcp plus --udp more than 0")

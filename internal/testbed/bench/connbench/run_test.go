@@ -36,6 +36,11 @@ func TestCheck(t *testing.T) {
 	if err := validOptions().Check(); err != nil {
 		t.Fatalf("valid options: %v", err)
 	}
+	o := validOptions() // a return window no longer than the timeout matters only to the return
+	o.ReturnWindow = o.Timeout
+	if err := o.Check(); err != nil {
+		t.Errorf("power cuts only, return window = timeout: %v", err)
+	}
 	for _, tc := range []struct {
 		mutate func(*Options)
 		want   string
@@ -45,7 +50,8 @@ func TestCheck(t *testing.T) {
 		{func(o *Options) { o.ExternalModes = []string{"local"} }, `--external-mode "local"`},
 		{func(o *Options) { o.Events = []string{"reboot"} }, `--event "reboot"`},
 		{func(o *Options) { o.Events = nil }, "each need a value"},
-		{func(o *Options) { o.Window = o.Timeout }, "longer than --timeout"},
+		{func(o *Options) { o.Window = o.Timeout }, "--window (5s) must be longer than --timeout"},
+		{func(o *Options) { o.Events, o.ReturnWindow = []string{EventReturn}, o.Timeout }, "--return-window (5s) must be longer"},
 		{func(o *Options) { o.TCP, o.UDP = 0, 0 }, "--tcp plus --udp"},
 	} {
 		o := validOptions()
