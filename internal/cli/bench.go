@@ -327,8 +327,9 @@ in layer 2 the address is chosen so that it announces; in BGP it is one of the r
   sigterm    its speaker pod is deleted gracefully (SIGTERM): a planned handover
   return     the node, cut before the flows opened, powers back on
 Per trial: the flows broken (an error, end of stream, or no answer for --timeout), the longest stall of the
-flows that survived, and in BGP the flows the router's ECMP sends to another node after the event (the
-router kernel's own lookup for each flow's 5-tuple, before and after). Every combination of --mode,
+flows that survived, and in BGP the flows the router's ECMP sends to another node after the event than
+before it (seen in the router's own packets: a packet socket on its interface towards the nodes records
+the destination MAC of each flow's packets). Every combination of --mode,
 --speaker and --external-mode (the Service's ironlb.io/external-mode annotation) runs in turn in this lab;
 the Service dataplane is the lab's (lab up --proxy: kube-proxy or ironlb), which a running lab cannot
 switch: compare proxies with one lab each.`,
@@ -370,7 +371,7 @@ switch: compare proxies with one lab each.`,
 	f.DurationVar(&o.Window, "window", 7*time.Second, "flows held after a power cut or SIGTERM (longer than --timeout)")
 	f.DurationVar(&o.ReturnWindow, "return-window", 15*time.Second, "flows held after the node's return")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Second, "a flow without an answer for this long is broken")
-	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's client report (and BGP router lookups) here")
+	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's client report (and, BGP, the router's next hop per flow) here")
 	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
 	plotFlag(cmd, &plotDir)
 	return cmd

@@ -1,9 +1,7 @@
 package connbench
 
 import (
-	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -47,7 +45,7 @@ type Options struct {
 	Window        time.Duration // flows held after the event (power cut, SIGTERM)
 	ReturnWindow  time.Duration // flows held after the node's return
 	Timeout       time.Duration // an answer later than this breaks a flow
-	RawDir        string        // each trial's client report (and router lookups) go here
+	RawDir        string        // each trial's client report (and, BGP, the router's next hops per flow) go here
 	Log           func(format string, args ...any)
 }
 
@@ -428,6 +426,13 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 	if err := s.pathWorks(ctx); err != nil {
 		return Trial{}, err
 	}
+	var sn *Sniffer
+	if s.c.Mode == "bgp" { // which node the router sends each flow's packets to, as it sends them
+		if sn, err = Sniff(lab.NetNSPath(s.l.Plan.Router.Name), "eth0", s.vip); err != nil {
+			return Trial{}, fmt.Errorf("watching the router's packets: %w", err)
+		}
+		defer sn.Close()
+	}
 	cmd := s.probeCmd(ctx, s.o.TCP, s.o.UDP, s.o.Settle+window, "42000")
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -435,11 +440,6 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		return Trial{}, err
 	}
 	time.Sleep(s.o.Settle)
-	var before map[Flow]netip.Addr
-	var routerErr error
-	if s.c.Mode == "bgp" {
-		before, routerErr = s.routerHops(ctx)
-	}
 	event, err := s.event(ctx, ev)
 	switch ev {
 	case EventPowerCut:
@@ -452,10 +452,7 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		return Trial{}, err
 	}
 	time.Sleep(time.Until(event.Add(window)))
-	var after map[Flow]netip.Addr
-	if s.c.Mode == "bgp" && routerErr == nil {
-		after, routerErr = s.routerHops(ctx, keys(before)...)
-	}
+	windowEnd := time.Now()
 	werr := cmd.Wait()
 	if down {
 		down = false
@@ -471,11 +468,11 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		return Trial{}, err
 	}
 	t := Analyze(res, event)
-	if s.c.Mode == "bgp" {
-		if routerErr != nil { // the flows' figures stand; only this one is missing (-1)
-			s.o.Log("trial %d: the router's next hops not measured: %v", i, routerErr)
-		} else {
-			t.RouterMoved = Moved(before, after)
+	if sn != nil {
+		moved, compared := sn.Hops.Moved(event, windowEnd)
+		t.RouterMoved = moved
+		if compared < t.TCP+t.UDP {
+			s.o.Log("trial %d: the router's packets showed the next hop before and after the event of %d of %d flows", i, compared, t.TCP+t.UDP)
 		}
 	}
 	if s.o.RawDir != "" {
@@ -484,8 +481,8 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "config %s\nevent %s %d\n", s.c.Label(ProxyLabel(s.l)), ev, event.UnixNano())
-		for _, f := range keys(before) {
-			fmt.Fprintf(&b, "router %s %d %s %s\n", f.Proto, f.Port, before[f], after[f])
+		if sn != nil {
+			b.WriteString(sn.Hops.String())
 		}
 		b.Write(out.Bytes())
 		name := filepath.Join(s.o.RawDir, fmt.Sprintf("%s-%s-%02d.log", s.rawName, ev, i))
@@ -516,92 +513,4 @@ func (s *session) event(ctx context.Context, ev string) (time.Time, error) {
 		return at, err
 	}
 	return time.Time{}, fmt.Errorf("event %q", ev)
-}
-
-// routerHops asks the router's kernel which next hop its ECMP route picks for each flow from the
-// BGP client (`ip route get ... iif ... ipproto sport dport`: the forwarding decision for that
-// 5-tuple, by the layer-4 hash the lab's router uses). Without flows given, it looks up the client's
-// established TCP connections to the address (ss in its namespace) and the UDP flows' fixed ports.
-func (s *session) routerHops(ctx context.Context, flows ...Flow) (map[Flow]netip.Addr, error) {
-	if len(flows) == 0 {
-		out, err := exec.CommandContext(ctx, "ss", "-N", s.client, "-Htn", "state", "established", "dst", s.vip.String()).Output()
-		if err != nil {
-			return nil, fmt.Errorf("ss in %s: %w", s.client, err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) < 4 {
-				continue
-			}
-			if ap, err := netip.ParseAddrPort(f[2]); err == nil {
-				flows = append(flows, Flow{Proto: "tcp", Port: int(ap.Port())})
-			}
-		}
-		for i := range s.o.UDP {
-			flows = append(flows, Flow{Proto: "udp", Port: 42000 + i})
-		}
-	}
-	var batch strings.Builder
-	for _, f := range flows {
-		dport := 80
-		if f.Proto == "udp" {
-			dport = benchcfg.UDPPort
-		}
-		fmt.Fprintf(&batch, "route get %s from %s iif eth1 ipproto %s sport %d dport %d\n", s.vip, s.l.Plan.Client2.Addr, f.Proto, f.Port, dport)
-	}
-	cmd := exec.CommandContext(ctx, "ip", "-n", s.l.Plan.Router.Name, "-o", "-force", "-batch", "-")
-	cmd.Stdin = strings.NewReader(batch.String())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("ip route get in %s: %w: %s", s.l.Plan.Router.Name, err, stderr.String())
-	}
-	hops, err := ParseRouteGet(string(out))
-	if err != nil {
-		return nil, err
-	}
-	if len(hops) != len(flows) {
-		return nil, fmt.Errorf("ip route get: %d answers for %d flows", len(hops), len(flows))
-	}
-	m := map[Flow]netip.Addr{}
-	for i, f := range flows {
-		m[f] = hops[i]
-	}
-	return m, nil
-}
-
-// ParseRouteGet reads `ip -o route get` answers, one a line, and returns each one's next hop (the
-// address after "via"; the zero Addr for a route without one, e.g. unreachable).
-func ParseRouteGet(out string) ([]netip.Addr, error) {
-	var hops []netip.Addr
-	for line := range strings.Lines(out) {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		var hop netip.Addr
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "via" {
-				a, err := netip.ParseAddr(f[i+1])
-				if err != nil {
-					return nil, fmt.Errorf("ip route get: %q", line)
-				}
-				hop = a
-			}
-		}
-		hops = append(hops, hop)
-	}
-	return hops, nil
-}
-
-// keys returns the flows of m in a fixed order.
-func keys(m map[Flow]netip.Addr) []Flow {
-	var out []Flow
-	for f := range m {
-		out = append(out, f)
-	}
-	slices.SortFunc(out, func(a, b Flow) int { return cmp.Or(cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Port, b.Port)) })
-	return out
 }

@@ -1,6 +1,8 @@
 package connbench
 
 import (
+	"encoding/binary"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -8,23 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 )
-
-func TestParseRouteGet(t *testing.T) {
-	out := "172.30.0.11 from 172.31.0.2 via 172.18.0.4 dev eth0 iif eth1 \\    cache \n" +
-		"172.30.0.11 from 172.31.0.2 via 172.18.0.5 dev eth0 iif eth1 \\    cache \n" +
-		"unreachable 172.30.0.11 from 172.31.0.2 dev lo iif eth1 \n"
-	got, err := ParseRouteGet(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []netip.Addr{netip.MustParseAddr("172.18.0.4"), netip.MustParseAddr("172.18.0.5"), {}}
-	if !cmp.Equal(got, want, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
-		t.Errorf("ParseRouteGet = %v, want %v", got, want)
-	}
-	if _, err := ParseRouteGet("x via nonsense dev eth0\n"); err == nil {
-		t.Error("ParseRouteGet accepted a next hop that is no address")
-	}
-}
 
 func validOptions() Options {
 	return Options{Trials: 1, Modes: []string{"l2", "bgp"}, Speakers: []string{"ironlb", "metallb"}, ExternalModes: []string{"snat", "dsr"},
@@ -94,5 +79,63 @@ func TestObjects(t *testing.T) {
 		if hasBFD != (c.Mode == "bgp" && c.Speaker == "ironlb") {
 			t.Errorf("%v: BFD profile %v in %v (MetalLB's native BGP refuses one)", c, hasBFD, refs)
 		}
+	}
+}
+
+// frame builds an Ethernet frame to dstMAC carrying an IPv4 packet of proto from sport to dst.
+func frame(dstMAC string, dst netip.Addr, proto byte, sport uint16, fragOff uint16) []byte {
+	mac, _ := net.ParseMAC(dstMAC)
+	b := make([]byte, 14+20+8)
+	copy(b, mac)
+	b[12], b[13] = 0x08, 0x00
+	ip := b[14:]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[6:], fragOff)
+	ip[9] = proto
+	copy(ip[12:16], []byte{192, 168, 10, 100})
+	a := dst.As4()
+	copy(ip[16:20], a[:])
+	binary.BigEndian.PutUint16(ip[20:], sport)
+	return b
+}
+
+func TestFrameFlow(t *testing.T) {
+	vip := netip.MustParseAddr("172.30.0.11")
+	f, mac, ok := FrameFlow(frame("02:42:ac:12:00:05", vip, 6, 51234, 0), vip)
+	if !ok || f != (Flow{"tcp", 51234}) || mac != "02:42:ac:12:00:05" {
+		t.Errorf("TCP frame: %v %q %v", f, mac, ok)
+	}
+	if f, _, ok := FrameFlow(frame("02:42:ac:12:00:05", vip, 17, 42001, 0), vip); !ok || f != (Flow{"udp", 42001}) {
+		t.Errorf("UDP frame: %v %v", f, ok)
+	}
+	for name, b := range map[string][]byte{
+		"other address":  frame("02:42:ac:12:00:05", netip.MustParseAddr("172.30.0.10"), 6, 1, 0),
+		"ICMP":           frame("02:42:ac:12:00:05", vip, 1, 1, 0),
+		"later fragment": frame("02:42:ac:12:00:05", vip, 6, 1, 100),
+		"short":          frame("02:42:ac:12:00:05", vip, 6, 1, 0)[:30],
+	} {
+		if _, _, ok := FrameFlow(b, vip); ok {
+			t.Errorf("%s: read as a flow", name)
+		}
+	}
+}
+
+func TestHopsMoved(t *testing.T) {
+	var h Hops
+	a, b := "aa", "bb"
+	h.Add(at(0), Flow{"tcp", 1}, a) // stays on a
+	h.Add(at(500), Flow{"tcp", 1}, a)
+	h.Add(at(1500), Flow{"tcp", 1}, a)
+	h.Add(at(0), Flow{"tcp", 2}, a) // a, then b after the event
+	h.Add(at(1200), Flow{"tcp", 2}, b)
+	h.Add(at(0), Flow{"udp", 3}, a) // b before the event, back to a after
+	h.Add(at(800), Flow{"udp", 3}, b)
+	h.Add(at(1100), Flow{"udp", 3}, a)
+	h.Add(at(1100), Flow{"tcp", 4}, b) // only after: not compared
+	h.Add(at(0), Flow{"tcp", 5}, a)    // moves only after the end
+	h.Add(at(3000), Flow{"tcp", 5}, b)
+	moved, compared := h.Moved(at(1000), at(2000))
+	if moved != 2 || compared != 4 {
+		t.Errorf("Moved = %d of %d, want 2 of 4", moved, compared)
 	}
 }
