@@ -470,7 +470,9 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 	t := Analyze(res, event)
 	if sn != nil {
 		moved, compared := sn.Hops.Moved(event, windowEnd)
-		t.RouterMoved = moved
+		if compared > 0 { // else not measured: -1
+			t.RouterMoved = moved
+		}
 		if compared < t.TCP+t.UDP {
 			s.o.Log("trial %d: the router's packets showed the next hop before and after the event of %d of %d flows", i, compared, t.TCP+t.UDP)
 		}

@@ -161,12 +161,13 @@ func socketIn(nsPath, iface string) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("%s in %s: %w", iface, nsPath, err)
 	}
-	proto := int(htons(unix.ETH_P_IP))
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	// ETH_P_ALL: the kernel hands the frames a host sends only to packet sockets of every protocol
+	// (a socket bound to ETH_P_IP saw none of the router's in the lab); FrameFlow keeps IPv4.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 	if err != nil {
 		return -1, err
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
