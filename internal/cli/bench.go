@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ironlb/ironlb/internal/testbed/apiserver"
 	"github.com/ironlb/ironlb/internal/testbed/bench/bgpfail"
+	"github.com/ironlb/ironlb/internal/testbed/bench/connbench"
 	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 	"github.com/ironlb/ironlb/internal/testbed/bench/nodeloss"
 	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
@@ -307,4 +310,69 @@ func afterTrials(n int, err error) error {
 		return fmt.Errorf("after %d trials: %w", n, err)
 	}
 	return nil
+}
+
+func benchConnectionsCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	o := connbench.Options{Log: logf}
+	var restore bool
+	var plotDir string
+	cmd := &cobra.Command{
+		Use:   "bench-connections",
+		Short: "Hold long-lived TCP and UDP flows through a Service address while the node they enter by loses power, hands over, or returns, and count the flows broken and stalled (side by side: modes, speakers, external modes)",
+		Long: `Holds --tcp keep-alive HTTP connections and --udp fixed-port UDP flows (each a request every --every)
+from mypc (--mode l2) or mypc2 behind the router (--mode bgp, lab up --bgp) to a LoadBalancer Service whose
+two whoami pods run on myk8s-worker and myk8s-worker2, and makes --event happen on the entry node (--node:
+in layer 2 the address is chosen so that it announces; in BGP it is one of the router's next hops):
+  power-cut  the node loses power (it returns after the trial)
+  sigterm    its speaker pod is deleted gracefully (SIGTERM): a planned handover
+  return     the node, cut before the flows opened, powers back on
+Per trial: the flows broken (an error, end of stream, or no answer for --timeout), the longest stall of the
+flows that survived, and in BGP the flows the router's ECMP sends to another node after the event than
+before it (seen in the router's own packets: a packet socket on its interface towards the nodes records
+the destination MAC of each flow's packets). Every combination of --mode,
+--speaker and --external-mode (the Service's ironlb.io/external-mode annotation) runs in turn in this lab;
+the Service dataplane is the lab's (lab up --proxy: kube-proxy or ironlb), which a running lab cannot
+switch: compare proxies with one lab each.`,
+		Args: cobra.NoArgs,
+		RunE: benchRunE(load, &o.Self, func(c *cobra.Command, l *lab.Lab) error {
+			if err := o.Check(); err != nil {
+				return err
+			}
+			runs, err := connbench.RunAll(c.Context(), l, o)
+			if restore && slices.Contains(o.Speakers, "metallb") {
+				if rerr := failover.Restore(context.WithoutCancel(c.Context()), failover.Options{Self: o.Self, Log: logf}); rerr != nil {
+					logf("restoring ironlb's speaker: %v", rerr)
+				}
+			}
+			fmt.Printf("\nlab bench-connections: %d TCP + %d UDP flows, a request every %s, broken = error, end of stream or no answer for %s\n",
+				o.TCP, o.UDP, o.Every, o.Timeout)
+			connbench.Table(os.Stdout, runs)
+			if plotDir != "" && len(runs) > 0 {
+				logWritten(connbench.SavePlots(plotDir, runs))
+			}
+			n := 0
+			for _, r := range runs {
+				n += len(r.Trials)
+			}
+			return afterTrials(n, err)
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Trials, "trials", 20, "trials per configuration and event")
+	f.StringSliceVar(&o.Modes, "mode", []string{"l2"}, "l2 (client mypc on the nodes' segment) and/or bgp (client mypc2 behind the router; lab up --bgp)")
+	f.StringSliceVar(&o.Speakers, "speaker", []string{"ironlb"}, "ironlb and/or metallb (v0.16.1, built by make metallb; its default memberlist)")
+	f.StringSliceVar(&o.ExternalModes, "external-mode", []string{"snat"}, "the Service's ironlb.io/external-mode: snat and/or dsr (only ironlb's proxy reads it)")
+	f.StringSliceVar(&o.Events, "event", []string{connbench.EventPowerCut}, "what happens to the entry node: "+strings.Join(connbench.Events, ", "))
+	f.StringVar(&o.Cut, "node", "myk8s-worker3", "the entry node (it has no pod of the workload)")
+	f.IntVar(&o.TCP, "tcp", 200, "keep-alive TCP connections")
+	f.IntVar(&o.UDP, "udp", 20, "UDP request/reply flows, each from a fixed source port")
+	f.DurationVar(&o.Every, "every", 50*time.Millisecond, "request interval per flow")
+	f.DurationVar(&o.Settle, "settle", 2*time.Second, "flows held before the event")
+	f.DurationVar(&o.Window, "window", 7*time.Second, "flows held after a power cut or SIGTERM (longer than --timeout)")
+	f.DurationVar(&o.ReturnWindow, "return-window", 15*time.Second, "flows held after the node's return")
+	f.DurationVar(&o.Timeout, "timeout", 5*time.Second, "a flow without an answer for this long is broken")
+	f.StringVar(&o.RawDir, "raw-dir", "", "write each trial's client report (and, BGP, the router's next hop per flow) here")
+	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
+	plotFlag(cmd, &plotDir)
+	return cmd
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ironlb/ironlb/internal/testbed/bench/connbench"
 	"github.com/ironlb/ironlb/internal/testbed/bench/failover"
 	"github.com/ironlb/ironlb/internal/testbed/bench/proxybench"
 )
@@ -32,14 +33,16 @@ func benchPlotCmd() *cobra.Command {
 	var trial int
 	cmd := &cobra.Command{
 		Use:   "plot FILE.json...",
-		Short: "Draw SVG pictures from results saved by a benchmark's --plot (bench-failover, bench-proxy, bench proxy-scale)",
+		Short: "Draw SVG pictures from results saved by a benchmark's --plot (bench-failover, bench-proxy, bench proxy-scale, bench-connections)",
 		Long: `Reads results that a benchmark saved with --plot and draws them into --out:
   failover-*.json (lab bench-failover): failover-outage.svg, the outage of every run given, side by
     side (e.g. ironlb and MetalLB), and failover-timeline-NAME.svg, one trial of each run (the
     median trial by cut -> ARP, or --trial);
   proxy-lab.json, proxy-scale.json (lab bench-proxy, bench proxy-scale): NAME.svg, full sync time
     against the number of Services for both proxies, and NAME-change.svg, the distribution of the
-    endpoint changes' times.
+    endpoint changes' times;
+  connections.json (lab bench-connections): connections-stall.svg, the longest stall of a surviving
+    flow per trial, one curve per configuration and event.
 The same results give the same bytes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, files []string) error {
@@ -57,6 +60,12 @@ The same results give the same bytes.`,
 				switch kind {
 				case failover.ResultsKind:
 					failovers = append(failovers, f)
+				case connbench.ResultsKind:
+					svgs, err := connbench.RenderFile(out, f)
+					for _, s := range svgs {
+						fmt.Println(s)
+					}
+					errs = append(errs, err)
 				case proxybench.ResultsKind:
 					svgs, err := proxybench.RenderFile(out, f)
 					for _, s := range svgs {

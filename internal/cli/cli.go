@@ -64,7 +64,7 @@ func newRoot(argv0 string) *cobra.Command {
 		root.AddCommand(statusCmd(), versionCmd())
 		return root
 	}
-	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd(), versionCmd())
+	root.AddCommand(labCmd(), whoamiCmd(), controllerCmd(), speakerCmd(), probeCmd(), connprobeCmd(), versionCmd())
 	root.AddCommand(proxyCmd(), traceCmd(), statusCmd(), benchCmd())
 	return root
 }

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ironlb/ironlb/internal/testbed/connprobe"
 	"github.com/ironlb/ironlb/internal/testbed/probe"
 )
 
@@ -36,5 +38,39 @@ func probeCmd() *cobra.Command {
 	f.DurationVar(&cfg.Every, "every", 20*time.Millisecond, "probe interval")
 	f.DurationVar(&cfg.For, "for", 10*time.Second, "how long to probe")
 	f.DurationVar(&cfg.Timeout, "timeout", 3*time.Second, "per HTTP request")
+	return cmd
+}
+
+func connprobeCmd() *cobra.Command {
+	var cfg connprobe.Config
+	var addr string
+	cmd := &cobra.Command{
+		Use:    "connprobe",
+		Short:  "Hold long-lived TCP (keep-alive HTTP) and UDP flows to a service address and report which broke and how long each stalled (lab bench-connections' client)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			a, err := netip.ParseAddr(addr)
+			if err != nil {
+				return fmt.Errorf("--addr: %w", err)
+			}
+			cfg.Addr = a
+			if cfg.Every <= 0 || cfg.Timeout <= 0 || cfg.For <= 0 {
+				return fmt.Errorf("--every, --timeout and --for must be positive")
+			}
+			return connprobe.Write(os.Stdout, connprobe.Run(c.Context(), cfg))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "", "service address")
+	f.IntVar(&cfg.TCPPort, "tcp-port", 80, "whoami's HTTP port")
+	f.IntVar(&cfg.UDPPort, "udp-port", 8053, "whoami's UDP port")
+	f.IntVar(&cfg.TCP, "tcp", 200, "keep-alive TCP connections")
+	f.IntVar(&cfg.UDP, "udp", 20, "UDP request/reply flows")
+	f.IntVar(&cfg.UDPBase, "udp-base", 42000, "UDP flow i sends from this port + i")
+	f.DurationVar(&cfg.Every, "every", 50*time.Millisecond, "request interval per flow")
+	f.DurationVar(&cfg.For, "for", 10*time.Second, "how long to hold the flows")
+	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "an answer later than this ends the flow")
+	f.DurationVar(&cfg.Gap, "gap", 100*time.Millisecond, "report answers further apart than this as a gap")
 	return cmd
 }

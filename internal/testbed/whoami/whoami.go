@@ -32,6 +32,12 @@
 // (one access-log line per request on stderr, in the format of the real
 // program before it moved to OpenTelemetry), and --cert, --key and --cacert.
 //
+// One addition the real program lacks: --udp-port (default
+// $WHOAMI_UDP_PORT_NUMBER, else off) also answers UDP datagrams on that port
+// (ServeUDP), for the lab's benchmarks of UDP flows. Set it through the
+// environment variable, which the real program ignores, so that a manifest
+// using it still runs the real image.
+//
 // Not reproduced:
 //   - TLS. --cert, --key and --cacert are accepted and ignored; Run always
 //     serves plain HTTP/1.1 and cleartext HTTP/2 (h2c).
@@ -75,6 +81,7 @@ type Config struct {
 	Port    string // --port, default $WHOAMI_PORT_NUMBER or "80"
 	Name    string // --name, printed as "Name: ..." when set (default $WHOAMI_NAME)
 	Verbose bool   // --verbose: log one access line per request
+	UDPPort string // --udp-port (default $WHOAMI_UDP_PORT_NUMBER): also answer UDP here ("" = no UDP)
 }
 
 // ParseArgs parses traefik/whoami's command line. Pass the arguments without
@@ -108,6 +115,7 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&ca, "cacert", "", "give me a CA chain, enforces mutual TLS")
 	fs.StringVar(&cfg.Port, "port", port, "give me a port number")
 	fs.StringVar(&cfg.Name, "name", getenv("WHOAMI_NAME"), "give me a name")
+	fs.StringVar(&cfg.UDPPort, "udp-port", getenv("WHOAMI_UDP_PORT_NUMBER"), "also answer UDP datagrams on this port (ironlb's addition)")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, fmt.Errorf("whoami: %w", err)
@@ -169,6 +177,17 @@ func Run(ctx context.Context, cfg Config) error {
 
 	log.Printf("Starting up on port %s", cfg.Port)
 
+	if cfg.UDPPort != "" {
+		pc, err := net.ListenPacket("udp", ":"+cfg.UDPPort)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("whoami: udp: %w", err)
+		}
+		defer pc.Close()
+		go func() { _ = ServeUDP(ctx, pc, hostname) }()
+		log.Printf("Answering UDP on port %s", cfg.UDPPort)
+	}
+
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(ln) }()
 
@@ -191,6 +210,36 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	return err
+}
+
+// ServeUDP answers every datagram received on pc until ctx ends or pc is
+// closed: the reply, sent back to the sender from the address it reached, is
+// "Hostname: <hostname>\nRemoteAddr: <sender>\n" followed by the datagram's
+// payload (the first 1024 bytes), so a client can tell which server answered
+// which request and what source address the server saw. It returns nil once
+// ctx has ended, else the read error that stopped it.
+func ServeUDP(ctx context.Context, pc net.PacketConn, hostname string) error {
+	stop := context.AfterFunc(ctx, func() { _ = pc.Close() })
+	defer stop()
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("whoami: udp: %w", err)
+		}
+		payload := buf[:min(n, 1024)]
+		reply := make([]byte, 0, 64+len(payload))
+		reply = fmt.Appendf(reply, "Hostname: %s\nRemoteAddr: %s\n", hostname, from)
+		reply = append(reply, payload...)
+		_, _ = pc.WriteTo(reply, from) // a lost reply is the client's to notice
+	}
 }
 
 // InterfaceIPs returns the addresses of all network interfaces, loopback

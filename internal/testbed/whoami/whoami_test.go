@@ -71,6 +71,9 @@ func TestParseArgs(t *testing.T) {
 			want: Config{Port: "81", Name: "a b", Verbose: true},
 		},
 		{name: "verbose", args: []string{"--verbose"}, want: Config{Port: "80", Verbose: true}},
+		{name: "udp from env", env: map[string]string{"WHOAMI_UDP_PORT_NUMBER": "8053"}, want: Config{Port: "80", UDPPort: "8053"}},
+		{name: "udp flag over env", args: []string{"--udp-port=53"}, env: map[string]string{"WHOAMI_UDP_PORT_NUMBER": "8053"},
+			want: Config{Port: "80", UDPPort: "53"}},
 		{name: "verbose=false", args: []string{"--verbose=false"}, want: Config{Port: "80"}},
 		{
 			name: "tls flags ignored",
@@ -716,4 +719,44 @@ func TestInterfaceIPs(t *testing.T) {
 		}
 	}
 	t.Errorf("no loopback address in %v", ips)
+}
+
+func TestServeUDP(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeUDP(ctx, pc, "pod-a") }()
+
+	c, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, payload := range []string{"seq 1", "seq 2", ""} {
+		if _, err := c.Write([]byte(payload)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 2048)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("no reply to %q: %v", payload, err)
+		}
+		want := "Hostname: pod-a\nRemoteAddr: " + c.LocalAddr().String() + "\n" + payload
+		if got := string(buf[:n]); got != want {
+			t.Errorf("reply to %q = %q, want %q", payload, got, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ServeUDP after cancel = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeUDP did not return after its context ended")
+	}
 }

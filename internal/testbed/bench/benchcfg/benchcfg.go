@@ -177,12 +177,16 @@ func metallbError(line string) string {
 	return prefix + e
 }
 
+// UDPPort is where Workload's pods answer UDP (whoami's --udp-port).
+const UDPPort = 8053
+
 // Workload is the Deployment every side-by-side benchmark sends its traffic to: two whoami pods, one
 // on myk8s-worker and one on myk8s-worker2 (never on the node the benchmarks cut). There is one
 // definition for all of them because the benchmarks run one after another in one lab: with two
 // versions, `lab bench-failover` after `lab bench-bgp` rolled the Deployment from one template to
 // the other, and the old pods' required anti-affinity left the surge pod no node, so the rollout
-// never finished.
+// never finished. The pods also answer UDP on UDPPort (whoami's UDP mode, set through an environment
+// variable that the real traefik/whoami ignores), for `lab bench-connections`' UDP flows.
 var Workload = Object{
 	Ref: Ref{Resource: "deployment.apps", Namespace: "default", Name: "bench-web"},
 	Manifest: `apiVersion: apps/v1
@@ -204,6 +208,9 @@ spec:
           requiredDuringSchedulingIgnoredDuringExecution:
           - {labelSelector: {matchLabels: {app: bench-web}}, topologyKey: kubernetes.io/hostname}
       containers:
-      - {name: whoami, image: traefik/whoami}
+      - name: whoami
+        image: traefik/whoami
+        env: [{name: WHOAMI_UDP_PORT_NUMBER, value: "8053"}]
+        ports: [{containerPort: 80, protocol: TCP}, {containerPort: 8053, protocol: UDP}]
 `,
 }
