@@ -230,21 +230,39 @@ type seqResult struct {
 // contestedRelease is the allocation test's one intended difference (docs/controller.md): when a
 // Service releases an address several Services are waiting for, MetalLB reprocesses every Service in
 // its cache's order (a Go map's: random) and ironlb requeues the waiting ones, whose workers race
-// for its lock; which one gets the address is defined by neither. It matches when both sides hold
-// exactly the same addresses from the same pools, serve as many Services, and every Service that
-// differs is served on one side and waiting on the other.
+// for its lock; which one gets the address is defined by neither, and the winner decides who may
+// share it after (sequence 729 of seed 20261126: MetalLB gave it to a Service without a sharing key,
+// ironlb to two that share one). It matches when both sides hold exactly the same addresses from the
+// same pools, every Service that differs is served on one side and waiting on the other, and where
+// an address's holders differ they have no Service in common: another group won it (one side did not
+// leave out a Service that could have joined the same group).
 func contestedRelease(m, i map[string]assigned) bool {
-	held := func(all map[string]assigned) map[string]int {
-		out := map[string]int{}
-		for _, a := range all {
+	holders := func(all map[string]assigned) map[string][]string {
+		out := map[string][]string{}
+		for n, a := range all {
 			if len(a.IPs) > 0 {
-				out[a.Pool+"="+strings.Join(a.IPs, ",")]++
+				k := a.Pool + "=" + strings.Join(a.IPs, ",")
+				out[k] = append(out[k], n)
 			}
 		}
 		return out
 	}
-	if !maps.Equal(held(m), held(i)) {
+	hm, hi := holders(m), holders(i)
+	if !slices.Equal(slices.Sorted(maps.Keys(hm)), slices.Sorted(maps.Keys(hi))) {
 		return false
+	}
+	for k, ms := range hm {
+		is := hi[k]
+		slices.Sort(ms)
+		slices.Sort(is)
+		if slices.Equal(ms, is) {
+			continue
+		}
+		for _, n := range ms {
+			if slices.Contains(is, n) {
+				return false
+			}
+		}
 	}
 	for n, ma := range m {
 		ia := i[n]
@@ -589,4 +607,32 @@ func TestAllocationWhilePoolStatusIsWritten(t *testing.T) {
 	}
 	h.createService("svc")
 	h.waitIP("svc", "10.71.0.1")
+}
+
+// TestContestedRelease: the one difference the allocation differential forgives, and what it does not.
+func TestContestedRelease(t *testing.T) {
+	a := func(pool string, ips ...string) assigned { return assigned{IPs: ips, Pool: pool} }
+	none := assigned{}
+	for _, tc := range []struct {
+		name string
+		m, i map[string]assigned
+		want bool
+	}{
+		{"another waiting Service won", map[string]assigned{"s1": a("p", "10.0.0.1"), "s2": none},
+			map[string]assigned{"s1": none, "s2": a("p", "10.0.0.1")}, true},
+		{"another group won (seq 729)", map[string]assigned{"s1": none, "s2": a("p", "10.0.0.0"), "s3": none},
+			map[string]assigned{"s1": a("p", "10.0.0.0"), "s2": none, "s3": a("p", "10.0.0.0")}, true},
+		{"a Service that could have joined was left out", map[string]assigned{"s1": a("p", "10.0.0.0"), "s3": a("p", "10.0.0.0")},
+			map[string]assigned{"s1": a("p", "10.0.0.0"), "s3": none}, false},
+		{"another address", map[string]assigned{"s1": a("p", "10.0.0.1"), "s2": none},
+			map[string]assigned{"s1": none, "s2": a("p", "10.0.0.2")}, false},
+		{"a Service moved", map[string]assigned{"s1": a("p", "10.0.0.1"), "s2": a("p", "10.0.0.2")},
+			map[string]assigned{"s1": a("p", "10.0.0.2"), "s2": a("p", "10.0.0.1")}, false},
+		{"one side serves more addresses", map[string]assigned{"s1": a("p", "10.0.0.1"), "s2": a("p", "10.0.0.2")},
+			map[string]assigned{"s1": a("p", "10.0.0.1"), "s2": none}, false},
+	} {
+		if got := contestedRelease(tc.m, tc.i); got != tc.want {
+			t.Errorf("%s: contestedRelease = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
