@@ -147,6 +147,10 @@ func setupBGP(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Cleanup(func() {
+		// The peer first: a BFDProfile a BGPPeer still names may not be deleted, and `delete -f` goes
+		// in the file's order (it left "fast" behind, and MetalLB's native speaker, switched in by a
+		// later test, refused its whole configuration for it).
+		_, _ = runErr(ironlb, "lab", "kubectl", "delete", "-n", "metallb-system", "bgppeer", "router", "--ignore-not-found")
 		_, _ = runStdin(bgpConfig, ironlb, "lab", "kubectl", "delete", "--ignore-not-found", "-f", "-")
 	})
 	eventually(t, 60*time.Second, "every node's BGP session Established on the router", func() error {

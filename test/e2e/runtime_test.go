@@ -62,7 +62,7 @@ func TestContainerRuntime(t *testing.T) {
 	// An image the lab cannot map waits in ErrImagePull with a clear message, and the agent carries on.
 	eventually(t, 30*time.Second, "no-such-image waits in ErrImagePull", func() error {
 		out := kubectl(t, "get", "pod", "no-such-image", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason} {.status.containerStatuses[0].state.waiting.message}")
-		if !strings.HasPrefix(out, "ErrImagePull ") || !strings.Contains(out, "nginx:1.27") {
+		if !strings.HasPrefix(out, "ErrImagePull ") || !strings.Contains(out, "redis:7.4") {
 			return fmt.Errorf("state: %q", out)
 		}
 		return nil
