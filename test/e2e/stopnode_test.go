@@ -57,4 +57,22 @@ func TestStopStartNode(t *testing.T) {
 		_, err := labExec("myk8s-worker", "sh", "-c", "iptables -t nat -S | grep -q KUBE-SERVICES")
 		return err
 	})
+	// Every Pod the node had comes back, not only webpod1: a Pod whose processes held TCP connections
+	// when the power went (the controller's watch on the apiserver) keeps its old namespace and veth
+	// alive in the kernel for minutes, and the agent must not stop at "File exists" (CI, issue 17's
+	// TestUpIsIdempotent found the controller at 1/2 long after this test).
+	eventually(t, 60*time.Second, "every Pod on myk8s-worker Ready again", func() error {
+		out := kubectl(t, "get", "pods", "-A", "--field-selector", "spec.nodeName=myk8s-worker",
+			"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		var notReady []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) == 1 || len(f) == 2 && f[1] != "True" {
+				notReady = append(notReady, f[0])
+			}
+		}
+		if len(notReady) > 0 {
+			return fmt.Errorf("not Ready: %s", strings.Join(notReady, ", "))
+		}
+		return nil
+	})
 }

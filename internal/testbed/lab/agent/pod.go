@@ -242,6 +242,16 @@ func (w *podWorker) createSandbox(ctx context.Context, ns string, ips, gws []net
 	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
 		return err
 	}
+	// A link of this name is this Pod's own from before a power cut: `lab stop-node` deleted the
+	// Pod's namespace, but the kernel keeps a namespace (and so the veth pair) alive while sockets
+	// of the killed processes still hold it (a TCP connection retransmitting its FIN over the cut
+	// link holds it for minutes). Deleting our end deletes the pair.
+	if _, err := net.InterfaceByName(veth); err == nil {
+		if err := run(ctx, "ip", "link", "del", veth); err != nil {
+			return err
+		}
+		w.a.log.Info("removed the Pod's veth left from before the node stopped", "veth", veth, "netns", ns)
+	}
 	if err := run(ctx, "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
 		return err
 	}
