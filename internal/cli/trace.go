@@ -110,7 +110,7 @@ func traceCmd() *cobra.Command {
 	f.StringVar(&fl.extMode, "external-mode", "snat", "as the proxy's flag: snat or dsr (Services' ironlb.io/external-mode annotations override it)")
 	f.BoolVar(&fl.fromHost, "from-host", false, "the packet is sent by a process on the node (output hook) rather than received")
 	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
-	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\" and/or CIDRs (default: all node addresses)")
+	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\", \"all\" and/or CIDRs (default: primary)")
 	f.StringSliceVar(&fl.clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
 	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "as the proxy's flag")
 	f.BoolVar(&fl.masqAll, "masquerade-all", false, "as the proxy's flag")

@@ -126,7 +126,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	}
 	src := newInformerSource(cs, "node-a", true)
 	reg := prometheus.NewRegistry()
-	np, _ := convert.ParseNodePorts(nil)
+	np, _ := convert.ParseNodePorts([]string{"all"}) // health checks on every address
 	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a", NodePorts: np}, syncPeriod: time.Hour, retryMax: time.Second},
 		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, nftapply.New(nft, b, nil)}}, newMetrics(reg))
 	ct := &conntrack.Fake{}

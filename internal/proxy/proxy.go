@@ -59,7 +59,7 @@ type Config struct {
 
 	ClusterCIDRs      []string // pod networks; empty: this node's spec.podCIDRs
 	ServiceCIDRs      []string // Service networks; traffic to unallocated addresses in them is dropped
-	NodePortAddresses []string // "primary" or CIDRs; empty: all local addresses
+	NodePortAddresses []string // "primary", "all" or CIDRs; empty: primary
 	IPFamilies        string   // "auto" (the node's InternalIP families), "ipv4", "ipv6" or "dual"
 	MasqueradeAll     bool
 	MasqueradeBit     int // 0-31; the mark bit that requests SNAT (default 14)

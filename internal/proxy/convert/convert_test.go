@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -347,9 +348,23 @@ func TestNode(t *testing.T) {
 		dead map[string]bool
 		want nftrules.Node
 	}{{
-		name: "defaults: all addresses, pod CIDRs from the node",
+		name: "zero value: all addresses, pod CIDRs from the node",
 		cfg:  NodeConfig{Name: thisNode},
 		want: nftrules.Node{Name: thisNode, IPs: ips, ClusterCIDRs: podCIDRs},
+	}, {
+		name: "flag unset: primary, as kube-proxy's nftables mode",
+		cfg:  NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t)},
+		want: nftrules.Node{Name: thisNode, IPs: ips, ClusterCIDRs: podCIDRs,
+			NodePortAddresses: []netip.Addr{a("192.168.0.10"), a("fd00:192:168::10")}},
+	}, {
+		name: "all",
+		cfg:  NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t, "all")},
+		want: nftrules.Node{Name: thisNode, IPs: ips, ClusterCIDRs: podCIDRs},
+	}, {
+		name: "primary and a CIDR",
+		cfg:  NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t, "primary", "172.17.0.0/16")},
+		want: nftrules.Node{Name: thisNode, IPs: ips, ClusterCIDRs: podCIDRs,
+			NodePortAddresses: []netip.Addr{a("172.17.0.1"), a("192.168.0.10"), a("fd00:192:168::10")}},
 	}, {
 		name: "primary",
 		cfg:  NodeConfig{Name: thisNode, NodePorts: NodePorts{Primary: true}, ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16")}},
@@ -384,13 +399,46 @@ func TestNode(t *testing.T) {
 	}
 }
 
+func mustNodePorts(t *testing.T, vals ...string) NodePorts {
+	t.Helper()
+	n, err := ParseNodePorts(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestNodePrimaryFallsBackToExternalIP: kube-proxy's node IPs are the InternalIPs, then the
+// ExternalIPs, the first of each family; a loopback node IP pins nothing.
+func TestNodePrimaryFallsBackToExternalIP(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: thisNode},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeExternalIP, Address: "2001:db8::10"},
+			{Type: corev1.NodeInternalIP, Address: "192.168.0.10"},
+			{Type: corev1.NodeExternalIP, Address: "203.0.113.10"},
+		}}}
+	got := Node(NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t)}, node, nil, nil).NodePortAddresses
+	want := []netip.Addr{a("192.168.0.10"), a("2001:db8::10")}
+	if !slices.Equal(got, want) {
+		t.Errorf("node-port addresses %v, want %v", got, want)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	got = Node(NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t)}, node, nil, nil).NodePortAddresses
+	if want := []netip.Addr{netip.IPv4Unspecified()}; !slices.Equal(got, want) {
+		t.Errorf("loopback node IP: node-port addresses %v, want %v (none)", got, want)
+	}
+}
+
 func TestParseNodePorts(t *testing.T) {
 	for _, tc := range []struct {
 		in      []string
 		want    string
 		wantErr bool
 	}{
-		{nil, "all local addresses", false},
+		{nil, "primary", false},
+		{[]string{""}, "primary", false},
+		{[]string{"all"}, "all local addresses", false},
+		{[]string{"localhost"}, "", true},
 		{[]string{"primary"}, "primary", false},
 		{[]string{"10.0.0.0/8, 192.168.1.1/24", "primary"}, "primary,10.0.0.0/8,192.168.1.0/24", false},
 		{[]string{"0.0.0.0/0"}, "all local addresses", false},

@@ -13,10 +13,11 @@ import (
 )
 
 // NodePorts is the parsed --nodeport-addresses: which local addresses accept node-port traffic.
-// The zero value means every local address except loopback (kube-proxy's iptables default).
+// The zero value means every local address except loopback ("all", kube-proxy's iptables default);
+// ParseNodePorts of nothing gives Primary, kube-proxy's nftables default.
 type NodePorts struct {
-	// Primary selects the node's primary addresses: its first InternalIP of each family
-	// (kube-proxy's nftables default, "primary").
+	// Primary selects the node's primary addresses: its first InternalIP of each family, else its
+	// first ExternalIP of that family (kube-proxy's node IPs, "primary").
 	Primary bool
 	// CIDRs select the local addresses inside them.
 	CIDRs []netip.Prefix
@@ -49,25 +50,38 @@ func (n NodePorts) String() string {
 	return strings.Join(parts, ",")
 }
 
-// ParseNodePorts parses --nodeport-addresses values: "primary" or CIDRs (comma-separated items
-// are split). Empty means all local addresses.
+// ParseNodePorts parses --nodeport-addresses values (kube-proxy's nodePortAddresses): the keywords
+// "primary" (the node's primary address of each family) and "all" (every local address, as
+// 0.0.0.0/0 and ::/0 do), and CIDRs; comma-separated items are split. Nothing means "primary", as
+// in kube-proxy's nftables mode. "localhost" (node ports on loopback, which kube-proxy's iptables
+// mode and its nftables listeners accept) is refused: these rules never see loopback traffic.
 func ParseNodePorts(vals []string) (NodePorts, error) {
 	var n NodePorts
+	given := false
 	for _, v := range vals {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
 			switch {
 			case s == "":
+				continue
 			case s == "primary":
 				n.Primary = true
+			case s == "all":
+				n.CIDRs = append(n.CIDRs, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"))
+			case s == "localhost":
+				return NodePorts{}, fmt.Errorf("node-port address %q is not supported: ironlb's rules do not take node ports on loopback", s)
 			default:
 				p, err := netip.ParsePrefix(s)
 				if err != nil {
-					return NodePorts{}, fmt.Errorf("node-port address %q is neither \"primary\" nor a CIDR", s)
+					return NodePorts{}, fmt.Errorf("node-port address %q is neither \"primary\", \"all\" nor a CIDR", s)
 				}
 				n.CIDRs = append(n.CIDRs, p.Masked())
 			}
+			given = true
 		}
+	}
+	if !given {
+		n.Primary = true
 	}
 	return n, nil
 }
@@ -108,7 +122,7 @@ type NodeConfig struct {
 // nodes declared dead by the liveness detector (this node is never dead to itself).
 func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[string]bool) nftrules.Node {
 	n := nftrules.Node{Name: cfg.Name, ServiceCIDRs: slices.Clone(cfg.ServiceCIDRs)}
-	var internal []netip.Addr
+	var internal, external []netip.Addr
 	if node != nil {
 		for _, a := range node.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
@@ -124,6 +138,8 @@ func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[s
 			}
 			if a.Type == corev1.NodeInternalIP {
 				internal = append(internal, ip)
+			} else {
+				external = append(external, ip)
 			}
 		}
 	}
@@ -146,8 +162,13 @@ func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[s
 			}
 		}
 		if cfg.NodePorts.Primary {
+			// kube-proxy's node IPs (GetNodeHostIPs): InternalIPs before ExternalIPs, the first of
+			// each family.
 			var have4, have6 bool
-			for _, a := range internal {
+			for _, a := range append(internal, external...) {
+				if a.IsLoopback() {
+					continue // kube-proxy pins nothing to a loopback node IP
+				}
 				if a.Is4() && !have4 || a.Is6() && !have6 {
 					add(a)
 					have4, have6 = have4 || a.Is4(), have6 || a.Is6()
