@@ -25,7 +25,6 @@ func proxyCmd() *cobra.Command {
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.APIServer, "master", "", "apiserver address, overriding the kubeconfig's (the in-cluster address is a ClusterIP this proxy programs)")
 	f.StringSliceVar(&cfg.ClusterCIDRs, "cluster-cidr", nil, "pod networks: ClusterIP traffic from outside them is masqueraded (default: this node's spec.podCIDRs)")
-	f.StringSliceVar(&cfg.ServiceCIDRs, "service-cidr", nil, "Service networks: traffic to unallocated addresses in them is dropped (default: none)")
 	f.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, `addresses that accept NodePort traffic (kube-proxy's nodePortAddresses): "primary" (the node's first InternalIP of each family, else ExternalIP), "all" (every local address but loopback) and/or CIDRs of local addresses (default: primary, as kube-proxy's nftables mode)`)
 	f.StringVar(&cfg.IPFamilies, "ip-families", "auto", "tables to program: auto (the node's InternalIP families), ipv4, ipv6 or dual")
 	f.BoolVar(&cfg.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to ClusterIPs")

@@ -112,7 +112,7 @@ func traceCmd() *cobra.Command {
 	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
 	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\", \"all\" and/or CIDRs (default: primary)")
 	f.StringSliceVar(&fl.clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
-	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "as the proxy's flag")
+	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "Service networks whose unallocated addresses are dropped (the proxy reads them from the ServiceCIDR objects)")
 	f.BoolVar(&fl.masqAll, "masquerade-all", false, "as the proxy's flag")
 	f.StringSliceVar(&fl.dead, "dead-node", nil, "treat these nodes as declared dead by the liveness detector")
 	_ = cmd.MarkFlagRequired("from")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,7 @@ type proxier struct {
 	dsrDefault nftrules.ExternalMode
 	dsrRefused map[nftrules.ServiceKey]string // refusals already reported
 	dsrPlan    *nftrules.DSRPlan              // last plan applied
+	badCIDRs   string                         // ServiceCIDRs that did not parse, logged
 }
 
 // dsrApplier carries out direct-server-return plans (dsrapply.Applier).
@@ -361,7 +363,16 @@ func (p *proxier) build(all bool) *nftrules.Model {
 			}
 		}
 	}
-	return &nftrules.Model{Node: convert.Node(p.cfg.node, self, p.addrs, dead), Services: svcs}
+	nc := p.cfg.node
+	var bad []string
+	nc.ServiceCIDRs, bad = convert.ServiceCIDRs(p.src.ServiceCIDRs())
+	if b := strings.Join(bad, ", "); b != p.badCIDRs {
+		p.badCIDRs = b
+		if b != "" {
+			p.log.Error("ServiceCIDR objects with CIDRs that do not parse; left out", "cidrs", b)
+		}
+	}
+	return &nftrules.Model{Node: convert.Node(nc, self, p.addrs, dead), Services: svcs}
 }
 
 func (p *proxier) needAddrs() bool {

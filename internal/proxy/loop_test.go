@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,13 @@ type staticSource struct {
 	svcs   []*corev1.Service
 	slices []*discoveryv1.EndpointSlice
 	nodes  []*corev1.Node
+	cidrs  []*networkingv1.ServiceCIDR
+}
+
+func (s *staticSource) ServiceCIDRs() []*networkingv1.ServiceCIDR {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cidrs
 }
 
 func (s *staticSource) Services() []*corev1.Service {

@@ -33,7 +33,7 @@ func TestKernelSync(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs := fake.NewClientset(e2eObjects()...)
-	src := newInformerSource(cs, "node-a", true)
+	src := newInformerSource(cs, "node-a", true, true)
 	defer src.shutdown()
 	defer cancel()
 	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
@@ -51,6 +51,7 @@ func TestKernelSync(t *testing.T) {
 		"10.96.0.53 . udp . 53 : goto service-",
 		"192.168.1.240 . tcp . 80 : goto external-",
 		": 10.244.2.5 . 8080",
+		"ip daddr 10.96.0.0/16 drop", // the ServiceCIDR object's network
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("kernel table lacks %q:\n%s", want, got)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -40,6 +41,8 @@ import (
 //	ns1/dns   ClusterIP 10.96.0.53 udp/53 -> 10.244.1.53 (node-a), 10.244.2.53 (node-b)
 //	ns1/shop  LoadBalancer 192.168.1.240, ETP Local, health check 32000 -> 10.244.1.7 (node-a)
 //	ns1/other labelled for another proxy
+//
+// and the ServiceCIDR "kubernetes", 10.96.0.0/16.
 func e2eObjects() []kruntime.Object {
 	svc := func(name, ip string, mut func(*corev1.Service)) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: name},
@@ -52,6 +55,7 @@ func e2eObjects() []kruntime.Object {
 	}
 	return []kruntime.Object{
 		testNode("node-a", "192.168.0.10"), testNode("node-b", "192.168.0.11"),
+		&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}},
 		svc("web", "10.96.0.10", func(s *corev1.Service) {
 			s.Annotations = map[string]string{convert.AnnotationAlgorithm: "fastest"}
 		}),
@@ -124,7 +128,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := newInformerSource(cs, "node-a", true)
+	src := newInformerSource(cs, "node-a", true, true)
 	reg := prometheus.NewRegistry()
 	np, _ := convert.ParseNodePorts([]string{"all"}) // health checks on every address
 	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a", NodePorts: np}, syncPeriod: time.Hour, retryMax: time.Second},
@@ -160,8 +164,16 @@ func TestProxierEndToEnd(t *testing.T) {
 	}
 	eventually(t, "ClusterIP balanced over both endpoints", func() string { return tr("10.96.0.10:80", "tcp") },
 		"DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
-	if got := tr("10.96.0.30:80", "tcp"); got != "accept" {
-		t.Errorf("another proxy's Service: %s, want no rules", got)
+	if got := tr("10.96.0.30:80", "tcp"); got != "drop" {
+		t.Errorf("another proxy's Service: %s, want no rules of its own, so dropped as unallocated", got)
+	}
+	// Service networks from the ServiceCIDR API: an unallocated address in them is dropped, one
+	// outside passes; a ServiceCIDR added later extends them.
+	if got := tr("10.96.7.7:80", "tcp"); got != "drop" {
+		t.Errorf("unallocated ClusterIP: %s, want drop", got)
+	}
+	if got := tr("10.201.0.7:80", "tcp"); got != "accept" {
+		t.Errorf("outside the service CIDRs: %s, want accept", got)
 	}
 	select {
 	case ev := <-rec.Events:
@@ -174,6 +186,11 @@ func TestProxierEndToEnd(t *testing.T) {
 	if got := testutil.ToFloat64(p.m.serviceIssues.WithLabelValues(string(convert.BadAlgorithm))); got != 1 {
 		t.Errorf("warnings counted %v times, want once", got)
 	}
+	if _, err := cs.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.201.0.0/16"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "address in a ServiceCIDR added later dropped", func() string { return tr("10.201.0.7:80", "tcp") }, "drop")
 
 	// Health check of the Local Service on this node.
 	eventually(t, "health-check node port", func() string { return ll.addr(":32000") }, "")
@@ -232,7 +249,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	}
 	eventually(t, "deleted UDP Service's flows flushed", func() string { return filters(ct) },
 		"-p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.53, -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53")
-	eventually(t, "deleted Service no longer proxied", func() string { return tr("10.96.0.53:53", "udp") }, "accept")
+	eventually(t, "deleted Service's address unallocated, so dropped", func() string { return tr("10.96.0.53:53", "udp") }, "drop")
 
 	if v := testutil.ToFloat64(p.m.lastSync); v == 0 {
 		t.Error("last sync timestamp not set")

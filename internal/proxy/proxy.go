@@ -58,7 +58,6 @@ type Config struct {
 	APIServer string
 
 	ClusterCIDRs      []string // pod networks; empty: this node's spec.podCIDRs
-	ServiceCIDRs      []string // Service networks; traffic to unallocated addresses in them is dropped
 	NodePortAddresses []string // "primary", "all" or CIDRs; empty: primary
 	IPFamilies        string   // "auto" (the node's InternalIP families), "ipv4", "ipv6" or "dual"
 	MasqueradeAll     bool
@@ -103,9 +102,6 @@ func (c *Config) nodeConfig() (convert.NodeConfig, error) {
 	}
 	if nc.ClusterCIDRs, err = convert.ParsePrefixes(c.ClusterCIDRs); err != nil {
 		return nc, fmt.Errorf("--cluster-cidr: %w", err)
-	}
-	if nc.ServiceCIDRs, err = convert.ParsePrefixes(c.ServiceCIDRs); err != nil {
-		return nc, fmt.Errorf("--service-cidr: %w", err)
 	}
 	return nc, nil
 }
@@ -161,7 +157,13 @@ func Run(ctx context.Context, cfg Config) error {
 	m := newMetrics(reg)
 	// Every node: the echo detector probes them, and direct server return (which any Service may
 	// ask for by annotation) routes to their InternalIPs.
-	src := newInformerSource(cs, cfg.Node, true)
+	// The Service networks come from the ServiceCIDR objects, as kube-proxy's; an older apiserver
+	// (or a role without them) leaves traffic to unallocated ClusterIPs alone.
+	cidrsOK, err := serviceCIDRsServed(ctx, cs)
+	if !cidrsOK {
+		log.Warn("ServiceCIDR objects not readable: traffic to unallocated ClusterIPs will not be dropped", "err", err)
+	}
+	src := newInformerSource(cs, cfg.Node, true, cidrsOK)
 	p := newProxier(loopConfig{
 		node:          nodeCfg,
 		syncPeriod:    cmp.Or(cfg.SyncPeriod, time.Hour),

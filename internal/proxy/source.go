@@ -6,12 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
@@ -26,6 +28,9 @@ type source interface {
 	SlicesOf(namespace, name string) []*discoveryv1.EndpointSlice
 	Nodes() []*corev1.Node
 	Node(name string) *corev1.Node
+	// ServiceCIDRs returns the cluster's networking.k8s.io/v1 ServiceCIDR objects (none when the
+	// apiserver does not serve them or the proxy may not list them).
+	ServiceCIDRs() []*networkingv1.ServiceCIDR
 }
 
 // informerSource is a source over shared informers: Services and EndpointSlices without the
@@ -35,12 +40,16 @@ type informerSource struct {
 	svcs, slices, nodes cache.SharedIndexInformer
 	svcLister           corelisters.ServiceLister
 	nodeLister          corelisters.NodeLister
+	cidrs               cache.SharedIndexInformer // nil: ServiceCIDRs not watched
+	cidrLister          networkinglisters.ServiceCIDRLister
 	factories           []informers.SharedInformerFactory
 }
 
 const sliceByService = "service"
 
-func newInformerSource(cs kubernetes.Interface, node string, allNodes bool) *informerSource {
+// newInformerSource watches Services, EndpointSlices, Nodes and, if serviceCIDRs, the ServiceCIDR
+// objects.
+func newInformerSource(cs kubernetes.Interface, node string, allNodes, serviceCIDRs bool) *informerSource {
 	sel := informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = convert.InformerSelector })
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, sel)
 	var nodeOpts []informers.SharedInformerOption
@@ -57,6 +66,12 @@ func newInformerSource(cs kubernetes.Interface, node string, allNodes bool) *inf
 		svcLister:  f.Core().V1().Services().Lister(),
 		nodeLister: nf.Core().V1().Nodes().Lister(),
 		factories:  []informers.SharedInformerFactory{f, nf},
+	}
+	if serviceCIDRs {
+		cf := informers.NewSharedInformerFactory(cs, 0)
+		s.cidrs = cf.Networking().V1().ServiceCIDRs().Informer()
+		s.cidrLister = cf.Networking().V1().ServiceCIDRs().Lister()
+		s.factories = append(s.factories, cf)
 	}
 	_ = s.slices.AddIndexers(cache.Indexers{sliceByService: func(obj any) ([]string, error) {
 		es, ok := obj.(*discoveryv1.EndpointSlice)
@@ -100,8 +115,12 @@ func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func())
 	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices} {
 		_, _ = i.AddEventHandler(h)
 	}
-	_, _ = s.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { all() },
-		UpdateFunc: func(_, _ any) { all() }, DeleteFunc: func(any) { all() }})
+	others := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { all() },
+		UpdateFunc: func(_, _ any) { all() }, DeleteFunc: func(any) { all() }}
+	_, _ = s.nodes.AddEventHandler(others)
+	if s.cidrs != nil {
+		_, _ = s.cidrs.AddEventHandler(others)
+	}
 }
 
 // onSlice calls fn on every EndpointSlice added or updated, in the order the watch delivers them.
@@ -119,7 +138,11 @@ func (s *informerSource) start(ctx context.Context) bool {
 	for _, f := range s.factories {
 		f.Start(ctx.Done())
 	}
-	return cache.WaitForCacheSync(ctx.Done(), s.svcs.HasSynced, s.slices.HasSynced, s.nodes.HasSynced)
+	synced := []cache.InformerSynced{s.svcs.HasSynced, s.slices.HasSynced, s.nodes.HasSynced}
+	if s.cidrs != nil {
+		synced = append(synced, s.cidrs.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
 // shutdown stops the informers and waits for their goroutines (after ctx, given to start, ended).
@@ -170,4 +193,22 @@ func (s *informerSource) Node(name string) *corev1.Node {
 		return nil
 	}
 	return n
+}
+
+func (s *informerSource) ServiceCIDRs() []*networkingv1.ServiceCIDR {
+	if s.cidrLister == nil {
+		return nil
+	}
+	out, _ := s.cidrLister.List(labels.Everything())
+	return out
+}
+
+// serviceCIDRsServed reports whether the proxy can watch ServiceCIDR objects: the apiserver serves
+// networking.k8s.io/v1 servicecidrs (Kubernetes 1.33 and later) and lets it list them. If not,
+// why, for the log.
+func serviceCIDRsServed(ctx context.Context, cs kubernetes.Interface) (bool, error) {
+	if _, err := cs.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return false, err
+	}
+	return true, nil
 }

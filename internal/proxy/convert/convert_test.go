@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -533,5 +534,39 @@ func TestEndpointOrderIndependentOfSlices(t *testing.T) {
 	got, _, _ := Service(service(), []*discoveryv1.EndpointSlice{eps[1], eps[0]}, thisNode)
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("the slices' order changes the Service (-given +reversed):\n%s", diff)
+	}
+}
+
+func TestServiceCIDRs(t *testing.T) {
+	obj := func(name string, cidrs ...string) *networkingv1.ServiceCIDR {
+		return &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
+	}
+	for _, tc := range []struct {
+		name    string
+		objs    []*networkingv1.ServiceCIDR
+		want    []netip.Prefix
+		wantBad []string
+	}{
+		{name: "none", objs: nil, want: nil},
+		{name: "kubernetes default, dual-stack",
+			objs: []*networkingv1.ServiceCIDR{obj("kubernetes", "10.96.0.0/16", "fd00:10:96::/112")},
+			want: []netip.Prefix{pfx("10.96.0.0/16"), pfx("fd00:10:96::/112")}},
+		{name: "several objects: union, sorted, each once",
+			objs: []*networkingv1.ServiceCIDR{obj("kubernetes", "10.96.0.0/16"), obj("extra", "10.201.0.0/16", "10.96.0.0/16"), obj("small", "10.0.0.0/24")},
+			want: []netip.Prefix{pfx("10.0.0.0/24"), pfx("10.96.0.0/16"), pfx("10.201.0.0/16")}},
+		{name: "a broken CIDR is left out and named",
+			objs:    []*networkingv1.ServiceCIDR{obj("kubernetes", "10.96.0.0/16"), obj("broken", "10.300.0.0/16")},
+			want:    []netip.Prefix{pfx("10.96.0.0/16")},
+			wantBad: []string{"broken: 10.300.0.0/16"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, bad := ServiceCIDRs(tc.objs)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantBad, bad, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("bad (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/ironlb/ironlb/internal/kube/kubenode"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
@@ -112,8 +113,8 @@ type NodeConfig struct {
 	// (kube-proxy's NodeCIDR local-traffic detection), which is enough for the rules, since only
 	// this node's pods send packets to a Service through this node.
 	ClusterCIDRs []netip.Prefix
-	// ServiceCIDRs are the Service networks (--service-cidr); traffic to unallocated addresses in
-	// them is dropped. Empty: no such rule.
+	// ServiceCIDRs are the Service networks (the cluster's ServiceCIDR objects, see ServiceCIDRs);
+	// traffic to unallocated addresses in them is dropped. Empty: no such rule.
 	ServiceCIDRs []netip.Prefix
 }
 
@@ -226,3 +227,30 @@ func NodeEligible(node *corev1.Node) bool {
 // InternalIP returns the node's first InternalIP of the family (v4 true: IPv4): kubenode.InternalIP,
 // shared with the speaker.
 func InternalIP(node *corev1.Node, v4 bool) (netip.Addr, bool) { return kubenode.InternalIP(node, v4) }
+
+// ServiceCIDRs returns the Service networks of the cluster: the union of the spec.cidrs of its
+// networking.k8s.io/v1 ServiceCIDR objects (kube-proxy's ServiceCIDRConfig), sorted, each once.
+// Traffic to an address inside them that no Service holds is dropped. A CIDR that does not parse
+// is left out and returned in bad (the apiserver validates them, so only a broken object has one).
+func ServiceCIDRs(objs []*networkingv1.ServiceCIDR) (cidrs []netip.Prefix, bad []string) {
+	for _, o := range objs {
+		for _, c := range o.Spec.CIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				bad = append(bad, o.Name+": "+c)
+				continue
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
+			if !slices.Contains(cidrs, p) {
+				cidrs = append(cidrs, p)
+			}
+		}
+	}
+	slices.SortFunc(cidrs, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return cidrs, bad
+}
