@@ -81,10 +81,16 @@ type proxier struct {
 	// allDirty says that anything else may have changed: the next build converts every Service.
 	dirty    map[nftrules.ServiceKey]bool
 	allDirty bool
+	// For kube-proxy's metrics: the Services with Service and EndpointSlice changes not yet built,
+	// and the EndpointSlices' last-change-trigger-times since the proxy started, per Service.
+	svcPending, epPending map[nftrules.ServiceKey]bool
+	triggers              map[nftrules.ServiceKey][]time.Time
+	started               time.Time
 
 	// owned by run
-	conv  *convert.Converter
-	built map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
+	conv     *convert.Converter
+	building map[nftrules.ServiceKey][]time.Time       // triggers of the changes in the model being applied
+	built    map[nftrules.ServiceKey]*nftrules.Service // the Services of the last build
 	// rebuilt are the Services converted again since the last model applied (for the conntrack
 	// diff), unless rebuiltAll: all of them were.
 	rebuilt    []nftrules.ServiceKey
@@ -112,18 +118,23 @@ type dsrApplier interface {
 func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *metrics) *proxier {
 	for _, f := range fams { // at 0 from the start: dashboards show "none" rather than "no data"
 		m.syncErrors.WithLabelValues(string(f.name))
+		m.kube.addFamily(f.name)
 	}
 	return &proxier{
 		cfg: cfg, log: log, src: src, fams: fams, m: m,
-		health:   healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
-		kick:     make(chan struct{}, 1),
-		dead:     map[string]bool{},
-		dirty:    map[nftrules.ServiceKey]bool{},
-		allDirty: true,
-		returned: map[string]returning{},
-		conv:     convert.NewConverter(cfg.node.Name),
-		chains:   map[knftables.Family]int{},
-		skipped:  map[nftrules.ServiceKey]string{},
+		health:     healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
+		kick:       make(chan struct{}, 1),
+		dead:       map[string]bool{},
+		dirty:      map[nftrules.ServiceKey]bool{},
+		allDirty:   true,
+		returned:   map[string]returning{},
+		conv:       convert.NewConverter(cfg.node.Name),
+		started:    time.Now(),
+		triggers:   map[nftrules.ServiceKey][]time.Time{},
+		svcPending: map[nftrules.ServiceKey]bool{},
+		epPending:  map[nftrules.ServiceKey]bool{},
+		chains:     map[knftables.Family]int{},
+		skipped:    map[nftrules.ServiceKey]string{},
 	}
 }
 
@@ -144,8 +155,41 @@ func (p *proxier) pokeService(k nftrules.ServiceKey) {
 	p.wake()
 }
 
+// serviceEvent counts a Service's add, update or delete (kube-proxy's service changes).
+func (p *proxier) serviceEvent(k nftrules.ServiceKey) {
+	p.m.kube.serviceTotal.Inc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.svcPending[k] = true
+	p.m.kube.servicePending.Set(float64(len(p.svcPending)))
+}
+
+// sliceEvent counts an EndpointSlice's add, update or delete (kube-proxy's endpoint changes) and
+// keeps its last-change-trigger-time for the network programming latency, as kube-proxy's
+// EndpointsChangeTracker: only changes made after the proxy started, none for a deletion (its
+// time is that of the last update), and a deletion forgets the Service's earlier ones.
+func (p *proxier) sliceEvent(es *discoveryv1.EndpointSlice, deleted bool) {
+	k := nftrules.ServiceKey{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}
+	if k.Name == "" {
+		return
+	}
+	p.m.kube.endpointTotal.Inc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epPending[k] = true
+	p.m.kube.endpointPending.Set(float64(len(p.epPending)))
+	if deleted {
+		delete(p.triggers, k)
+		return
+	}
+	if t, err := time.Parse(time.RFC3339Nano, es.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil && t.After(p.started) {
+		p.triggers[k] = append(p.triggers[k], t)
+	}
+}
+
 func (p *proxier) wake() {
 	p.health.Queued()
+	p.m.kube.queued.queued(time.Now())
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -219,10 +263,12 @@ func (p *proxier) run(ctx context.Context) error {
 func (p *proxier) sync(ctx context.Context, full bool) error {
 	start := time.Now()
 	m := p.build(full)
+	built := time.Since(start)
 	kind := "partial"
 	var errs []error
 	skipped := map[nftrules.ServiceKey]error{}
 	for _, f := range p.fams {
+		fstart := time.Now()
 		plan, err := f.s.Sync(ctx, m, full)
 		if plan.Full {
 			kind = "full"
@@ -230,9 +276,11 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 		p.m.staleChains.WithLabelValues(string(f.name)).Set(float64(f.s.Pending()))
 		if err != nil {
 			p.m.syncErrors.WithLabelValues(string(f.name)).Inc()
+			p.m.kube.nftSyncFailures.WithLabelValues(ipFamily(f.name)).Inc()
 			errs = append(errs, err)
 			continue
 		}
+		p.kubeSynced(f.name, m, plan.Full, built+time.Since(fstart))
 		p.m.operations.WithLabelValues(string(f.name)).Set(float64(plan.Ops))
 		p.m.changed.WithLabelValues(string(f.name)).Set(float64(len(plan.Changed)))
 		if plan.Full {
@@ -293,6 +341,28 @@ func (p *proxier) sync(ctx context.Context, full bool) error {
 	return nil
 }
 
+// kubeSynced updates kube-proxy's metrics after family fam applied m (took: the model's build and
+// this family's transaction, as kube-proxy's per-family sync).
+func (p *proxier) kubeSynced(fam knftables.Family, m *nftrules.Model, full bool, took time.Duration) {
+	k, l := p.m.kube, ipFamily(fam)
+	k.syncDuration.WithLabelValues(l).Observe(took.Seconds())
+	if full {
+		k.syncFullDuration.WithLabelValues(l).Observe(took.Seconds())
+	} else {
+		k.syncPartialDuration.WithLabelValues(l).Observe(took.Seconds())
+	}
+	now := time.Now()
+	for _, ts := range p.building {
+		for _, t := range ts {
+			k.networkProgramming.WithLabelValues(l).Observe(now.Sub(t).Seconds())
+		}
+	}
+	in, ext := nftrules.NoLocalEndpoints(m, fam == knftables.IPv6Family)
+	k.noLocalEndpoints.WithLabelValues("internal", l).Set(float64(in))
+	k.noLocalEndpoints.WithLabelValues("external", l).Set(float64(ext))
+	k.lastSync.WithLabelValues(l).Set(float64(now.UnixNano()) / 1e9)
+}
+
 func (p *proxier) flushConntrack(ctx context.Context, filters []conntrack.Filter) {
 	if b, ok := p.ct.(conntrack.BatchDeleter); ok && len(filters) > 1 {
 		// One read of the table for every filter; the count is the batch's.
@@ -335,6 +405,11 @@ func (p *proxier) build(all bool) *nftrules.Model {
 	p.mu.Lock()
 	dirty, allDirty := p.dirty, p.allDirty
 	p.dirty, p.allDirty = map[nftrules.ServiceKey]bool{}, false
+	p.building, p.triggers = p.triggers, map[nftrules.ServiceKey][]time.Time{}
+	clear(p.svcPending)
+	clear(p.epPending)
+	p.m.kube.servicePending.Set(0)
+	p.m.kube.endpointPending.Set(0)
 	p.mu.Unlock()
 	var svcs map[nftrules.ServiceKey]*nftrules.Service
 	var issues []convert.Issue

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the proxy's Prometheus metrics (ironlb_proxy_*). The sync loop updates them,
+// metrics are the proxy's Prometheus metrics (ironlb_proxy_*), and kube-proxy's (kube). The sync loop updates them,
 // except deaths, counted by the liveness callback.
 type metrics struct {
 	syncDuration  *prometheus.HistogramVec // kind: full, partial
@@ -23,6 +23,7 @@ type metrics struct {
 	healthChecks  prometheus.Gauge
 	serviceIssues *prometheus.CounterVec // reason
 	dsrPorts      prometheus.Gauge
+	kube          *kubeMetrics // kube-proxy's names
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -78,6 +79,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "ironlb_proxy_service_warnings_total", Help: "Problems found in Services and worked around, by reason.",
 		}, []string{"reason"}),
 	}
+	m.kube = newKubeMetrics(reg)
 	reg.MustRegister(m.syncDuration, m.syncErrors, m.lastSync, m.operations, m.changed, m.chains, m.staleChains,
 		m.services, m.skipped, m.deadNodes, m.deaths, m.ctDeleted, m.ctErrors, m.healthChecks, m.serviceIssues, m.dsrPorts)
 	return m

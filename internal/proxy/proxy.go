@@ -174,6 +174,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}, log, src, nil, m)
 	p.localAddrs = interfaceAddrs
 	src.onSlice(p.sliceSeen)
+	src.onEvents(p.serviceEvent, p.sliceEvent) // before onChange: a change is counted before its sync
 	src.onChange(p.pokeService, p.poke)
 
 	var wg sync.WaitGroup
@@ -182,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ioctx, stopIO := context.WithCancel(context.Background())
 	defer stopIO()
 	if cfg.HealthzAddr != "" {
-		if err := serve(ioctx, &wg, cfg.HealthzAddr, p.health.Handler(), log); err != nil {
+		if err := serve(ioctx, &wg, cfg.HealthzAddr, m.kube.countCodes(p.health.Handler()), log); err != nil {
 			return fmt.Errorf("--healthz-bind-address: %w", err)
 		}
 	}
@@ -219,6 +220,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer s.Close()
 		p.fams = append(p.fams, family{name: f, s: s})
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
+		m.kube.addFamily(f)
 	}
 	if slices.Contains(fams, knftables.IPv4Family) {
 		a, err := dsrapply.NewKernel()

@@ -42,6 +42,8 @@ type informerSource struct {
 	nodeLister          corelisters.NodeLister
 	cidrs               cache.SharedIndexInformer // nil: ServiceCIDRs not watched
 	cidrLister          networkinglisters.ServiceCIDRLister
+	svcEvent            func(nftrules.ServiceKey)                         // nil: not counted
+	sliceEvent          func(es *discoveryv1.EndpointSlice, deleted bool) // nil: not counted
 	factories           []informers.SharedInformerFactory
 }
 
@@ -89,14 +91,21 @@ func newInformerSource(cs kubernetes.Interface, node string, allNodes, serviceCI
 // onChange calls service with the Service a Service or EndpointSlice event concerns (once for
 // each Service), and all on every Node event and on any event it cannot attribute to a Service.
 func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func()) {
-	one := func(obj any) {
+	one := func(obj any, deleted bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		switch o := obj.(type) {
 		case *corev1.Service:
-			service(nftrules.ServiceKey{Namespace: o.Namespace, Name: o.Name})
+			k := nftrules.ServiceKey{Namespace: o.Namespace, Name: o.Name}
+			if s.svcEvent != nil {
+				s.svcEvent(k)
+			}
+			service(k)
 		case *discoveryv1.EndpointSlice:
+			if s.sliceEvent != nil {
+				s.sliceEvent(o, deleted)
+			}
 			if name := o.Labels[discoveryv1.LabelServiceName]; name != "" {
 				service(nftrules.ServiceKey{Namespace: o.Namespace, Name: name})
 			}
@@ -104,14 +113,15 @@ func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func())
 			all()
 		}
 	}
-	h := cache.ResourceEventHandlerFuncs{AddFunc: one, DeleteFunc: one, UpdateFunc: func(old, cur any) {
-		if o, ok := old.(*discoveryv1.EndpointSlice); ok {
-			if c, ok := cur.(*discoveryv1.EndpointSlice); !ok || o.Labels[discoveryv1.LabelServiceName] != c.Labels[discoveryv1.LabelServiceName] {
-				one(old) // moved to another Service
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { one(obj, false) }, DeleteFunc: func(obj any) { one(obj, true) },
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*discoveryv1.EndpointSlice); ok {
+				if c, ok := cur.(*discoveryv1.EndpointSlice); !ok || o.Labels[discoveryv1.LabelServiceName] != c.Labels[discoveryv1.LabelServiceName] {
+					one(old, true) // moved to another Service
+				}
 			}
-		}
-		one(cur)
-	}}
+			one(cur, false)
+		}}
 	for _, i := range []cache.SharedIndexInformer{s.svcs, s.slices} {
 		_, _ = i.AddEventHandler(h)
 	}
@@ -121,6 +131,13 @@ func (s *informerSource) onChange(service func(nftrules.ServiceKey), all func())
 	if s.cidrs != nil {
 		_, _ = s.cidrs.AddEventHandler(others)
 	}
+}
+
+// onEvents has onChange's handler call svc on every Service add, update and delete, and slice on
+// every EndpointSlice's (deleted true for a delete), each before the Service's poke: kube-proxy's
+// change counts. Call it before onChange.
+func (s *informerSource) onEvents(svc func(nftrules.ServiceKey), slice func(es *discoveryv1.EndpointSlice, deleted bool)) {
+	s.svcEvent, s.sliceEvent = svc, slice
 }
 
 // onSlice calls fn on every EndpointSlice added or updated, in the order the watch delivers them.
