@@ -1,26 +1,43 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ironlb/ironlb/internal/proxy"
+	"github.com/ironlb/ironlb/internal/proxy/fileconfig"
 )
 
-func proxyCmd() *cobra.Command {
+func proxyCmd() *cobra.Command { return newProxyCmd(proxy.Run) }
+
+// newProxyCmd is `ironlb proxy`, running run with the configuration its flags and --config set.
+func newProxyCmd(run func(context.Context, proxy.Config) error) *cobra.Command {
 	var cfg proxy.Config
+	var file string
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Carry Service traffic on this node with nftables (kube-proxy's job), avoiding endpoints on dead nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Logger = slog.Default() // --log-level, --log-format (logFlags)
-			return proxy.Run(c.Context(), cfg)
+			if file != "" {
+				if err := applyProxyConfigFile(c.Flags(), &cfg, file, cfg.Logger); err != nil {
+					return err
+				}
+			}
+			return run(c.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&file, "config", "", "kube-proxy's configuration file (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1): its fields set the flags of the same meaning (docs/proxy.md); flags given on the command line win")
+	f.StringVar(&cfg.BindAddress, "bind-address", "", "the node's primary address of its family, used by --nodeport-addresses=primary (kube-proxy's --bind-address; default: the node's InternalIP)")
 	nodeFlag(cmd, &cfg.Node)
 	kubeconfigFlag(cmd, &cfg.Kubeconfig)
 	f.StringVar(&cfg.APIServer, "master", "", "apiserver address, overriding the kubeconfig's (the in-cluster address is a ClusterIP this proxy programs)")
@@ -43,4 +60,62 @@ func proxyCmd() *cobra.Command {
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables and exit")
 	return cmd
+}
+
+// applyProxyConfigFile sets cfg from a KubeProxyConfiguration file, except the settings whose flags
+// were given on the command line (flags win, as with kube-proxy's --config).
+func applyProxyConfigFile(f *pflag.FlagSet, cfg *proxy.Config, path string, log *slog.Logger) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	s, err := fileconfig.Parse(data)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	unset := func(names ...string) bool {
+		for _, n := range names {
+			if f.Changed(n) {
+				return false
+			}
+		}
+		return true
+	}
+	setStr := func(v *string, dst *string, flags ...string) {
+		if v != nil && unset(flags...) {
+			*dst = *v
+		}
+	}
+	setStr(s.Node, &cfg.Node, "node")
+	setStr(s.Kubeconfig, &cfg.Kubeconfig, "kubeconfig")
+	setStr(s.BindAddress, &cfg.BindAddress, "bind-address")
+	setStr(s.HealthzAddr, &cfg.HealthzAddr, "healthz-bind-address")
+	setStr(s.MetricsAddr, &cfg.MetricsAddr, "metrics-bind-address", "metrics-addr")
+	if unset("cluster-cidr") {
+		if s.NodeCIDR {
+			cfg.ClusterCIDRs = nil // the node's spec.podCIDRs
+		} else if len(s.ClusterCIDRs) > 0 {
+			cfg.ClusterCIDRs = s.ClusterCIDRs
+		}
+	}
+	if s.NodePortAddresses != nil && unset("nodeport-addresses") {
+		cfg.NodePortAddresses = s.NodePortAddresses
+	}
+	if s.MasqueradeAll != nil && unset("masquerade-all") {
+		cfg.MasqueradeAll = *s.MasqueradeAll
+	}
+	if s.MasqueradeBit != nil && unset("masquerade-bit") {
+		cfg.MasqueradeBit = *s.MasqueradeBit
+	}
+	if s.SyncPeriod != nil && unset("sync-period") {
+		cfg.SyncPeriod = *s.SyncPeriod
+	}
+	if s.MinSyncPeriod != nil && unset("min-sync-period") {
+		cfg.MinSyncPeriod = *s.MinSyncPeriod
+	}
+	cfg.Conntrack = s.Conntrack
+	if len(s.Ignored) > 0 && log != nil {
+		log.Info("--config: fields ignored", "file", path, "fields", s.Ignored)
+	}
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/kube"
@@ -59,9 +61,15 @@ type Config struct {
 
 	ClusterCIDRs      []string // pod networks; empty: this node's spec.podCIDRs
 	NodePortAddresses []string // "primary", "all" or CIDRs; empty: primary
-	IPFamilies        string   // "auto" (the node's InternalIP families), "ipv4", "ipv6" or "dual"
-	MasqueradeAll     bool
-	MasqueradeBit     int // 0-31; the mark bit that requests SNAT (default 14)
+	// BindAddress, if a specific address, is the node's primary address of its family (kube-proxy's
+	// bindAddress); "" or 0.0.0.0: the node's InternalIP.
+	BindAddress string
+	// Conntrack are the conntrack sysctls to set at start (kube-proxy's conntrack section; unset
+	// fields change nothing).
+	Conntrack     kubeproxyv1alpha1.KubeProxyConntrackConfiguration
+	IPFamilies    string // "auto" (the node's InternalIP families), "ipv4", "ipv6" or "dual"
+	MasqueradeAll bool
+	MasqueradeBit int // 0-31; the mark bit that requests SNAT (default 14)
 
 	SyncPeriod     time.Duration // full resync (default 1h)
 	MinSyncPeriod  time.Duration // least time between syncs
@@ -99,6 +107,11 @@ func (c *Config) nodeConfig() (convert.NodeConfig, error) {
 	var err error
 	if nc.NodePorts, err = convert.ParseNodePorts(c.NodePortAddresses); err != nil {
 		return nc, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
+	if c.BindAddress != "" {
+		if nc.BindAddress, err = netip.ParseAddr(c.BindAddress); err != nil {
+			return nc, fmt.Errorf("--bind-address: %w", err)
+		}
 	}
 	if nc.ClusterCIDRs, err = convert.ParsePrefixes(c.ClusterCIDRs); err != nil {
 		return nc, fmt.Errorf("--cluster-cidr: %w", err)
@@ -140,6 +153,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if extMode, err = nftrules.ParseExternalMode(cfg.ExternalMode); err != nil {
 			return fmt.Errorf("--external-mode: %w", err)
 		}
+	}
+	if set, hashsize := conntrack.Sysctls(cfg.Conntrack, runtime.NumCPU()); len(set) > 0 || hashsize > 0 {
+		if err := conntrack.WriteSysctls("/proc/sys/net/netfilter", "/sys/module/nf_conntrack/parameters/hashsize", set, hashsize); err != nil {
+			return fmt.Errorf("conntrack settings of the configuration: %w", err)
+		}
+		log.Info("conntrack settings applied", "sysctls", set, "hashsize", hashsize)
 	}
 	rc, err := kube.RESTConfig(cfg.Kubeconfig, "ironlb-proxy/"+cfg.Node, 50, 100)
 	if err != nil {

@@ -423,6 +423,10 @@ func TestNodePrimaryFallsBackToExternalIP(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("node-port addresses %v, want %v", got, want)
 	}
+	got = Node(NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t), BindAddress: a("192.168.0.99")}, node, nil, nil).NodePortAddresses
+	if want := []netip.Addr{a("192.168.0.99"), a("2001:db8::10")}; !slices.Equal(got, want) {
+		t.Errorf("bindAddress: node-port addresses %v, want %v", got, want)
+	}
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
 	got = Node(NodeConfig{Name: thisNode, NodePorts: mustNodePorts(t)}, node, nil, nil).NodePortAddresses
 	if want := []netip.Addr{netip.IPv4Unspecified()}; !slices.Equal(got, want) {

@@ -113,6 +113,9 @@ type NodeConfig struct {
 	// (kube-proxy's NodeCIDR local-traffic detection), which is enough for the rules, since only
 	// this node's pods send packets to a Service through this node.
 	ClusterCIDRs []netip.Prefix
+	// BindAddress, unless invalid or unspecified, is the node's primary address of its family
+	// (kube-proxy's bindAddress overrides the node IP so).
+	BindAddress netip.Addr
 	// ServiceCIDRs are the Service networks (the cluster's ServiceCIDR objects, see ServiceCIDRs);
 	// traffic to unallocated addresses in them is dropped. Empty: no such rule.
 	ServiceCIDRs []netip.Prefix
@@ -166,7 +169,11 @@ func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[s
 			// kube-proxy's node IPs (GetNodeHostIPs): InternalIPs before ExternalIPs, the first of
 			// each family.
 			var have4, have6 bool
-			for _, a := range append(internal, external...) {
+			cands := append(internal, external...)
+			if b := cfg.BindAddress.Unmap(); b.IsValid() && !b.IsUnspecified() {
+				cands = append([]netip.Addr{b}, cands...)
+			}
+			for _, a := range cands {
 				if a.IsLoopback() {
 					continue // kube-proxy pins nothing to a loopback node IP
 				}
