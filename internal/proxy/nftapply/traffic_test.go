@@ -118,14 +118,20 @@ func (l *trafficLab) connectPeer(t *testing.T, client netip.Addr) (endpoint, pee
 
 func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
 	t.Helper()
-	s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family})
+	return l.applyConfig(t, m, nftrules.Config{Family: knftables.IPv4Family})
+}
+
+// applyConfig is apply with the rule builder's configuration.
+func (l *trafficLab) applyConfig(t *testing.T, m *nftrules.Model, cfg nftrules.Config) *trace.Ruleset {
+	t.Helper()
+	s, err := NewKernel(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Sync(context.Background(), m, true); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
+	b, _ := nftrules.New(cfg)
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
 	tx := fake.NewTransaction()
 	b.Full(tx, m, nftrules.Existing{}, nil)
@@ -233,5 +239,69 @@ func TestTrafficHairpin(t *testing.T) {
 	}
 	if toSelf == 0 || toOther == 0 {
 		t.Errorf("60 connections: %d to itself, %d to the others; want some of each", toSelf, toOther)
+	}
+}
+
+// TestTrafficSessionAffinity: sessionAffinity ClientIP with timeoutSeconds 1, over round-robin so
+// that without affinity each new connection would go to the next endpoint. A client keeps its
+// endpoint while it keeps connecting within the timeout, another client is not held to it, and
+// once the client has been idle for longer than the timeout its next connection goes to the next
+// endpoint in turn (the affinity set's element expired; round-robin only turns when affinity does
+// not match).
+func TestTrafficSessionAffinity(t *testing.T) {
+	l := newTrafficLab(t, 2)
+	m := l.model(nftrules.RoundRobin)
+	for _, svc := range m.Services {
+		svc.SessionAffinityClientIP, svc.SessionAffinityTimeout = true, time.Second
+	}
+	l.apply(t, m)
+	a, b := l.clients[0], l.clients[1]
+	first := l.connect(t, a)
+	for i := range 10 {
+		if got := l.connect(t, a); got != first {
+			t.Fatalf("connection %d from %s within the affinity timeout went to %s, not %s", i+2, a, got, first)
+		}
+	}
+	second := l.connect(t, b)
+	if second == first {
+		t.Errorf("client %s was held to %s's endpoint %s", b, a, first)
+	}
+	if again := l.connect(t, b); again != second {
+		t.Errorf("client %s moved from %s to %s within the timeout", b, second, again)
+	}
+	// Idle for twice the timeout: the next connection is not held. Round-robin has handed out two
+	// endpoints (a's and b's), so a now gets the third.
+	time.Sleep(2 * time.Second)
+	after := l.connect(t, a)
+	if after == first || after == second {
+		t.Errorf("after the affinity timeout, %s went to %s again (first %s, b's %s): affinity did not expire", a, after, first, second)
+	}
+	// And the new endpoint holds again.
+	if again := l.connect(t, a); again != after {
+		t.Errorf("after expiry, %s moved from %s to %s: affinity not re-established", a, after, again)
+	}
+}
+
+// TestTrafficMasqueradeAll: with masqueradeAll, a client inside the cluster CIDR reaching a
+// ClusterIP is masqueraded (without it, the endpoint sees the client's own address and port, which
+// connect checks). In this lab the connection is local, so masquerade keeps the address and the
+// sign of it is the port, which masquerade fully-random changes.
+func TestTrafficMasqueradeAll(t *testing.T) {
+	l := newTrafficLab(t, 1)
+	c := l.clients[0]
+	l.apply(t, l.model(nftrules.Random))
+	for range 5 {
+		l.connect(t, c) // not masqueraded: fails the test otherwise
+	}
+	l.applyConfig(t, l.model(nftrules.Random), nftrules.Config{Family: knftables.IPv4Family, MasqueradeAll: true})
+	masqueraded := 0
+	for range 5 {
+		_, peer, local := l.connectPeer(t, c)
+		if peer != local {
+			masqueraded++
+		}
+	}
+	if masqueraded != 5 {
+		t.Errorf("masqueradeAll: %d of 5 connections from %s masqueraded, want all", masqueraded, c)
 	}
 }
