@@ -192,6 +192,31 @@ func TestProxierEndToEnd(t *testing.T) {
 	}
 	eventually(t, "address in a ServiceCIDR added later dropped", func() string { return tr("10.201.0.7:80", "tcp") }, "drop")
 
+	// Topology: a Service with trafficDistribution PreferClose, whose EndpointSlice the controller
+	// hinted per zone; this node is in zone-a, so only the zone-a endpoint serves it, once the node
+	// has its zone label.
+	near := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "near"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.60", ClusterIPs: []string{"10.96.0.60"},
+			TrafficDistribution: ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+			Ports:               []corev1.ServicePort{{Name: "p", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	if _, err := cs.CoreV1().Services("ns1").Create(ctx, near, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nearSlice := slice("near", "near-1", corev1.ProtocolTCP, 8080, [][2]string{{"10.244.3.60", "node-c"}, {"10.244.4.60", "node-d"}})
+	nearSlice.Endpoints[0].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	nearSlice.Endpoints[1].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-b"}}}
+	if _, err := cs.DiscoveryV1().EndpointSlices("ns1").Create(ctx, nearSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "zone hints ignored while the node has no zone", func() string { return tr("10.96.0.60:80", "tcp") },
+		"DNAT 10.244.3.60:8080 | DNAT 10.244.4.60:8080")
+	self := testNode("node-a", "192.168.0.10")
+	self.Labels = map[string]string{corev1.LabelTopologyZone: "zone-a"}
+	if _, err := cs.CoreV1().Nodes().Update(ctx, self, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "only the endpoint hinted for this node's zone", func() string { return tr("10.96.0.60:80", "tcp") }, "DNAT 10.244.3.60:8080")
+
 	// Health check of the Local Service on this node.
 	eventually(t, "health-check node port", func() string { return ll.addr(":32000") }, "")
 	checkHealth(t, ll.addr(":32000"), 200, `"localEndpoints": 1`)

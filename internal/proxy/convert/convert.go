@@ -240,6 +240,14 @@ func endpoints(name string, proto corev1.Protocol, eps []*discoveryv1.EndpointSl
 				ep.Node = *e.NodeName
 			}
 			ep.Local = ep.Node != "" && ep.Node == node
+			if h := e.Hints; h != nil { // topology hints (trafficDistribution), nftrules.TopologyMode
+				for _, z := range h.ForZones {
+					ep.ZoneHints = append(ep.ZoneHints, z.Name)
+				}
+				for _, n := range h.ForNodes {
+					ep.NodeHints = append(ep.NodeHints, n.Name)
+				}
+			}
 			out = append(out, ep)
 		}
 	}
@@ -264,7 +272,10 @@ func endpoints(name string, proto corev1.Protocol, eps []*discoveryv1.EndpointSl
 				return -1
 			}
 		}
-		return 0
+		if c := slices.Compare(a.ZoneHints, b.ZoneHints); c != 0 {
+			return c
+		}
+		return slices.Compare(a.NodeHints, b.NodeHints)
 	})
 	return out
 }

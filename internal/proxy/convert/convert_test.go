@@ -46,6 +46,7 @@ type epSpec struct {
 	addr                        string
 	node                        string
 	ready, serving, terminating *bool
+	hints                       *discoveryv1.EndpointHints
 }
 
 // slice returns an EndpointSlice of ns1/web with the given ports (name -> port) and endpoints.
@@ -60,7 +61,7 @@ func slice(name string, ports map[string]int32, proto corev1.Protocol, eps ...ep
 	}
 	for _, e := range eps {
 		ep := discoveryv1.Endpoint{Addresses: []string{e.addr},
-			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}, Hints: e.hints}
 		if e.node != "" {
 			ep.NodeName = ptr.To(e.node)
 		}
@@ -102,6 +103,19 @@ func TestService(t *testing.T) {
 		slices: []*discoveryv1.EndpointSlice{slice("web-1", http, corev1.ProtocolTCP, ready("10.244.2.5", "node-b"), ready("10.244.1.5", thisNode))},
 		want: base(func(s *nftrules.Service) {
 			s.Ports = webPort(nep("10.244.1.5", 8080, thisNode), nep("10.244.2.5", 8080, "node-b"))
+		}),
+	}, {
+		name: "topology hints (trafficDistribution) carried per endpoint",
+		svc: service(func(s *corev1.Service) {
+			s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode)
+		}),
+		slices: []*discoveryv1.EndpointSlice{slice("web-1", http, corev1.ProtocolTCP, epSpec{addr: "10.244.1.5", node: thisNode,
+			hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: thisNode}}}},
+			ready("10.244.2.5", "node-b"))},
+		want: base(func(s *nftrules.Service) {
+			local := nep("10.244.1.5", 8080, thisNode)
+			local.ZoneHints, local.NodeHints = []string{"zone-a"}, []string{thisNode}
+			s.Ports = webPort(local, nep("10.244.2.5", 8080, "node-b"))
 		}),
 	}, {
 		name: "named targetPort resolves per EndpointSlice",
@@ -330,7 +344,7 @@ func TestWarningNamesTheProblem(t *testing.T) {
 
 func TestNode(t *testing.T) {
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: thisNode},
+		ObjectMeta: metav1.ObjectMeta{Name: thisNode, Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}},
 		Spec:       corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24", "fd00:10:244:1::/64"}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeHostName, Address: "node-a"},
@@ -393,6 +407,7 @@ func TestNode(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Node(tc.cfg, node, local, tc.dead)
+			tc.want.Zone = "zone-a" // the node's topology.kubernetes.io/zone label
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

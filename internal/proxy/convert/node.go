@@ -128,6 +128,7 @@ func Node(cfg NodeConfig, node *corev1.Node, local []netip.Addr, deadNodes map[s
 	n := nftrules.Node{Name: cfg.Name, ServiceCIDRs: slices.Clone(cfg.ServiceCIDRs)}
 	var internal, external []netip.Addr
 	if node != nil {
+		n.Zone = node.Labels[corev1.LabelTopologyZone]
 		for _, a := range node.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 				continue

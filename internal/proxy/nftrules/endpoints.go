@@ -21,6 +21,9 @@ const (
 	SkipNotReady
 	// SkipDuplicate: the same address and port is listed again (e.g. in two EndpointSlices).
 	SkipDuplicate
+	// SkipTopology: ready, but its hints are for other zones or nodes (Selection.Topology) and it
+	// is not used by Local policy.
+	SkipTopology
 )
 
 func (r SkipReason) String() string {
@@ -35,6 +38,8 @@ func (r SkipReason) String() string {
 		return "not-ready"
 	case SkipDuplicate:
 		return "duplicate"
+	case SkipTopology:
+		return "topology"
 	}
 	return "unknown"
 }
@@ -65,6 +70,9 @@ type Selection struct {
 	// DeadNodeFallback is true when every usable endpoint is on a dead node, so dead nodes were
 	// ignored rather than leave the Service without endpoints.
 	DeadNodeFallback bool
+	// Topology is the mode (TopologyMode) the Cluster endpoints were filtered by: "" for none,
+	// PreferSameZone or PreferSameNode.
+	Topology string
 	// Skipped lists the endpoints left out of both scopes and why.
 	Skipped []SkippedEndpoint
 }
@@ -142,8 +150,21 @@ func SelectEndpoints(svc *Service, p *Port, n *Node, v6 bool) Selection {
 				break
 			}
 		}
+		sel.Topology = TopologyNone
 		if usesCluster {
-			sel.Cluster, sel.ClusterTerminating = scope(candidates, false)
+			// kube-proxy's CategorizeEndpoints: ready endpoints are filtered by the topology
+			// mode, which only applies when some ready endpoint is hinted for this node or zone;
+			// the serving-terminating fallback (no ready endpoint anywhere) ignores topology.
+			inScope := candidates
+			if sel.Topology = TopologyMode(candidates, n.Name, n.Zone); sel.Topology != TopologyNone {
+				inScope = make([]Endpoint, 0, len(candidates))
+				for _, ep := range candidates {
+					if !ep.Ready || availableForTopology(ep, sel.Topology, n.Name, n.Zone) {
+						inScope = append(inScope, ep)
+					}
+				}
+			}
+			sel.Cluster, sel.ClusterTerminating = scope(inScope, false)
 		}
 		if usesLocal {
 			sel.Local, sel.LocalTerminating = scope(candidates, true)
@@ -172,7 +193,11 @@ func SelectEndpoints(svc *Service, p *Port, n *Node, v6 bool) Selection {
 	}
 	for _, ep := range candidates {
 		if !used[netip.AddrPortFrom(ep.Addr, ep.Port)] {
-			sel.Skipped = append(sel.Skipped, SkippedEndpoint{ep, SkipNotReady})
+			why := SkipNotReady
+			if ep.Ready && sel.Topology != TopologyNone && !availableForTopology(ep, sel.Topology, n.Name, n.Zone) {
+				why = SkipTopology
+			}
+			sel.Skipped = append(sel.Skipped, SkippedEndpoint{ep, why})
 		}
 	}
 	return sel

@@ -386,7 +386,7 @@ func changed(o, s *Service, moved map[string]bool) bool {
 
 // sameSettings compares the Node fields other than DeadNodes.
 func sameSettings(a, b *Node) bool {
-	return a.Name == b.Name && slices.Equal(a.NodePortAddresses, b.NodePortAddresses) &&
+	return a.Name == b.Name && a.Zone == b.Zone && slices.Equal(a.NodePortAddresses, b.NodePortAddresses) &&
 		slices.Equal(a.IPs, b.IPs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
 		slices.Equal(a.ServiceCIDRs, b.ServiceCIDRs)
 }

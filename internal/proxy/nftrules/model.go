@@ -141,6 +141,9 @@ type Endpoint struct {
 	Ready, Serving, Terminating bool
 	// Local is true when the endpoint runs on this node (Node == this node's name).
 	Local bool
+	// ZoneHints and NodeHints are the EndpointSlice's hints.forZones and hints.forNodes: the zones
+	// and nodes whose Cluster-policy traffic this endpoint should serve (TopologyMode).
+	ZoneHints, NodeHints []string
 }
 
 // Node describes the node the rules are for.
@@ -158,6 +161,8 @@ type Node struct {
 	ClusterCIDRs []netip.Prefix
 	// ServiceCIDRs are the Service networks: traffic to an unallocated address in them is dropped.
 	ServiceCIDRs []netip.Prefix
+	// Zone is the node's topology.kubernetes.io/zone label, for endpoints' zone hints.
+	Zone string
 	// DeadNodes are nodes the speakers have declared dead. Their endpoints are left out until
 	// they return, unless no other endpoint is usable. This node is never dead to itself.
 	DeadNodes map[string]bool
