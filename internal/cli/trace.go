@@ -112,7 +112,7 @@ func traceCmd() *cobra.Command {
 	f.StringVar(&fl.node, "node", "", "node whose rules to trace (default: the node owning --from, by address or pod CIDR)")
 	f.StringSliceVar(&fl.nodePorts, "nodeport-addresses", nil, "as the proxy's flag: \"primary\", \"all\" and/or CIDRs (default: primary)")
 	f.StringSliceVar(&fl.clusterCIDRs, "cluster-cidr", nil, "as the proxy's flag (default: the node's spec.podCIDRs)")
-	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "Service networks whose unallocated addresses are dropped (the proxy reads them from the ServiceCIDR objects)")
+	f.StringSliceVar(&fl.svcCIDRs, "service-cidr", nil, "Service networks whose unallocated addresses are dropped (default: the cluster's ServiceCIDR objects, as the proxy reads them)")
 	f.BoolVar(&fl.masqAll, "masquerade-all", false, "as the proxy's flag")
 	f.StringSliceVar(&fl.dead, "dead-node", nil, "treat these nodes as declared dead by the liveness detector")
 	_ = cmd.MarkFlagRequired("from")
@@ -144,6 +144,13 @@ func listObjects(ctx context.Context, cs kubernetes.Interface) (explain.Objects,
 	}
 	for i := range slices.Items {
 		objs.Slices = append(objs.Slices, &slices.Items[i])
+	}
+	// The Service networks, as the proxy reads them; an apiserver without the API (or a user who
+	// may not list them) traces without the drop of unallocated ClusterIPs.
+	if cidrs, err := cs.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range cidrs.Items {
+			objs.ServiceCIDRs = append(objs.ServiceCIDRs, &cidrs.Items[i])
+		}
 	}
 	return objs, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
@@ -32,6 +33,9 @@ type Objects struct {
 	Nodes    []*corev1.Node
 	Services []*corev1.Service
 	Slices   []*discoveryv1.EndpointSlice
+	// ServiceCIDRs are the cluster's ServiceCIDR objects: the Service networks, unless
+	// Options.ServiceCIDRs says otherwise.
+	ServiceCIDRs []*networkingv1.ServiceCIDR
 }
 
 // Options are the proxy settings the rules depend on (the proxy's flags of the same names).
@@ -124,8 +128,12 @@ func Explain(objs Objects, opts Options, q Query) (*Report, error) {
 	for _, d := range opts.DeadNodes {
 		dead[d] = true
 	}
+	svcCIDRs := opts.ServiceCIDRs
+	if len(svcCIDRs) == 0 {
+		svcCIDRs, _ = convert.ServiceCIDRs(objs.ServiceCIDRs)
+	}
 	n := convert.Node(convert.NodeConfig{Name: node.Name, NodePorts: opts.NodePorts, ClusterCIDRs: opts.ClusterCIDRs,
-		ServiceCIDRs: opts.ServiceCIDRs}, node, append(nodeAddrs(node), opts.LocalAddrs...), dead)
+		ServiceCIDRs: svcCIDRs}, node, append(nodeAddrs(node), opts.LocalAddrs...), dead)
 	svcs, _ := convert.NewConverter(node.Name).Services(objs.Services, convert.GroupSlices(objs.Slices))
 	m := &nftrules.Model{Node: n, Services: svcs}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -184,5 +185,36 @@ func golden(t *testing.T, got string) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestExplainServiceCIDRs: the Service networks come from the cluster's ServiceCIDR objects, as
+// the proxy reads them, unless Options.ServiceCIDRs is given: an unallocated address in them is
+// dropped.
+func TestExplainServiceCIDRs(t *testing.T) {
+	q := Query{From: a("10.244.1.9"), To: ap("10.96.7.7:80")}
+	objs := cluster()
+	r, err := Explain(objs, Options{Node: "node-a"}, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.String(), "unallocated") {
+		t.Errorf("no ServiceCIDR objects, yet:\n%s", r)
+	}
+	objs.ServiceCIDRs = []*networkingv1.ServiceCIDR{{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}}}
+	r, err = Explain(objs, Options{Node: "node-a"}, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.String(); !strings.Contains(s, "drop traffic to unallocated ClusterIPs") {
+		t.Errorf("ServiceCIDR 10.96.0.0/16: 10.96.7.7 not dropped as unallocated:\n%s", s)
+	}
+	r, err = Explain(objs, Options{Node: "node-a", ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.200.0.0/16")}}, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.String(), "unallocated") {
+		t.Errorf("Options.ServiceCIDRs 10.200.0.0/16 given, yet 10.96.7.7 dropped:\n%s", r)
 	}
 }
