@@ -20,18 +20,8 @@ rm -f "$bin/.complete"
 
 mkdir -p "$dir/mod" "$bin"
 mod="$dir/mod"
-replace=$(k8s_replace e2e-binaries)
-{
-  echo "module ironlb.local/e2ebuild"
-  echo
-  echo "go 1.26.0"
-  echo
-  echo "require k8s.io/kubernetes ${KUBE_VERSION}"
-  echo
-  echo "replace ("
-  echo "$replace"
-  echo ")"
-} >"$mod/go.mod"
+gomod=$(k8s_gomod e2e-binaries ironlb.local/e2ebuild)
+echo "$gomod" >"$mod/go.mod"
 mkdir -p "$mod/suite"
 cp "$here/e2esuite/suite_test.go" "$mod/suite/suite_test.go"
 {

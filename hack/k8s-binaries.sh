@@ -15,21 +15,8 @@ if [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 
 mkdir -p "$dir/mod" "$bin"
 mod="$dir/mod"
-replace=$(k8s_replace k8s-binaries)
-{
-  echo "module ironlb.local/k8sbuild"
-  echo
-  echo "go 1.26.0"
-  echo
-  echo "require ("
-  echo "	k8s.io/kubernetes ${KUBE_VERSION}"
-  echo "	go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
-  echo ")"
-  echo
-  echo "replace ("
-  echo "$replace"
-  echo ")"
-} >"$mod/go.mod"
+gomod=$(k8s_gomod k8s-binaries ironlb.local/k8sbuild "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}")
+echo "$gomod" >"$mod/go.mod"
 {
   echo "//go:build tools"
   echo

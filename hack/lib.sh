@@ -16,6 +16,30 @@ k8s_replace() {
   sed -n '/^replace (/,/^)/p' "$kmod" | awk '/=> \.\/staging/ {printf "\t%s => %s %s\n", $1, $1, "'"$staging_ver"'"}'
 }
 
+# k8s_gomod NAME MODULE [REQUIRE...]: the go.mod of helper module MODULE, which requires
+# k8s.io/kubernetes@KUBE_VERSION and each REQUIRE ("path version"), with k8s_replace's lines.
+k8s_gomod() {
+  local name=$1 module=$2 replace r
+  shift 2
+  replace=$(k8s_replace "$name") || return 1
+  echo "module $module"
+  echo
+  echo "go 1.26.0"
+  echo
+  if [ $# -eq 0 ]; then
+    echo "require k8s.io/kubernetes ${KUBE_VERSION}"
+  else
+    echo "require ("
+    echo "	k8s.io/kubernetes ${KUBE_VERSION}"
+    for r in "$@"; do echo "	$r"; done
+    echo ")"
+  fi
+  echo
+  echo "replace ("
+  echo "$replace"
+  echo ")"
+}
+
 # k8s_ldflags: the -ldflags that stamp KUBE_VERSION into what is built from k8s.io/kubernetes (what
 # `kube-apiserver --version`, `e2e.test --version` and the client's user agent say).
 k8s_ldflags() {
