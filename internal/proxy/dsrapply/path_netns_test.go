@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,22 +254,9 @@ func dialIn(t *testing.T, ns, addr string) net.Conn {
 
 func inNetns(t *testing.T, ns string, f func() error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	if err := <-done; err != nil {
+	var err error
+	netnstest.In(t, ns, func() { err = f() })
+	if err != nil {
 		t.Fatalf("in %s: %v", ns, err)
 	}
 }

@@ -9,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Require skips the test unless it runs as root and every tool is on PATH.
@@ -83,4 +86,32 @@ func Sysctl(ns string) func(key, value string) error {
 		_, err := Output(ns, "sysctl", "-qw", strings.ReplaceAll(key, "/", ".")+"="+value)
 		return err
 	}
+}
+
+// In runs f with the calling goroutine's thread inside network namespace ns (made by `ip netns add`),
+// so that the sockets f opens belong to it; the thread returns to its own namespace after. Other
+// goroutines are not affected. f may fail the test.
+func In(t testing.TB, ns string, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	target, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("setns %s: %v", ns, err)
+	}
+	defer func() {
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			panic(fmt.Sprintf("cannot return to the original network namespace: %v", err)) // the thread is unusable
+		}
+	}()
+	f()
 }
