@@ -12,9 +12,8 @@
 # list because kubeadm's Corefile serves metrics on :9153 (the kube-dns Service's metrics port).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=/dev/null
-. "$here/versions.env"
-cache=${IRONLB_CACHE:-$HOME/.cache/ironlb}
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 dir="$cache/coredns/${COREDNS_VERSION}"
 bin="$dir/bin"
 if [ -x "$bin/coredns" ] && [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
@@ -66,11 +65,7 @@ tmp=$(mktemp "$bin/.coredns.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
 start=$(date +%s)
 # -v names each package as it is compiled: a line every 50 packages shows a cold build moving.
-go build -v -trimpath -ldflags "-s -w" -o "$tmp" . 2> >(
-  awk -v total="$total" -v start="$start" '
-    /^[a-zA-Z0-9._~\/-]+$/ { n++; if (n % 50 == 0) { cmd = "date +%s"; cmd | getline now; close(cmd)
-        printf "coredns-binary: %d/%d packages compiled (%ds)\n", n, total, now - start > "/dev/stderr"; fflush("/dev/stderr") }; next }
-    { print > "/dev/stderr"; fflush("/dev/stderr") }')
+go build -v -trimpath -ldflags "-s -w" -o "$tmp" . 2> >(progress coredns-binary 50 "$total" "$start" pkgs)
 chmod 0755 "$tmp"
 mv "$tmp" "$bin/coredns"
 "$bin/coredns" -plugins | tr '\n' ' ' | sed 's/  */ /g' >&2; echo >&2

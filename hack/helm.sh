@@ -6,9 +6,8 @@
 # the binary's path on its last line; a cached binary is reused (~4 min cold build on 2 cores).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=/dev/null
-. "$here/versions.env"
-cache=${IRONLB_CACHE:-$HOME/.cache/ironlb}
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 dir="$cache/helm/${HELM_VERSION}"
 if [ -x "$dir/helm" ] && [ -f "$dir/.complete" ]; then echo "$dir/helm"; exit 0; fi
 mkdir -p "$dir"

@@ -6,9 +6,8 @@
 # changes. Progress (packages compiled) is shown on stderr while building.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=/dev/null
-. "$here/versions.env"
-cache=${IRONLB_CACHE:-$HOME/.cache/ironlb}
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 dir="$cache/kubernetes/${KUBE_VERSION}-etcd${ETCD_VERSION}"
 bin="$dir/bin"
 cmds=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl)
@@ -16,24 +15,8 @@ if [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 
 mkdir -p "$dir/mod" "$bin"
 mod="$dir/mod"
-minor=${KUBE_VERSION#v1.}                # 37.2
-staging_ver="v0.${minor}"
-kmod=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-[ -n "$kmod" ] || { echo "k8s-binaries: cannot download k8s.io/kubernetes@${KUBE_VERSION}" >&2; exit 1; }
-{
-  echo "module ironlb.local/k8sbuild"
-  echo
-  echo "go 1.26.0"
-  echo
-  echo "require ("
-  echo "	k8s.io/kubernetes ${KUBE_VERSION}"
-  echo "	go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
-  echo ")"
-  echo
-  echo "replace ("
-  sed -n '/^replace (/,/^)/p' "$kmod" | awk '/=> \.\/staging/ {printf "\t%s => %s %s\n", $1, $1, "'"$staging_ver"'"}'
-  echo ")"
-} >"$mod/go.mod"
+gomod=$(k8s_gomod k8s-binaries ironlb.local/k8sbuild "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}")
+echo "$gomod" >"$mod/go.mod"
 {
   echo "//go:build tools"
   echo
@@ -49,18 +32,13 @@ export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 cd "$mod"
 echo "k8s-binaries: resolving modules for Kubernetes ${KUBE_VERSION} and etcd ${ETCD_VERSION} (first time: ~800 MB download)" >&2
 go mod tidy >&2
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor%%.*}"
+ldflags=$(k8s_ldflags)
 pkgs=()
 for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
 total=$(go list -deps "${pkgs[@]}" go.etcd.io/etcd/server/v3 2>/dev/null | wc -l)
 echo "k8s-binaries: compiling ${#cmds[@]} Kubernetes commands and etcd (${total} packages; cold build takes ~12 min on 2 cores)" >&2
 start=$(date +%s)
-progress() {
-  awk -v total="$total" -v start="$start" '
-    { n++; if (n % 100 == 0) { cmd = "date +%s"; cmd | getline now; close(cmd);
-        printf "k8s-binaries: %d/%d packages compiled (%ds)\n", n, total, now - start > "/dev/stderr"; fflush("/dev/stderr") } }'
-}
-go build -v -trimpath -ldflags "$ldflags" -o "$bin/" "${pkgs[@]}" 2> >(progress) 
+go build -v -trimpath -ldflags "$ldflags" -o "$bin/" "${pkgs[@]}" 2> >(progress k8s-binaries 100 "$total" "$start" all)
 go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3
 for c in "${cmds[@]}" etcd; do [ -x "$bin/$c" ] || { echo "k8s-binaries: $c was not built" >&2; exit 1; }; done
 "$bin/kube-apiserver" --version >&2

@@ -8,9 +8,8 @@
 # binaries are reused (a cold build takes a few minutes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=/dev/null
-. "$here/versions.env"
-cache=${IRONLB_CACHE:-$HOME/.cache/ironlb}
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 dir="$cache/metallb-${METALLB_VERSION}"
 if [ -x "$dir/controller" ] && [ -x "$dir/speaker" ]; then echo "$dir"; exit 0; fi
 mkdir -p "$dir"

@@ -12,9 +12,8 @@
 # the same result as a generated helper module, with nothing to generate.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=/dev/null
-. "$here/versions.env"
-cache=${IRONLB_CACHE:-$HOME/.cache/ironlb}
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 bin="$cache/registry/${REGISTRY_VERSION}/bin"
 if [ -x "$bin/registry" ] && [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
@@ -26,12 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 # -v names each package as it is compiled: a line every 50 packages shows a cold build moving.
 CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod GOBIN="$tmp" go install -v -trimpath \
-  -ldflags "-s -w -X ${mod}/version.version=${REGISTRY_VERSION}" "${mod}/cmd/registry@${REGISTRY_VERSION}" 2> >(
-  awk -v start="$start" '
-    /^go: downloading/ { print > "/dev/stderr"; fflush("/dev/stderr"); next }
-    /^[a-zA-Z0-9._~\/-]+$/ { n++; if (n % 50 == 0) { cmd = "date +%s"; cmd | getline now; close(cmd)
-        printf "registry-binary: %d packages compiled (%ds)\n", n, now - start > "/dev/stderr"; fflush("/dev/stderr") }; next }
-    { print > "/dev/stderr"; fflush("/dev/stderr") }')
+  -ldflags "-s -w -X ${mod}/version.version=${REGISTRY_VERSION}" "${mod}/cmd/registry@${REGISTRY_VERSION}" 2> >(progress registry-binary 50 "" "$start" pkgs)
 mv "$tmp/registry" "$bin/registry"
 "$bin/registry" --version >&2
 echo "registry-binary: built in $(( $(date +%s) - start ))s into $bin" >&2

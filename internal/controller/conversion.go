@@ -3,7 +3,6 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -98,14 +97,9 @@ func convertReview(req *apiextensionsv1.ConversionRequest) *apiextensionsv1.Conv
 
 // convert is the HTTP handler of /convert.
 func (w *webhook) convert(rw http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(req.Body, 16<<20))
-	if err != nil {
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var review apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-		http.Error(rw, "not a ConversionReview", http.StatusBadRequest)
+	review := decodeReview(rw, req, 16<<20, "not a ConversionReview",
+		func(r *apiextensionsv1.ConversionReview) bool { return r.Request != nil })
+	if review == nil {
 		return
 	}
 	review.Response = convertReview(review.Request)
@@ -113,7 +107,5 @@ func (w *webhook) convert(rw http.ResponseWriter, req *http.Request) {
 		w.log.Error("conversion refused", "to", review.Request.DesiredAPIVersion, "err", review.Response.Result.Message)
 	}
 	review.Request = nil
-	out, _ := json.Marshal(review)
-	rw.Header().Set("Content-Type", "application/json")
-	_, _ = rw.Write(out)
+	writeReview(rw, review)
 }

@@ -388,7 +388,8 @@ func runSequence(t *testing.T, mlb, ilb *diffSide, sq sequence) seqResult {
 func settleRelease(mlb, ilb *diffSide, namespace string) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		m, i := mlb.held(namespace), ilb.held(namespace)
+		m, _ := mlb.held(namespace) // a failed List: nothing held, until the deadline
+		i, _ := ilb.held(namespace)
 		waiting := false
 		for _, a := range m {
 			waiting = waiting || len(a.IPs) == 0
@@ -406,17 +407,17 @@ func settleRelease(mlb, ilb *diffSide, namespace string) {
 	}
 }
 
-// held returns what every Service of namespace holds now.
-func (s *diffSide) held(namespace string) map[string]assigned {
+// held returns what every Service of namespace holds now (an empty map when they cannot be listed).
+func (s *diffSide) held(namespace string) (map[string]assigned, error) {
 	out := map[string]assigned{}
 	l, err := s.h.cs.CoreV1().Services(namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		return out
+		return out, err
 	}
 	for i := range l.Items {
 		out[l.Items[i].Name] = assignedIn(&l.Items[i])
 	}
-	return out
+	return out, nil
 }
 
 // svcSeen is what the test can see of a controller's decisions about one Service: what it holds,
@@ -480,14 +481,10 @@ func (s *diffSide) quiet(t *testing.T, namespace string) map[string]assigned {
 	since := time.Now()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		l, err := s.h.cs.CoreV1().Services(namespace).List(context.Background(), metav1.ListOptions{})
+		now, err := s.held(namespace)
 		if err != nil {
 			t.Errorf("%s: %v", s.name, err)
 			return last
-		}
-		now := map[string]assigned{}
-		for i := range l.Items {
-			now[l.Items[i].Name] = assignedIn(&l.Items[i])
 		}
 		if !maps.EqualFunc(now, last, func(a, b assigned) bool { return slices.Equal(a.IPs, b.IPs) && a.Pool == b.Pool }) {
 			last, since = now, time.Now()

@@ -50,15 +50,9 @@ func TestPausedLeaderCannotOverwrite(t *testing.T) {
 			// Leases long enough that A's term outlives the test's steps: A keeps running, as a
 			// process resumed after SIGCONT does until its elector notices the lost lease.
 			run := func(id string, hook func(writeStage, string)) func() {
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					_ = Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, LeaderElect: true, Identity: id,
-						FlushInterval: 200 * time.Millisecond, LeaseDuration: 20 * time.Second, RenewDeadline: 15 * time.Second,
-						RetryPeriod: 200 * time.Millisecond, writeHook: hook})
-				}()
-				return func() { cancel(); <-done }
+				return h.runReplica(Config{Identity: id,
+					FlushInterval: 200 * time.Millisecond, LeaseDuration: 20 * time.Second, RenewDeadline: 15 * time.Second,
+					RetryPeriod: 200 * time.Millisecond, writeHook: hook}).stop
 			}
 			var releaseOnce sync.Once
 			release := func() { releaseOnce.Do(func() { released.Store(true); close(hold) }) }

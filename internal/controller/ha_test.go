@@ -23,30 +23,19 @@ func TestHAChurnNeverDoubleAssigns(t *testing.T) {
 	}
 	h := newHarness(t)
 	h.apply(pool("small", "10.50.0.0/28")) // 16 addresses for up to 24 Services: contention on purpose
-	type replica struct {
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
 	var mu sync.Mutex
 	replicas := make([]*replica, 3)
 	start := func(i int, crashy bool) {
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &replica{cancel: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(r.done)
-			_ = Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, LeaderElect: true, Identity: fmt.Sprintf("replica-%d", i),
-				FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
-				RetryPeriod: 300 * time.Millisecond, KeepLeaseOnCancel: crashy})
-		}()
-		replicas[i] = r
+		replicas[i] = h.runReplica(Config{Identity: fmt.Sprintf("replica-%d", i),
+			FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
+			RetryPeriod: 300 * time.Millisecond, KeepLeaseOnCancel: crashy})
 	}
 	for i := range replicas {
 		start(i, i == 0)
 	}
 	t.Cleanup(func() {
 		for _, r := range replicas {
-			r.cancel()
-			<-r.done
+			r.stop()
 		}
 	})
 	ctx, stop := context.WithTimeout(context.Background(), 25*time.Second)
@@ -61,8 +50,7 @@ func TestHAChurnNeverDoubleAssigns(t *testing.T) {
 			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 			i := rng.IntN(3)
 			mu.Lock()
-			replicas[i].cancel()
-			<-replicas[i].done
+			replicas[i].stop()
 			start(i, rng.IntN(2) == 0)
 			mu.Unlock()
 		}
@@ -168,16 +156,12 @@ func mayShare(a, b *corev1.Service) bool {
 func TestLeaderLosingLeaseCampaignsAgain(t *testing.T) {
 	h := newHarness(t)
 	h.apply(pool("p", "10.60.0.0/28"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	reg := prometheus.NewRegistry()
 	h.reg = reg
-	go func() {
-		done <- Run(ctx, Config{Namespace: ns, Kubeconfig: h.env.Kubeconfig, LeaderElect: true, Identity: "replica-a",
-			FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
-			RetryPeriod: 300 * time.Millisecond, registry: reg})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	a := h.runReplica(Config{Identity: "replica-a",
+		FlushInterval: 200 * time.Millisecond, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
+		RetryPeriod: 300 * time.Millisecond, registry: reg})
+	t.Cleanup(a.stop)
 	h.waitHolderT(t, "replica-a", "replica-a to lead")
 	h.createService("before")
 	h.waitIP("before", "10.60.0.0")
@@ -206,12 +190,35 @@ func TestLeaderLosingLeaseCampaignsAgain(t *testing.T) {
 	h.waitHolderT(t, "replica-a", "replica-a to lead again after the thief's lease expired")
 	h.waitMetric(t, 1, "metallb_k8s_client_config_loaded_bool")
 	select {
-	case err := <-done:
-		t.Fatalf("Run returned after losing the lease: %v", err)
+	case <-a.done:
+		t.Fatalf("Run returned after losing the lease: %v", a.err)
 	default:
 	}
 	// The new term's reconciler works, and kept what the first one assigned.
 	h.createService("after")
 	h.waitIP("after", "10.60.0.1")
 	h.waitIP("before", "10.60.0.0")
+}
+
+// replica is a controller replica run by runReplica: stop ends it and waits; done is closed when Run
+// has returned, and err is then what it returned.
+type replica struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func (r *replica) stop() { r.cancel(); <-r.done }
+
+// runReplica runs a controller replica with leader election in the harness's namespace until its
+// stop; cfg gives the rest (identity, lease timings, hooks).
+func (h *harness) runReplica(cfg Config) *replica {
+	cfg.Namespace, cfg.Kubeconfig, cfg.LeaderElect = ns, h.env.Kubeconfig, true
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = Run(ctx, cfg)
+	}()
+	return r
 }

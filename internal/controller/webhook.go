@@ -119,14 +119,9 @@ func (w *webhook) handle(validate func(raw []byte) error) http.HandlerFunc {
 // onDelete gets the object being deleted.
 func (w *webhook) handleWithDelete(validate, onDelete func(raw []byte) error) http.HandlerFunc {
 	return func(rw http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var review admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-			http.Error(rw, "not an AdmissionReview", http.StatusBadRequest)
+		review := decodeReview(rw, req, 4<<20, "not an AdmissionReview",
+			func(r *admissionv1.AdmissionReview) bool { return r.Request != nil })
+		if review == nil {
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
@@ -148,10 +143,32 @@ func (w *webhook) handleWithDelete(validate, onDelete func(raw []byte) error) ht
 		}
 		review.Response = resp
 		review.Request = nil
-		out, _ := json.Marshal(review)
-		rw.Header().Set("Content-Type", "application/json")
-		_, _ = rw.Write(out)
+		writeReview(rw, review)
 	}
+}
+
+// decodeReview reads a review (an AdmissionReview, a ConversionReview) of at most limit bytes from
+// req's body. A body that cannot be read, does not decode or has no request (hasRequest false) is
+// answered 400, with notReview as the message for the latter two, and gives nil.
+func decodeReview[R any](rw http.ResponseWriter, req *http.Request, limit int64, notReview string, hasRequest func(*R) bool) *R {
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit))
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return nil
+	}
+	review := new(R)
+	if err := json.Unmarshal(body, review); err != nil || !hasRequest(review) {
+		http.Error(rw, notReview, http.StatusBadRequest)
+		return nil
+	}
+	return review
+}
+
+// writeReview answers with the review, its request cleared and its response set, as JSON.
+func writeReview(rw http.ResponseWriter, review any) {
+	out, _ := json.Marshal(review)
+	rw.Header().Set("Content-Type", "application/json")
+	_, _ = rw.Write(out)
 }
 
 func (w *webhook) validatePool(raw []byte) error {

@@ -8,12 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestEchoerNetns: in two throwaway namespaces joined by a veth (addresses only there), an Echoer
@@ -39,7 +38,7 @@ func TestEchoerNetns(t *testing.T) {
 			var ups, downs atomic.Int32
 			tr := NewEchoTracker(10*time.Millisecond, 5*time.Millisecond, 20*time.Millisecond, 3)
 			var e *Echoer
-			inNetns(t, a, func() {
+			netnstest.In(t, a, func() {
 				var err error
 				e, err = ListenEcho(self, tr, func(d []Down) {
 					if len(d) == 0 {
@@ -90,32 +89,6 @@ func netnsPair(t *testing.T, addrA, addrB string) (a, b string) {
 	return a, b
 }
 
-// inNetns runs f on a thread switched into namespace ns; sockets f opens stay in ns.
-func inNetns(t *testing.T, ns string, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(err) // a thread left in the test namespace must not run anything else
-		}
-	}()
-	f()
-}
-
 func run(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
@@ -137,7 +110,7 @@ func TestMonitorIPv6Netns(t *testing.T) {
 	run(t, "ip", "-n", b, "addr", "add", "2001:db8:e::99/64", "dev", "vb", "nodad") // the attacker's
 	listen := func(ns, addr string) net.PacketConn {
 		var c net.PacketConn
-		inNetns(t, ns, func() {
+		netnstest.In(t, ns, func() {
 			var err error
 			if c, err = net.ListenPacket("udp6", addr); err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/nftapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestKernelSync runs syncs of the converted objects into a real kernel, in a throwaway network
@@ -97,30 +97,16 @@ func TestKernelSync(t *testing.T) {
 // ip. Tests using it cannot run in parallel.
 func kernelNetns(t *testing.T) (list func() string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	nftPath, err1 := exec.LookPath("nft")
-	ipPath, err2 := exec.LookPath("ip")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs nft and ip")
-	}
+	netnstest.Require(t, "nft", "ip")
 	ns := fmt.Sprintf("ironlb-proxytest-%d", os.Getpid())
-	if out, err := exec.Command(ipPath, "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command(ipPath, "netns", "del", ns).Run() })
-	dir := t.TempDir()
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ipPath, ns, nftPath)
-	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	netnstest.Add(t, ns)
+	nft, _ := exec.LookPath("nft") // the real one, not the wrapper
+	netnstest.NFTOnPath(t, ns)
 	return func() string {
-		out, err := exec.Command(ipPath, "netns", "exec", ns, nftPath, "list", "table", "ip", nftrules.TableName).CombinedOutput()
+		out, err := netnstest.Output(ns, nft, "list", "table", "ip", nftrules.TableName)
 		if err != nil {
-			return "error: " + err.Error() + ": " + string(out)
+			return "error: " + err.Error()
 		}
-		return string(out)
+		return out
 	}
 }

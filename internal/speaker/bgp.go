@@ -227,7 +227,7 @@ func (b *bgpMode) reconcile(ns string, o bgpObjects) bool {
 		// Remove BGPSessionStates left by an earlier run for sessions that are gone; the others
 		// are rewritten as the adapter reports them.
 		b.synced = true
-		b.sessStatus.poke()
+		b.sessStatus.latest.Poke()
 	}
 	return len(derrs) == 0 && len(errs) == 0
 }

@@ -85,7 +85,7 @@ metallb_bgp_session_up{peer="192.0.2.1:179"} 1
 	if up, down := testutil.ToFloat64(b.m.bfdChanges.WithLabelValues("192.0.2.1", "up")), testutil.ToFloat64(b.m.bfdChanges.WithLabelValues("192.0.2.1", "down")); up != 2 || down != 1 {
 		t.Errorf("bfd changes up %v down %v, want 2 and 1", up, down)
 	}
-	if got := b.sessStatus.want["192.0.2.1"]; got["bgpStatus"] != "Established" || got["bfdStatus"] != "up" || got["node"] != "n1" {
+	if got := b.sessStatus.latest.Latest()["192.0.2.1"]; got["bgpStatus"] != "Established" || got["bfdStatus"] != "up" || got["node"] != "n1" {
 		t.Errorf("BGPSessionState status %v", got)
 	}
 
@@ -127,7 +127,7 @@ metallb_bgp_session_up{peer="192.0.2.1:179"} 1
 			t.Errorf("%d %s series after removal (%v)", n, name, err)
 		}
 	}
-	if _, ok := b.sessStatus.want["192.0.2.1"]; ok {
+	if _, ok := b.sessStatus.latest.Latest()["192.0.2.1"]; ok {
 		t.Error("BGPSessionState still wanted after removal")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,16 +66,16 @@ type configStateWriter struct {
 	owner *metav1.OwnerReference // the speaker's Pod; nil when unknown (the object then outlives it)
 	log   *slog.Logger
 	now   func() time.Time
-	kick  chan struct{}
 
-	mu   sync.Mutex                  // guards want
-	want map[string]metav1.Condition // by type; empty until the first Set
+	// latest holds the conditions to write, by type; empty until the first Set.
+	latest *latestWriter[map[string]metav1.Condition]
 }
 
 // newConfigStateWriter builds the writer; podName and podUID name the Pod that owns the object
 // ("" for none).
 func newConfigStateWriter(dyn dynamic.Interface, ns, node, podName, podUID string, log *slog.Logger) *configStateWriter {
-	w := &configStateWriter{dyn: dyn, ns: ns, node: node, log: log, now: time.Now, kick: make(chan struct{}, 1)}
+	w := &configStateWriter{dyn: dyn, ns: ns, node: node, log: log, now: time.Now,
+		latest: newLatestWriter[map[string]metav1.Condition](nil)}
 	if podName != "" && podUID != "" {
 		w.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: podName, UID: types.UID(podUID)}
 	}
@@ -87,65 +86,40 @@ func (w *configStateWriter) name() string { return config.SpeakerConfigState(w.n
 
 // Set records the condition to write, replacing the one of its type; conditions of other types stay.
 func (w *configStateWriter) Set(c metav1.Condition) {
-	w.mu.Lock()
-	if w.want == nil {
-		w.want = map[string]metav1.Condition{}
-	}
-	w.want[c.Type] = c
-	w.mu.Unlock()
-	w.poke()
-}
-
-func (w *configStateWriter) poke() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.latest.Update(func(old map[string]metav1.Condition) map[string]metav1.Condition {
+		want := maps.Clone(old)
+		if want == nil {
+			want = map[string]metav1.Condition{}
+		}
+		want[c.Type] = c
+		return want
+	})
 }
 
 // configStateResync is how often the object is checked without a change: one GET.
 const configStateResync = time.Minute
 
-// Run writes until ctx ends. A failure is logged when it differs from the last one (a speaker
-// without the RBAC to write says so once, not every second).
+// Run writes until ctx ends, retrying a failed write after statusSyncBackoff. A failure is logged
+// when it differs from the last one (a speaker without the RBAC to write says so once, not every
+// second).
 func (w *configStateWriter) Run(ctx context.Context) {
-	retry := time.NewTimer(configStateResync)
-	defer retry.Stop()
 	lastErr := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.kick:
-		case <-retry.C:
-		}
-		next := configStateResync
-		if err := w.sync(ctx); err != nil && ctx.Err() == nil {
-			if err.Error() != lastErr {
-				w.log.Warn("updating configurationstate; retrying", "name", w.name(), "err", err)
-				lastErr = err.Error()
-			}
-			next = statusSyncBackoff
-		} else if err == nil {
+	w.latest.Run(ctx, writeLoop{backoff: statusSyncBackoff, resync: configStateResync, report: func(err error) {
+		switch {
+		case err == nil:
 			lastErr = ""
+		case err.Error() != lastErr:
+			w.log.Warn("updating configurationstate; retrying", "name", w.name(), "err", err)
+			lastErr = err.Error()
 		}
-		if !retry.Stop() {
-			select {
-			case <-retry.C:
-			default:
-			}
-		}
-		retry.Reset(next)
-	}
+	}}, w.write)
 }
 
-// sync creates the object if it is missing and writes the status the recorded condition gives,
+// write creates the object if it is missing and writes the status the conditions byType give,
 // unless it is already there. The update carries the resourceVersion it read: a conflict is a
-// failed sync, retried.
-func (w *configStateWriter) sync(ctx context.Context) error {
-	w.mu.Lock()
-	want := slices.SortedFunc(maps.Values(w.want), func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
-	w.mu.Unlock()
+// failed write, retried.
+func (w *configStateWriter) write(ctx context.Context, byType map[string]metav1.Condition) error {
+	want := slices.SortedFunc(maps.Values(byType), func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 	if len(want) == 0 {
 		return nil
 	}

@@ -127,10 +127,10 @@ func TestConfigStateWriterAgainstAPIServer(t *testing.T) {
 		t.Errorf("speaker-n1 after the fix: %+v", st)
 	}
 
-	// The same condition again: nothing is written (sync called here, after the Run goroutine's).
+	// The same condition again: nothing is written (written here, after the Run goroutine's).
 	rv := o.GetResourceVersion()
 	n1.Set(config.ConfigCondition(config.ConditionConfigValid, nil))
-	if err := n1.sync(ctx); err != nil {
+	if err := n1.write(ctx, n1.latest.Latest()); err != nil {
 		t.Fatal(err)
 	}
 	if o, _ := get("speaker-n1"); o.GetResourceVersion() != rv {

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,68 +109,39 @@ type statusWriter struct {
 	ns   string
 	node string
 	log  *slog.Logger
-	kick chan struct{}
 
-	mu   sync.Mutex                // guards want
-	want map[string]map[string]any // key -> status
+	latest *latestWriter[map[string]map[string]any] // key -> status
 }
 
 func newStatusWriter(dyn dynamic.Interface, kind statusKind, ns, node string, log *slog.Logger) *statusWriter {
-	return &statusWriter{dyn: dyn, kind: kind, ns: ns, node: node, log: log, kick: make(chan struct{}, 1), want: map[string]map[string]any{}}
+	return &statusWriter{dyn: dyn, kind: kind, ns: ns, node: node, log: log, latest: newLatestWriter(map[string]map[string]any{})}
 }
 
 // Set records every key this node reports now with its status; it never blocks.
 func (w *statusWriter) Set(want map[string]map[string]any) {
-	w.mu.Lock()
-	w.want = want
-	w.mu.Unlock()
-	w.poke()
+	w.latest.Update(func(map[string]map[string]any) map[string]map[string]any { return want })
 }
 
 // Put records one key's status (nil removes the key); it never blocks.
 func (w *statusWriter) Put(key string, status map[string]any) {
-	w.mu.Lock()
-	want := maps.Clone(w.want)
-	if status == nil {
-		delete(want, key)
-	} else {
-		want[key] = status
-	}
-	w.want = want
-	w.mu.Unlock()
-	w.poke()
+	w.latest.Update(func(old map[string]map[string]any) map[string]map[string]any {
+		want := maps.Clone(old)
+		if status == nil {
+			delete(want, key)
+		} else {
+			want[key] = status
+		}
+		return want
+	})
 }
 
-func (w *statusWriter) poke() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Run syncs until ctx ends; a failed sync is retried after a second.
+// Run writes until ctx ends; a failed write is retried after a second.
 func (w *statusWriter) Run(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.kick:
-		case <-retry.C:
-		}
-		if err := w.sync(ctx); err != nil && ctx.Err() == nil {
+	w.latest.Run(ctx, writeLoop{backoff: statusSyncBackoff, gap: w.kind.minInterval, report: func(err error) {
+		if err != nil {
 			w.log.Warn("updating status objects", "kind", w.kind.kind, "err", err)
-			retry.Reset(statusSyncBackoff)
 		}
-		if w.kind.minInterval > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(w.kind.minInterval):
-			}
-		}
-	}
+	}}, w.write)
 }
 
 func (w *statusWriter) name(key string) string {
@@ -179,10 +149,9 @@ func (w *statusWriter) name(key string) string {
 	return w.kind.prefix + hex.EncodeToString(h[:])[:12]
 }
 
-func (w *statusWriter) sync(ctx context.Context) error {
-	w.mu.Lock()
-	want := w.want
-	w.mu.Unlock()
+// write makes this node's objects of the kind those of want (key -> status): it deletes the others,
+// creates the missing ones and updates the statuses that differ.
+func (w *statusWriter) write(ctx context.Context, want map[string]map[string]any) error {
 	byName := map[string]string{}
 	for key := range want {
 		byName[w.name(key)] = key

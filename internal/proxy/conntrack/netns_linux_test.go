@@ -11,20 +11,16 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestKernel deletes entries from a real conntrack table, in a throwaway network namespace, with
 // each Deleter (the conntrack tool and netlink): the filters select exactly the entries they mean to.
 // Skipped unless root with conntrack and ip (the tool also writes the fixtures).
 func TestKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	ct, err1 := exec.LookPath("conntrack")
-	ip, err2 := exec.LookPath("ip")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs conntrack and ip")
-	}
+	netnstest.Require(t, "conntrack", "ip")
+	ct, _ := exec.LookPath("conntrack")
+	ip, _ := exec.LookPath("ip")
 	for _, tc := range []struct {
 		name string
 		del  func(t *testing.T, ns string) Deleter
@@ -50,7 +46,7 @@ func TestKernel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := fmt.Sprintf("ironlb-cttest-%d-%s", os.Getpid(), tc.name)
-			inNS := fixtureTable(t, ip, ct, ns)
+			inNS := fixtureTable(t, ns)
 			e := tc.del(t, ns)
 			ctx := context.Background()
 			for _, tc := range []struct {
@@ -76,7 +72,7 @@ func TestKernel(t *testing.T) {
 	// A batch: one dump per family, every filter applied, TCP left alone.
 	t.Run("netlink batch", func(t *testing.T) {
 		ns := fmt.Sprintf("ironlb-cttest-%d-batch", os.Getpid())
-		inNS := fixtureTable(t, ip, ct, ns)
+		inNS := fixtureTable(t, ns)
 		inNS(strings.Fields("-I -p tcp -s 10.244.1.9 -d 10.96.0.10 --sport 4004 --dport 53 --reply-src 10.244.2.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4004 --state ESTABLISHED -t 100")...)
 		h, err := netns.GetFromName(ns)
 		if err != nil {
@@ -106,19 +102,12 @@ func TestKernel(t *testing.T) {
 // fixtureTable creates the network namespace ns (removed when the test ends) holding four UDP
 // entries: a client to a ClusterIP DNATed to two endpoints, a node-port flow and an IPv6 one. It
 // returns a function running the conntrack tool in ns.
-func fixtureTable(t *testing.T, ip, ct, ns string) func(args ...string) string {
+func fixtureTable(t *testing.T, ns string) func(args ...string) string {
 	t.Helper()
-	if out, err := exec.Command(ip, "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command(ip, "netns", "del", ns).Run() })
+	netnstest.Add(t, ns)
 	inNS := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(ip, append([]string{"netns", "exec", ns, ct}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("conntrack %v: %v: %s", args, err, out)
-		}
-		return string(out)
+		return netnstest.Run(t, ns, append([]string{"conntrack"}, args...)...)
 	}
 	for _, e := range []string{
 		"-I -p udp -s 10.244.1.9 -d 10.96.0.10 --sport 4000 --dport 53 --reply-src 10.244.2.5 --reply-dst 10.244.1.9 --reply-port-src 5353 --reply-port-dst 4000 -t 100",

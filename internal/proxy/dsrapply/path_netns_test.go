@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // nsNFT is an nftables Interface that runs transactions with nft in network namespace ns.
@@ -46,29 +46,8 @@ func (n nsNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // through E2, which never saw its start. P sees C's own address throughout. A UDP flow does the
 // same.
 func TestKernelDSRPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	for _, tool := range []string{"nft", "ip", "sysctl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	pid := os.Getpid()
-	name := func(s string) string { return fmt.Sprintf("ilbdsr-%s-%d", s, pid) }
-	sw, c, e1, e2, b, p := name("sw"), name("c"), name("e1"), name("e2"), name("b"), name("p")
-	for _, ns := range []string{sw, c, e1, e2, b, p} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("cannot create a network namespace: %v: %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	in := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
-		}
-	}
+	nss, in := segment(t, "ilbdsr", "sw", "c", "e1", "e2", "b", "p")
+	sw, c, e1, e2, b, p := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5]
 	in(sw, "ip", "link", "add", "br0", "type", "bridge")
 	in(sw, "ip", "link", "set", "br0", "up")
 	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e1, "192.0.2.11"}, {e2, "192.0.2.12"}, {b, "192.0.2.20"}}
@@ -99,27 +78,7 @@ func TestKernelDSRPath(t *testing.T) {
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 5353, Node: "b", Ready: true},
 		}}}}
 	ips := map[string]netip.Addr{"e1": netip.MustParseAddr("192.0.2.11"), "e2": netip.MustParseAddr("192.0.2.12"), "b": netip.MustParseAddr("192.0.2.20")}
-	ctx := context.Background()
-	for node, ns := range map[string]string{"e1": e1, "e2": e2, "b": b} {
-		nsh, err := netns.GetFromName(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := netlink.NewHandleAt(nsh)
-		nsh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, func(k, v string) error {
-			return exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", strings.ReplaceAll(k, "/", ".")+"="+v).Run()
-		})
-		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
-		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
-		if err := a.Apply(ctx, &plan); err != nil {
-			t.Fatalf("%s: %v", node, err)
-		}
-	}
+	applyDSR(t, svc, ips, map[string]string{"e1": e1, "e2": e2, "b": b})
 
 	// P: a line server that answers each line with the peer's address.
 	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
@@ -233,6 +192,49 @@ func TestKernelDSRPath(t *testing.T) {
 	}
 }
 
+// segment creates the throwaway network namespaces PREFIX-NAME-PID for the names, in their order
+// (removed when the test ends), and returns them with a function running a command in one of them
+// (failing the test if it fails). It skips the test unless root with nft, ip and sysctl.
+func segment(t *testing.T, prefix string, names ...string) (nss []string, in func(ns string, args ...string)) {
+	t.Helper()
+	netnstest.Require(t, "nft", "ip", "sysctl")
+	for _, n := range names {
+		nss = append(nss, fmt.Sprintf("%s-%s-%d", prefix, n, os.Getpid()))
+	}
+	netnstest.Add(t, nss...)
+	return nss, func(ns string, args ...string) {
+		t.Helper()
+		netnstest.Run(t, ns, args...)
+	}
+}
+
+// applyDSR applies the DSR plan for svc on each node (name -> its namespace), with nft and sysctl
+// run in that namespace and netlink bound to it, and returns the appliers by node.
+func applyDSR(t *testing.T, svc *nftrules.Service, ips map[string]netip.Addr, nodes map[string]string) map[string]*dsrapply.Applier {
+	t.Helper()
+	appliers := map[string]*dsrapply.Applier{}
+	for node, ns := range nodes {
+		nsh, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(nsh)
+		nsh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, netnstest.Sysctl(ns))
+		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if err := a.Apply(context.Background(), &plan); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		appliers[node] = a
+	}
+	return appliers
+}
+
 const bigReply = 1 << 20
 
 // listenIn listens in network namespace ns (the socket stays there).
@@ -252,22 +254,9 @@ func dialIn(t *testing.T, ns, addr string) net.Conn {
 
 func inNetns(t *testing.T, ns string, f func() error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	if err := <-done; err != nil {
+	var err error
+	netnstest.In(t, ns, func() { err = f() })
+	if err != nil {
 		t.Fatalf("in %s: %v", ns, err)
 	}
 }
@@ -276,29 +265,8 @@ func inNetns(t *testing.T, ns string, f func() error) {
 // node E reaches it through the vxlan device (encapsulation), and B answers the client C through
 // R. The pod sees C's address. Skipped unless root with nft, ip and sysctl.
 func TestKernelDSRPathRouted(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	for _, tool := range []string{"nft", "ip", "sysctl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	pid := os.Getpid()
-	name := func(s string) string { return fmt.Sprintf("ilbdsrr-%s-%d", s, pid) }
-	swa, swb, c, e, r, b, p := name("swa"), name("swb"), name("c"), name("e"), name("r"), name("b"), name("p")
-	for _, ns := range []string{swa, swb, c, e, r, b, p} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("cannot create a network namespace: %v: %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	in := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
-		}
-	}
+	nss, in := segment(t, "ilbdsrr", "swa", "swb", "c", "e", "r", "b", "p")
+	swa, swb, c, e, r, b, p := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5], nss[6]
 	for _, sw := range []string{swa, swb} {
 		in(sw, "ip", "link", "add", "br0", "type", "bridge")
 		in(sw, "ip", "link", "set", "br0", "up")
@@ -334,26 +302,7 @@ func TestKernelDSRPathRouted(t *testing.T) {
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
 		}}}}
 	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("203.0.113.20")}
-	ctx := context.Background()
-	for node, ns := range map[string]string{"e": e, "b": b} {
-		nsh, err := netns.GetFromName(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := netlink.NewHandleAt(nsh)
-		nsh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, func(k, v string) error {
-			return exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", strings.ReplaceAll(k, "/", ".")+"="+v).Run()
-		})
-		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
-		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
-		if err := a.Apply(ctx, &plan); err != nil {
-			t.Fatalf("%s: %v", node, err)
-		}
+	for node, a := range applyDSR(t, svc, ips, map[string]string{"e": e, "b": b}) {
 		if w := a.Warnings(); len(w) > 0 {
 			t.Fatalf("%s: %v", node, w)
 		}

@@ -5,12 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 var nsCounter atomic.Int32
@@ -89,31 +86,4 @@ func nsRun(t testing.TB, ns string, stdin string, args ...string) string {
 		t.Fatalf("%v: %v: %s", args, err, out)
 	}
 	return string(out)
-}
-
-// inNetns runs fn with the calling goroutine's thread inside the namespace, so sockets fn opens
-// belong to it. Other goroutines are not affected.
-func inNetns(t testing.TB, ns string, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := os.Open("/var/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("setns: %v", err)
-	}
-	defer func() {
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(fmt.Sprintf("cannot return to the original netns: %v", err)) // the thread is unusable
-		}
-	}()
-	fn()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 	"sigs.k8s.io/knftables"
 )
 
@@ -44,7 +45,7 @@ func newTrafficLab(t *testing.T, nClients int) *trafficLab {
 		fmt.Fprintf(&batch, "addr add %s/32 dev d0\n", c)
 	}
 	nsRun(t, ns, batch.String(), "ip", "-batch", "-")
-	inNetns(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		for _, ap := range l.endpoints {
 			ln, err := net.Listen("tcp", ap.String())
 			if err != nil {
@@ -97,7 +98,7 @@ func (l *trafficLab) connect(t *testing.T, client netip.Addr) netip.AddrPort {
 // and the client's own.
 func (l *trafficLab) connectPeer(t *testing.T, client netip.Addr) (endpoint, peer, local netip.AddrPort) {
 	t.Helper()
-	inNetns(t, l.ns, func() {
+	netnstest.In(t, l.ns, func() {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(client, 0)), Timeout: 2 * time.Second}
 		c, err := d.Dial("tcp", "10.96.0.10:80")
 		if err != nil {

@@ -139,9 +139,15 @@ func (l *Lab) RegistryPing(ctx context.Context) error {
 	}
 	tr := l.RegistryTransport()
 	defer tr.CloseIdleConnections()
+	return PingRegistry(ctx, tr, ap.String())
+}
+
+// PingRegistry asks the registry at addr (host:port) for its API base (GET /v2/, which a registry
+// answers 200 without authentication) through tr, waiting 2 s at most; nil when it answers.
+func PingRegistry(ctx context.Context, tr http.RoundTripper, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ap.String()+"/v2/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/", nil)
 	if err != nil {
 		return err
 	}

@@ -131,25 +131,13 @@ func TestRegistryInNetNS(t *testing.T) {
 	tr := &http.Transport{DialContext: Dialer(cliNS)}
 	t.Cleanup(tr.CloseIdleConnections)
 	opts := []remote.Option{remote.WithTransport(tr), remote.WithContext(ctx)}
-	ping := func() error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+reg+"/v2/", nil)
-		resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /v2/: %s", resp.Status)
-		}
-		return nil
-	}
 	if err := poll(ctx, 60*time.Second, func() (bool, string, error) {
 		select {
 		case err := <-exited:
 			return false, "", fmt.Errorf("the registry exited: %v", err)
 		default:
 		}
-		err := ping()
+		err := PingRegistry(ctx, tr, reg)
 		return err == nil, fmt.Sprintf("registry answering at %s from %s (%v)", reg, cliNS, err), nil
 	}); err != nil {
 		t.Fatal(err)
@@ -242,7 +230,7 @@ func TestRegistryInNetNS(t *testing.T) {
 
 	// A registry that is down: the connection is refused, and a push says so.
 	stop()
-	if err := ping(); !errors.Is(err, syscall.ECONNREFUSED) {
+	if err := PingRegistry(ctx, tr, reg); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("asking a stopped registry: %v, want connection refused", err)
 	}
 	if err := Push(ctx, img, []name.Reference{to}, opts...); !errors.Is(err, syscall.ECONNREFUSED) {
