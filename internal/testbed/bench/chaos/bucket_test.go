@@ -34,6 +34,9 @@ func TestBucketMACs(t *testing.T) {
 			ev: []failover.Event{{At: at(-150), Kind: "reply", MAC: "early"}, {At: at(20), Kind: "http", OK: true},
 				{At: at(120), Kind: "reply", MAC: "cc"}, {At: at(210), Kind: "reply", MAC: "partial"}, {At: at(400), Kind: "reply", MAC: "late"}},
 			want: []map[string]bool{nil, {"cc": true}}},
+		{name: "less than a bucket before the start left out", end: at(100),
+			ev:   []failover.Event{{At: at(-50), Kind: "reply", MAC: "early"}, {At: at(10), Kind: "reply", MAC: "aa"}},
+			want: []map[string]bool{{"aa": true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, bucketMACs(tc.ev, t0, tc.end, b)); diff != "" {

@@ -314,8 +314,11 @@ func bucketMACs(ev []failover.Event, start, end time.Time, bucket time.Duration)
 		if e.Kind != "reply" && e.Kind != "garp" {
 			continue
 		}
+		if e.At.Before(start) { // integer division rounds toward zero: -50ms would land in bucket 0
+			continue
+		}
 		i := int(e.At.Sub(start) / bucket)
-		if i < 0 || i >= n {
+		if i >= n {
 			continue
 		}
 		if macs[i] == nil {
