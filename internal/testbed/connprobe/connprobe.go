@@ -35,6 +35,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/testbed/probe"
 )
 
 // Config says what to hold.
@@ -284,25 +286,14 @@ func Whoami(body []byte) (host, remote string) {
 
 func validWord(s string) bool { return s != "" && !strings.ContainsAny(s, " \t") }
 
-// Reason names why a flow ended, in one word.
+// Reason names why a flow ended, in one word: an HTTP status other than 200 as status-CODE, else
+// as probe.Failure names it.
 func Reason(err error) string {
-	var ne net.Error
 	var st statusError
-	switch {
-	case errors.As(err, &st):
+	if errors.As(err, &st) {
 		return st.Error()
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "reset"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "unreachable"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "eof"
 	}
-	return "error"
+	return probe.Failure(err)
 }
 
 // Write writes r in the format the package comment describes.
