@@ -184,11 +184,14 @@ func RunAll(ctx context.Context, l *lab.Lab, o Options) ([]Run, error) {
 		return nil, fmt.Errorf("no node %q", o.Cut)
 	}
 	var runs []Run
-	for _, c := range o.Configs() {
+	for ci, c := range o.Configs() {
 		if c.Mode == "bgp" && l.Plan.Router.Name == "" {
 			return runs, fmt.Errorf("--mode bgp: the lab has no router: bring it up with `ironlb lab up --bgp`")
 		}
 		s, err := o.setup(ctx, l, c)
+		if err == nil {
+			s.udpBase = strconv.Itoa(udpBase + 100*ci)
+		}
 		if err != nil {
 			return runs, fmt.Errorf("%s: %w", c.Label(ProxyLabel(l)), err)
 		}
@@ -221,7 +224,15 @@ type session struct {
 	cut     lab.Host
 	mon     *bgpfail.Monitor // BGP: the router's route to vip
 	rawName string
+	udpBase string // the UDP flows' first source port
 }
+
+// udpBase is the first configuration's first UDP source port; each configuration has its own
+// hundred. The same source ports in the next configuration would find the conntrack entries of the
+// last one's UDP flows still alive on the nodes (a UDP stream's timeout is 120 s), and a flow
+// keeps its entry's NAT: after a snat run, a dsr run's UDP flows would still be masqueraded (they
+// were, in the first run with both).
+const udpBase = 42000
 
 func (s *session) close() {
 	if s.mon != nil {
@@ -433,7 +444,7 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		}
 		defer sn.Close()
 	}
-	cmd := s.probeCmd(ctx, s.o.TCP, s.o.UDP, s.o.Settle+window, "42000")
+	cmd := s.probeCmd(ctx, s.o.TCP, s.o.UDP, s.o.Settle+window, s.udpBase)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
