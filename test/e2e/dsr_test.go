@@ -64,6 +64,49 @@ func dsrSuite(t *testing.T) {
 		}
 	})
 
+	// Seed 003's externalTrafficPolicy experiment (its 2.5), with dsr beside the two policies: Local
+	// keeps the client's address but reaches only the announcing node's pods, Cluster (snat) spreads
+	// but masquerades; dsr must keep the address, reach every pod and time out on no request.
+	t.Run("Seed003ExternalTrafficPolicy", func(t *testing.T) {
+		localIP := addrRankedFirst(t, "myk8s-worker3", dsrIP, snatIP)
+		applyService(t, "dsr-etp-local", localIP, nil, "  externalTrafficPolicy: Local\n")
+		const n = 40
+		type tally struct {
+			answered, clientKept int
+			pods                 map[string]int
+		}
+		count := func(ip string) tally {
+			r := tally{pods: map[string]int{}}
+			for range n {
+				body, err := curl("mypc", "http://"+ip)
+				if err != nil || hostnameOf(body) == "" {
+					continue // a timeout or an error: not answered
+				}
+				r.answered++
+				r.pods[hostnameOf(body)]++
+				if remoteAddr(body) == "172.18.0.100" {
+					r.clientKept++
+				}
+			}
+			return r
+		}
+		res := map[string]tally{"Local": count(localIP), "Cluster (snat)": count(snatIP), "dsr": count(dsrIP)}
+		for _, k := range []string{"Local", "Cluster (snat)", "dsr"} {
+			r := res[k]
+			t.Logf("%-14s %d of %d answered (%d timed out or failed), client address kept in %d, pods %v", k, r.answered, n, n-r.answered, r.clientKept, r.pods)
+		}
+		d := res["dsr"]
+		if d.answered != n || d.clientKept != n || d.pods["webpod1"] == 0 || d.pods["webpod2"] == 0 {
+			t.Errorf("dsr: %d of %d answered, client address kept in %d, pods %v; want every request answered with mypc's address and both pods", d.answered, n, d.clientKept, d.pods)
+		}
+		if c := res["Cluster (snat)"]; c.clientKept != 0 {
+			t.Errorf("Cluster (snat): the pods saw mypc's address in %d requests, want none (masquerade)", c.clientKept)
+		}
+		if l := res["Local"]; len(l.pods) > 1 {
+			t.Errorf("Local: requests reached %v, want the announcing node's pod only", l.pods)
+		}
+	})
+
 	t.Run("ConnectionsSurviveAnnouncerPowerCut", func(t *testing.T) {
 		r := cutWithOpenConnections(t, "mypc", dsrIP, snatIP)
 		t.Logf("worker3 (the announcer) lost power: %s", r)
