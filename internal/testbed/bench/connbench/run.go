@@ -453,6 +453,7 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 	if err != nil {
 		return Trial{}, err
 	}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Trial{}, err
 	}
@@ -501,6 +502,9 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 			s.o.Log("trial %d: the router's packets showed the next hop before and after the event of %d of %d flows", i, compared, t.TCP+t.UDP)
 		}
 	}
+	if s.c.Mode == "bgp" {
+		s.falseBFDDowns(i, started, event, windowEnd)
+	}
 	if s.o.RawDir != "" {
 		if err := os.MkdirAll(s.o.RawDir, 0o755); err != nil {
 			return t, err
@@ -517,6 +521,25 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		}
 	}
 	return t, nil
+}
+
+// falseBFDDowns logs each BFD session of a node other than the cut one that the router's bfdd
+// declared down while trial i's flows ran. In the lab, under load, bfdd once took two surviving
+// nodes down at the same instant (it had not run for the 150 ms detection time) and BGP withdrew
+// every path for 12-15 s: flows broken in such a trial are the lab's, not the dataplane's.
+func (s *session) falseBFDDowns(i int, from, event, to time.Time) {
+	b, err := os.ReadFile(s.l.RouterLog("bfdd"))
+	if err != nil {
+		return
+	}
+	for _, a := range bgpfail.NodeAddrs(s.l) {
+		if a == s.cut.Addr {
+			continue
+		}
+		if at, ok := bgpfail.BFDDownAt(string(b), a, from); ok && at.Before(to) {
+			s.o.Log("trial %d: the router's BFD declared %s (not the cut node) down %+.3fs from the event: its paths were withdrawn, and flows broken in this trial may be the lab's load", i, a, at.Sub(event).Seconds())
+		}
+	}
 }
 
 // waitReady reads the client's standard error until its ready line (the flows are open), within d,
