@@ -33,6 +33,7 @@ func connprobeCmd() *cobra.Command {
 			if cfg.Every <= 0 || cfg.Timeout <= 0 || cfg.For <= 0 {
 				return fmt.Errorf("--every, --timeout and --for must be positive")
 			}
+			cfg.Ready = func() { fmt.Fprintln(os.Stderr, connprobe.ReadyLine) }
 			return connprobe.Write(os.Stdout, connprobe.Run(c.Context(), cfg))
 		})
 	f := cmd.Flags()
@@ -42,7 +43,7 @@ func connprobeCmd() *cobra.Command {
 	f.IntVar(&cfg.UDP, "udp", 20, "UDP request/reply flows")
 	f.IntVar(&cfg.UDPBase, "udp-base", 42000, "UDP flow i sends from this port + i")
 	f.DurationVar(&cfg.Every, "every", 50*time.Millisecond, "request interval per flow")
-	f.DurationVar(&cfg.For, "for", 10*time.Second, "how long to hold the flows")
+	f.DurationVar(&cfg.For, "for", 10*time.Second, "how long to hold the flows once every flow has answered once (or --timeout after the start)")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "an answer later than this ends the flow")
 	f.DurationVar(&cfg.Gap, "gap", 100*time.Millisecond, "report answers further apart than this as a gap")
 	return cmd

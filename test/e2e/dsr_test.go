@@ -64,43 +64,56 @@ func dsrSuite(t *testing.T) {
 		}
 	})
 
+	// Seed 003's externalTrafficPolicy experiment (its 2.5), with dsr beside the two policies: Local
+	// keeps the client's address but reaches only the announcing node's pods, Cluster (snat) spreads
+	// but masquerades; dsr must keep the address, reach every pod and time out on no request.
+	t.Run("Seed003ExternalTrafficPolicy", func(t *testing.T) {
+		localIP := addrRankedFirst(t, "myk8s-worker3", dsrIP, snatIP)
+		applyService(t, "dsr-etp-local", localIP, nil, "  externalTrafficPolicy: Local\n")
+		const n = 40
+		type tally struct {
+			answered, clientKept int
+			pods                 map[string]int
+		}
+		count := func(ip string) tally {
+			r := tally{pods: map[string]int{}}
+			for range n {
+				body, err := curl("mypc", "http://"+ip)
+				if err != nil || hostnameOf(body) == "" {
+					continue // a timeout or an error: not answered
+				}
+				r.answered++
+				r.pods[hostnameOf(body)]++
+				if remoteAddr(body) == "172.18.0.100" {
+					r.clientKept++
+				}
+			}
+			return r
+		}
+		res := map[string]tally{"Local": count(localIP), "Cluster (snat)": count(snatIP), "dsr": count(dsrIP)}
+		for _, k := range []string{"Local", "Cluster (snat)", "dsr"} {
+			r := res[k]
+			t.Logf("%-14s %d of %d answered (%d timed out or failed), client address kept in %d, pods %v", k, r.answered, n, n-r.answered, r.clientKept, r.pods)
+		}
+		d := res["dsr"]
+		if d.answered != n || d.clientKept != n || d.pods["webpod1"] == 0 || d.pods["webpod2"] == 0 {
+			t.Errorf("dsr: %d of %d answered, client address kept in %d, pods %v; want every request answered with mypc's address and both pods", d.answered, n, d.clientKept, d.pods)
+		}
+		if c := res["Cluster (snat)"]; c.clientKept != 0 {
+			t.Errorf("Cluster (snat): the pods saw mypc's address in %d requests, want none (masquerade)", c.clientKept)
+		}
+		if l := res["Local"]; len(l.pods) > 1 {
+			t.Errorf("Local: requests reached %v, want the announcing node's pod only", l.pods)
+		}
+	})
+
 	t.Run("ConnectionsSurviveAnnouncerPowerCut", func(t *testing.T) {
-		const n = 20
-		dsr := openKeepAlive(t, "mypc", dsrIP, n)
-		snat := openKeepAlive(t, "mypc", snatIP, n)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for _, c := range append(dsr, snat...) {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.loop(stop) }()
+		r := cutWithOpenConnections(t, "mypc", dsrIP, snatIP)
+		t.Logf("worker3 (the announcer) lost power: %s", r)
+		if r.dsrBroken > 0 || r.dsrMoved > 0 {
+			t.Errorf("dsr: %d of %d connections broke and %d changed pod through the announcer's power cut, want none", r.dsrBroken, r.n, r.dsrMoved)
 		}
-		time.Sleep(2 * time.Second)
-		run(t, ironlb, "lab", "stop-node", "myk8s-worker3")
-		t.Cleanup(func() { run(t, ironlb, "lab", "start-node", "myk8s-worker3") })
-		time.Sleep(8 * time.Second)
-		close(stop)
-		wg.Wait()
-		dsrBroken, dsrMoved, snatBroken := 0, 0, 0
-		for _, c := range dsr {
-			if c.err != nil {
-				dsrBroken++
-				t.Logf("dsr connection %s broke after %d requests: %v", c.local, c.ok, c.err)
-			}
-			if c.moved {
-				dsrMoved++
-			}
-		}
-		for _, c := range snat {
-			if c.err != nil {
-				snatBroken++
-			}
-		}
-		t.Logf("worker3 (the announcer) lost power: dsr %d of %d keep-alive connections broken (%d changed pod, longest stall %s), snat %d of %d broken",
-			dsrBroken, n, dsrMoved, slowest(dsr).Round(time.Millisecond), snatBroken, n)
-		if dsrBroken > 0 || dsrMoved > 0 {
-			t.Errorf("dsr: %d of %d connections broke and %d changed pod through the announcer's power cut, want none", dsrBroken, n, dsrMoved)
-		}
-		if snatBroken == 0 {
+		if r.snatBroken == 0 {
 			t.Errorf("snat: no connection broke through the announcer's power cut: the test cannot tell dsr from snat")
 		}
 	})
@@ -154,14 +167,40 @@ func dsrBGP(t *testing.T) {
 		t.Logf("dsr over BGP %s: 30 requests from mypc2, client address kept, spread %v", dsrIP, seen)
 		return nil
 	})
-	const n = 20
-	dsr := openKeepAlive(t, "mypc2", dsrIP, n)
-	snat := openKeepAlive(t, "mypc2", snatIP, n)
+	r := cutWithOpenConnections(t, "mypc2", dsrIP, snatIP)
+	t.Logf("BGP, worker3 (one of 4 next hops, no pods) lost power: %s", r)
+	if r.dsrBroken > 0 || r.dsrMoved > 0 {
+		t.Errorf("dsr over BGP: %d of %d connections broke and %d changed pod through a next hop's power cut, want none (their pods live on)", r.dsrBroken, r.n, r.dsrMoved)
+	}
+	if r.snatBroken == 0 {
+		t.Logf("snat over BGP: no connection had entered by worker3 (ECMP put none of %d there)", r.n)
+	}
+}
+
+// cutResult is what worker3's power cut did to the keep-alive connections of cutWithOpenConnections.
+type cutResult struct {
+	n                               int // connections per Service
+	dsrBroken, dsrMoved, snatBroken int
+	dsrStall                        time.Duration // the longest any dsr connection waited for an answer
+}
+
+func (r cutResult) String() string {
+	return fmt.Sprintf("dsr %d of %d keep-alive connections broken (%d changed pod, longest stall %s), snat %d of %d broken",
+		r.dsrBroken, r.n, r.dsrMoved, r.dsrStall.Round(time.Millisecond), r.snatBroken, r.n)
+}
+
+// cutWithOpenConnections opens 20 keep-alive connections from the lab host client to each of dsrIP
+// and snatIP, each requesting every 100 ms, cuts worker3's power after 2 s (it is started again when
+// the test ends), holds the connections 8 s more and counts what broke.
+func cutWithOpenConnections(t *testing.T, client, dsrIP, snatIP string) cutResult {
+	t.Helper()
+	r := cutResult{n: 20}
+	dsr := openKeepAlive(t, client, dsrIP, r.n)
+	snat := openKeepAlive(t, client, snatIP, r.n)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, c := range append(dsr, snat...) {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.loop(stop) }()
+		wg.Go(func() { c.loop(stop) })
 	}
 	time.Sleep(2 * time.Second)
 	run(t, ironlb, "lab", "stop-node", "myk8s-worker3")
@@ -169,29 +208,22 @@ func dsrBGP(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	close(stop)
 	wg.Wait()
-	dsrBroken, dsrMoved, snatBroken := 0, 0, 0
 	for _, c := range dsr {
 		if c.err != nil {
-			dsrBroken++
+			r.dsrBroken++
 			t.Logf("dsr connection %s broke after %d requests: %v", c.local, c.ok, c.err)
 		}
 		if c.moved {
-			dsrMoved++
+			r.dsrMoved++
 		}
 	}
 	for _, c := range snat {
 		if c.err != nil {
-			snatBroken++
+			r.snatBroken++
 		}
 	}
-	t.Logf("BGP, worker3 (one of 4 next hops, no pods) lost power: dsr %d of %d keep-alive connections broken (%d changed pod, longest stall %s), snat %d of %d broken",
-		dsrBroken, n, dsrMoved, slowest(dsr).Round(time.Millisecond), snatBroken, n)
-	if dsrBroken > 0 || dsrMoved > 0 {
-		t.Errorf("dsr over BGP: %d of %d connections broke and %d changed pod through a next hop's power cut, want none (their pods live on)", dsrBroken, n, dsrMoved)
-	}
-	if snatBroken == 0 {
-		t.Logf("snat over BGP: no connection had entered by worker3 (ECMP put none of %d there)", n)
-	}
+	r.dsrStall = slowest(dsr)
+	return r
 }
 
 // slowest is the longest any of conns waited for an answer.

@@ -48,7 +48,9 @@ var _ Routing = (*netlink.Handle)(nil)
 // Sysctls are the settings the DSR path needs on every node, with why:
 //   - ip_forward: the entry node forwards the unmodified packet to the owner;
 //   - send_redirects off: the entry node forwards out of the interface the packet came in by, and
-//     would otherwise tell the client (ICMP redirect) to talk to the owner directly;
+//     would otherwise tell the client (ICMP redirect) to talk to the owner directly. The kernel
+//     sends redirects if "all" OR the device says so, so the devices that reach the peers are set
+//     too (Apply; in the lab, eth0 kept 1 and mypc counted ICMP redirects from the entry node);
 //   - nf_conntrack_tcp_be_liberal: the entry node sees only the client's half of a TCP flow; its
 //     conntrack entry must not call the client's segments out of window (INVALID);
 //   - nf_conntrack_tcp_loose: a mid-stream ACK (the entry's first packet of a flow after a SYN
@@ -71,6 +73,8 @@ type Applier struct {
 	// connected network), for the caller to log: Warnings returns and clears them.
 	warnings []error
 	slots    map[string]int
+	// quiet are the devices whose send_redirects was written (the devices that reach peers).
+	quiet map[string]bool
 }
 
 // New returns an Applier over nft (an Interface for family ip, table nftrules.DSRTableName) and
@@ -138,6 +142,9 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	}
 	if err := a.syncRoutes(plan.Routes, vx); err != nil {
 		errs = append(errs, err)
+	}
+	if len(plan.Ports) > 0 {
+		a.noRedirects(plan.Peers)
 	}
 	if len(plan.Ports) > 0 {
 		macs, err := a.peerMACs(plan.Peers)
@@ -233,6 +240,29 @@ func (a *Applier) ensureVXLAN(self netip.Addr) (int, error) {
 
 // offLinkPeer reports whether a peer is reached through a gateway (then this node needs the vxlan
 // device, to send to it or receive from it).
+// noRedirects turns ICMP redirects off on each device a peer is reached through (once per device):
+// "all" alone does not, since the kernel ORs it with the device's own value.
+func (a *Applier) noRedirects(peers []netip.Addr) {
+	for _, p := range peers {
+		via, err := a.rt.RouteGet(net.IP(p.AsSlice()))
+		if err != nil || len(via) == 0 || via[0].LinkIndex == 0 {
+			continue
+		}
+		l, err := a.rt.LinkByIndex(via[0].LinkIndex)
+		if err != nil || a.quiet[l.Attrs().Name] {
+			continue
+		}
+		name := l.Attrs().Name
+		if a.quiet == nil {
+			a.quiet = map[string]bool{}
+		}
+		a.quiet[name] = true
+		if err := a.sysctl("net/ipv4/conf/"+name+"/send_redirects", "0"); err != nil {
+			a.warnings = append(a.warnings, fmt.Errorf("send_redirects off on %s: %w", name, err))
+		}
+	}
+}
+
 func (a *Applier) offLinkPeer(peers []netip.Addr) bool {
 	for _, p := range peers {
 		if via, err := a.rt.RouteGet(net.IP(p.AsSlice())); err == nil && len(via) > 0 && via[0].Gw != nil {

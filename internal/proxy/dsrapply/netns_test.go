@@ -88,7 +88,7 @@ func TestKernelApply(t *testing.T) {
 	if err := a.Apply(ctx, &plan); err != nil {
 		t.Fatal(err)
 	}
-	if sysctls["net/ipv4/ip_forward"] != "1" || sysctls["net/ipv4/conf/all/send_redirects"] != "0" {
+	if sysctls["net/ipv4/ip_forward"] != "1" || sysctls["net/ipv4/conf/all/send_redirects"] != "0" || sysctls["net/ipv4/conf/d0/send_redirects"] != "0" {
 		t.Errorf("sysctls not written: %v", sysctls)
 	}
 	rules := in(ipPath, "rule", "show")

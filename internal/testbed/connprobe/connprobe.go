@@ -33,9 +33,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/testbed/probe"
 )
+
+// ReadyLine is what `ironlb connprobe` writes to its standard error when Config.Ready is called:
+// the flows are open and the time it holds them starts.
+const ReadyLine = "connprobe: flows open"
 
 // Config says what to hold.
 type Config struct {
@@ -45,9 +52,12 @@ type Config struct {
 	TCP, UDP int           // how many flows of each
 	UDPBase  int           // UDP flow i sends from port UDPBase+i
 	Every    time.Duration // request interval per flow
-	For      time.Duration // how long to run
+	For      time.Duration // how long to hold the flows once every flow has answered once or failed
 	Timeout  time.Duration // an answer later than this ends the flow
 	Gap      time.Duration // answers further apart than this are reported as a gap
+	// Ready, if set, is called once every flow has answered once or failed (or Timeout after the
+	// start, if some have not): the flows are open and For starts.
+	Ready func()
 }
 
 // Flow is what happened to one flow.
@@ -82,9 +92,17 @@ type Result struct {
 
 // flowState records a flow's answers; its methods are called from the flow's goroutines.
 type flowState struct {
-	mu  sync.Mutex
-	f   Flow
-	gap time.Duration
+	mu      sync.Mutex
+	f       Flow
+	gap     time.Duration
+	settle  sync.Once
+	settled func() // called once, on the flow's first answer or its failure
+}
+
+func (s *flowState) done() {
+	if s.settled != nil {
+		s.settle.Do(s.settled)
+	}
 }
 
 func (s *flowState) answer(at time.Time, host, remote string) {
@@ -100,6 +118,7 @@ func (s *flowState) answer(at time.Time, host, remote string) {
 	}
 	s.f.LastOK = at
 	s.f.Answers++
+	defer s.done()
 	if n := len(s.f.Hosts); n == 0 || s.f.Hosts[n-1].Name != host || s.f.Hosts[n-1].Remote != remote {
 		s.f.Hosts = append(s.f.Hosts, Host{At: at, Name: host, Remote: remote})
 	}
@@ -111,6 +130,7 @@ func (s *flowState) fail(at time.Time, reason string) {
 	if s.f.Failed.IsZero() {
 		s.f.Failed, s.f.Reason = at, reason
 	}
+	s.done()
 }
 
 func (s *flowState) opened(at time.Time, port int) {
@@ -125,20 +145,45 @@ func (s *flowState) failed() bool {
 	return !s.f.Failed.IsZero()
 }
 
-// Run holds the flows until cfg.For has passed or ctx ends and returns what happened to them. The
-// flows start together; a flow whose connection cannot be opened fails at once.
+// Run opens the flows together and holds them until cfg.For has passed since every flow answered
+// once or failed (cfg.Ready), or ctx ends, and returns what happened to them. A flow whose
+// connection cannot be opened fails at once.
 func Run(ctx context.Context, cfg Config) Result {
-	ctx, cancel := context.WithTimeout(ctx, cfg.For)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	open := make(chan struct{})
+	var pending atomic.Int64
+	pending.Store(int64(cfg.TCP + cfg.UDP))
+	settled := func() {
+		if pending.Add(-1) == 0 {
+			close(open)
+		}
+	}
+	go func() {
+		select {
+		case <-open:
+		case <-time.After(cfg.Timeout):
+		case <-ctx.Done():
+			return
+		}
+		if cfg.Ready != nil {
+			cfg.Ready()
+		}
+		select {
+		case <-time.After(cfg.For):
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	states := make([]*flowState, 0, cfg.TCP+cfg.UDP)
 	var wg sync.WaitGroup
 	for i := range cfg.TCP {
-		s := &flowState{f: Flow{Proto: "tcp", ID: i}, gap: cfg.Gap}
+		s := &flowState{f: Flow{Proto: "tcp", ID: i}, gap: cfg.Gap, settled: settled}
 		states = append(states, s)
 		wg.Go(func() { runTCP(ctx, cfg, s) })
 	}
 	for i := range cfg.UDP {
-		s := &flowState{f: Flow{Proto: "udp", ID: i}, gap: cfg.Gap}
+		s := &flowState{f: Flow{Proto: "udp", ID: i}, gap: cfg.Gap, settled: settled}
 		states = append(states, s)
 		wg.Go(func() { runUDP(ctx, cfg, s, cfg.UDPBase+i) })
 	}
@@ -284,25 +329,14 @@ func Whoami(body []byte) (host, remote string) {
 
 func validWord(s string) bool { return s != "" && !strings.ContainsAny(s, " \t") }
 
-// Reason names why a flow ended, in one word.
+// Reason names why a flow ended, in one word: an HTTP status other than 200 as status-CODE, else
+// as probe.Failure names it.
 func Reason(err error) string {
-	var ne net.Error
 	var st statusError
-	switch {
-	case errors.As(err, &st):
+	if errors.As(err, &st) {
 		return st.Error()
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "reset"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "unreachable"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "eof"
 	}
-	return "error"
+	return probe.Failure(err)
 }
 
 // Write writes r in the format the package comment describes.

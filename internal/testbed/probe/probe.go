@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 							detail = fmt.Sprintf("status-%d", r.StatusCode)
 						}
 					} else {
-						detail = failure(err)
+						detail = Failure(err)
 					}
 					emit("http %d %d %s %s", start.UnixNano(), time.Now().UnixNano(), res, detail)
 				}()
@@ -209,13 +209,14 @@ func hostname(body []byte) string {
 	return "-"
 }
 
-// failure names why a request failed, in one word.
-func failure(err error) string {
+// Failure names why a request or a connection failed, in one word: timeout, reset (also a write
+// to a connection the peer reset: EPIPE), refused, unreachable, eof or error.
+func Failure(err error) string {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
-	case errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "reset"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"

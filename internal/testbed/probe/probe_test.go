@@ -87,7 +87,7 @@ func TestRequestDetail(t *testing.T) {
 			t.Errorf("%s: logged %q, want a line ending %q", url, out.String(), want)
 		}
 	}
-	if got := failure(errors.New("x")); got != "error" {
-		t.Errorf("failure(other) = %q", got)
+	if got := Failure(errors.New("x")); got != "error" {
+		t.Errorf("Failure(other) = %q", got)
 	}
 }

@@ -1,9 +1,11 @@
 package connbench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -184,11 +186,14 @@ func RunAll(ctx context.Context, l *lab.Lab, o Options) ([]Run, error) {
 		return nil, fmt.Errorf("no node %q", o.Cut)
 	}
 	var runs []Run
-	for _, c := range o.Configs() {
+	for ci, c := range o.Configs() {
 		if c.Mode == "bgp" && l.Plan.Router.Name == "" {
 			return runs, fmt.Errorf("--mode bgp: the lab has no router: bring it up with `ironlb lab up --bgp`")
 		}
 		s, err := o.setup(ctx, l, c)
+		if err == nil {
+			s.udpBase = strconv.Itoa(udpBase + 100*ci)
+		}
 		if err != nil {
 			return runs, fmt.Errorf("%s: %w", c.Label(ProxyLabel(l)), err)
 		}
@@ -221,7 +226,15 @@ type session struct {
 	cut     lab.Host
 	mon     *bgpfail.Monitor // BGP: the router's route to vip
 	rawName string
+	udpBase string // the UDP flows' first source port
 }
+
+// udpBase is the first configuration's first UDP source port; each configuration has its own
+// hundred. The same source ports in the next configuration would find the conntrack entries of the
+// last one's UDP flows still alive on the nodes (a UDP stream's timeout is 120 s), and a flow
+// keeps its entry's NAT: after a snat run, a dsr run's UDP flows would still be masqueraded (they
+// were, in the first run with both).
+const udpBase = 42000
 
 func (s *session) close() {
 	if s.mon != nil {
@@ -433,11 +446,23 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		}
 		defer sn.Close()
 	}
-	cmd := s.probeCmd(ctx, s.o.TCP, s.o.UDP, s.o.Settle+window, "42000")
+	cmd := s.probeCmd(ctx, s.o.TCP, s.o.UDP, s.o.Settle+window, s.udpBase)
 	var out bytes.Buffer
 	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return Trial{}, err
+	}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Trial{}, err
+	}
+	// The settle time counts from when every flow is open: under load the client's own start and
+	// 200 connections' handshakes took 1.7 s in the lab, and a SYN sent at the cut waits 1 s for its
+	// retransmission, so a fixed wait after the start cut some flows before they were open.
+	if err := waitReady(stderr, s.o.Timeout+60*time.Second); err != nil {
+		_ = cmd.Wait()
+		return Trial{}, fmt.Errorf("client: %w", err)
 	}
 	time.Sleep(s.o.Settle)
 	event, err := s.event(ctx, ev)
@@ -477,6 +502,9 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 			s.o.Log("trial %d: the router's packets showed the next hop before and after the event of %d of %d flows", i, compared, t.TCP+t.UDP)
 		}
 	}
+	if s.c.Mode == "bgp" {
+		s.falseBFDDowns(i, started, event, windowEnd)
+	}
 	if s.o.RawDir != "" {
 		if err := os.MkdirAll(s.o.RawDir, 0o755); err != nil {
 			return t, err
@@ -493,6 +521,50 @@ func (s *session) trial(ctx context.Context, ev string, i int) (_ Trial, err err
 		}
 	}
 	return t, nil
+}
+
+// falseBFDDowns logs each BFD session of a node other than the cut one that the router's bfdd
+// declared down while trial i's flows ran. In the lab, under load, bfdd once took two surviving
+// nodes down at the same instant (it had not run for the 150 ms detection time) and BGP withdrew
+// every path for 12-15 s: flows broken in such a trial are the lab's, not the dataplane's.
+func (s *session) falseBFDDowns(i int, from, event, to time.Time) {
+	b, err := os.ReadFile(s.l.RouterLog("bfdd"))
+	if err != nil {
+		return
+	}
+	for _, a := range bgpfail.NodeAddrs(s.l) {
+		if a == s.cut.Addr {
+			continue
+		}
+		if at, ok := bgpfail.BFDDownAt(string(b), a, from); ok && at.Before(to) {
+			s.o.Log("trial %d: the router's BFD declared %s (not the cut node) down %+.3fs from the event: its paths were withdrawn, and flows broken in this trial may be the lab's load", i, a, at.Sub(event).Seconds())
+		}
+	}
+}
+
+// waitReady reads the client's standard error until its ready line (the flows are open), within d,
+// and then drains the rest in the background.
+func waitReady(stderr io.Reader, d time.Duration) error {
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		closed := false
+		for sc.Scan() { // a client that ends without the line is found out by its exit status
+			if !closed && strings.TrimSpace(sc.Text()) == connprobe.ReadyLine {
+				close(ready)
+				closed = true
+			}
+		}
+		if !closed {
+			close(ready)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(d):
+		return fmt.Errorf("the flows were not open after %s", d)
+	}
+	return nil
 }
 
 // event makes ev happen and returns its instant.
