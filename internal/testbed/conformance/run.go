@@ -125,6 +125,12 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 	defer logf.Close()
 	if err := applyPool(ctx, l); err != nil {
 		fmt.Fprintf(o.Out, "no address pool for the LoadBalancers tests (they will fail waiting for an address): %v\n", err)
+	} else {
+		defer func() { // the lab is left as it was
+			if err := deletePool(context.WithoutCancel(ctx), l); err != nil {
+				fmt.Fprintf(o.Out, "removing the LoadBalancers tests' address pool: %v\n", err)
+			}
+		}()
 	}
 	cg, err := l.Cgroup("conformance")
 	if err != nil {
@@ -209,6 +215,16 @@ func (t *progressTail) read() {
 		t.n++
 		fmt.Fprintln(t.out, ProgressLine(t.n, t.total, res))
 	}
+}
+
+// deletePool removes what applyPool added.
+func deletePool(ctx context.Context, l *lab.Lab) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(l.Plan.Config.K8sBin, "kubectl"), "--kubeconfig", l.State.Kubeconfig(),
+		"-n", "metallb-system", "delete", "--ignore-not-found", "l2advertisement/"+PoolName, "ipaddresspool/"+PoolName)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl delete: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // applyPool gives the lab an address pool for LoadBalancer Services (LoadBalancerPool), which ironlb's

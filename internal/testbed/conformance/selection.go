@@ -103,7 +103,8 @@ func (inv Invocation) Argv() []string {
 	return argv
 }
 
-// PoolName names the IPAddressPool and L2Advertisement that Run applies before the suite: the
+// PoolName names the IPAddressPool and L2Advertisement that Run applies before the suite (and removes
+// after): the
 // LoadBalancers tests wait for their Services to get an address, which in the lab ironlb's controller
 // gives from a pool and its speaker announces on the nodes' network, as cloud-provider-kind does on kind.
 const PoolName = "conformance"
