@@ -104,9 +104,9 @@ func (inv Invocation) Argv() []string {
 }
 
 // PoolName names the IPAddressPool and L2Advertisement that Run applies before the suite (and removes
-// after): the
-// LoadBalancers tests wait for their Services to get an address, which in the lab ironlb's controller
-// gives from a pool and its speaker announces on the nodes' network, as cloud-provider-kind does on kind.
+// after): the LoadBalancers tests wait for their Services to get an address, which in the lab ironlb's
+// controller gives from a pool and its speaker announces on the nodes' network, as cloud-provider-kind
+// does on kind.
 const PoolName = "conformance"
 
 // LoadBalancerPool is that pool and advertisement for a lab whose nodes are on nodeCIDR (IPv4): the
