@@ -306,8 +306,10 @@ func batch(ctx context.Context, ns string, lines []string) error {
 	return nil
 }
 
-// teardown stops every container (SIGTERM, then SIGKILL after grace) and removes the sandbox.
+// teardown runs the preStop hooks, stops every container (SIGTERM, then SIGKILL after what is left of
+// grace) and removes the sandbox.
 func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
+	grace = w.preStop(ctx, pod, grace)
 	running := 0
 	for _, c := range w.ctrs {
 		if c.cmd != nil && c.st.Running {
