@@ -59,7 +59,8 @@ registry:
 
 # The upstream [sig-network] e2e suite (e2e.test) and agnhost at the pinned Kubernetes version, cached
 # beside the Kubernetes binaries (hack/e2e-binaries.sh; the lab's agent runs agnhost for the suite's
-# images). Not part of `make test`.
+# images). A prerequisite of `make test`: the e2e suite runs the [Conformance] Services and Networking
+# tests on its ironlb-proxy lab (test/e2e/conformance_test.go).
 e2e-binaries:
 	@hack/e2e-binaries.sh >/dev/null
 
@@ -84,7 +85,7 @@ lab-down: build
 
 # Every unit test, every fuzz target briefly, then the e2e tests in the lab (root; they bring their own
 # lab up and down). The unit tests include the migration from MetalLB, which runs MetalLB's controller.
-test: deps build k8s registry coredns metallb helm unit fuzz-short e2e
+test: deps build k8s registry coredns metallb helm e2e-binaries unit fuzz-short e2e
 
 # The unit tests run under the race detector, which needs cgo: a C compiler (gcc) and libc's headers
 # (Debian: gcc, libc6-dev; .ci/run installs them). -race makes the CPU-bound tests 4-8x slower
@@ -100,7 +101,7 @@ race-toolchain:
 	@[ "$$($(GO) env CGO_ENABLED)" = 1 ] || { echo "make: the unit tests run with -race, which needs cgo: CGO_ENABLED is not 1" >&2; exit 1; }
 
 e2e:
-	IRONLB_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e
+	IRONLB_E2E=1 $(GO) test -count=1 -v -timeout 45m ./test/e2e
 
 # Every fuzz target for FUZZTIME each (packages found by their `func Fuzz`, so that the others are not
 # compiled for nothing). A failing input stops the run and is saved by Go as

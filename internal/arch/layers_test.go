@@ -154,6 +154,9 @@ var pureFiles = []struct {
 	{pkg: "internal/testbed/lab", files: []string{"config.go", "plan.go"}, stdlib: true},
 	// The kubelet API's requests, client rule and container-log format and selection; kubeletapi.go serves.
 	{pkg: "internal/testbed/lab/agent", files: []string{"kubeletreq.go", "ctrlog.go"}, stdlib: true, noClock: true},
+	// The hostPort rules (the node's table from its Pods' hostPorts); hostport.go runs nft.
+	{pkg: "internal/testbed/lab/agent", files: []string{"hostportrules.go"},
+		forbidden: []string{"os", "os/exec", "net", "syscall", "log/slog", "golang.org/x/sys/unix"}, noClock: true},
 	{pkg: "internal/testbed/attack", files: []string{"forge.go", "wire.go"},
 		forbidden: []string{"golang.org/x/sys/unix", "syscall", "os", "os/exec", "github.com/mdlayher/packet"}, noClock: true},
 	{pkg: "internal/bfdprofile", noClock: true},

@@ -195,6 +195,7 @@ func TestServiceSuiteIronLBProxy(t *testing.T) {
 		t.Errorf("DaemonSets %q: want ironlb-proxy and no kube-proxy", ds)
 	}
 	serviceSuite(t)
+	t.Run("Conformance", conformanceSuite)
 	t.Run("Algorithms", algorithmSuite)
 	t.Run("NodeLoss", nodeLossSuite)
 	t.Run("Dashboard", dashboardSuite)

@@ -2,6 +2,7 @@ package nftrules
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -117,12 +118,20 @@ func TestValidate(t *testing.T) {
 	if err := validate(&ok); err != nil {
 		t.Errorf("valid service: %v", err)
 	}
+	// Upstream e2e "Services should support named targetPorts that resolve to different ports on
+	// different endpoints": a 18-character port name, valid for the apiserver (a DNS-1123 label).
+	long := ok
+	long.Ports = []Port{{Name: "mutable-named-port", Protocol: TCP, Port: 8001}, {Name: strings.Repeat("a", 63), Protocol: TCP, Port: 8002}}
+	if err := validate(&long); err != nil {
+		t.Errorf("port names of 18 and 63 characters: %v", err)
+	}
 	for name, mutate := range map[string]func(*Service){
 		"namespace with a space":   func(s *Service) { s.Namespace = "a b" },
 		"name with a brace":        func(s *Service) { s.Name = "x}" },
 		"empty name":               func(s *Service) { s.Name = "" },
 		"upper case":               func(s *Service) { s.Name = "Web" },
-		"long port name":           func(s *Service) { s.Ports[0].Name = "abcdefghijklmnop" },
+		"long port name":           func(s *Service) { s.Ports[0].Name = strings.Repeat("a", 64) },
+		"port name with a dot":     func(s *Service) { s.Ports[0].Name = "a.b" },
 		"unknown protocol":         func(s *Service) { s.Ports[0].Protocol = "icmp" },
 		"port 0":                   func(s *Service) { s.Ports[0].Port = 0 },
 		"duplicate protocol, port": func(s *Service) { s.Ports[1].Protocol = TCP },

@@ -61,7 +61,9 @@ func (e *elem) id() string { return e.container + " " + strings.Join(e.key, " . 
 var ErrInvalidService = errors.New("invalid service")
 
 // validate checks what goes into chain names and rules verbatim, so that no input can break the
-// nft syntax: names are DNS labels, port names IANA service names, protocols known, ports unique.
+// nft syntax: names and port names are DNS labels (a Service port's name is a DNS-1123 label, up to 63
+// characters, as the apiserver validates it; the 15-character IANA service name is a container port's),
+// protocols known, ports unique.
 func validate(s *Service) error {
 	if !label(s.Namespace, 63) || !label(s.Name, 63) {
 		return fmt.Errorf("%w: %q/%q is not a valid namespace/name", ErrInvalidService, s.Namespace, s.Name)
@@ -76,7 +78,7 @@ func validate(s *Service) error {
 	ports := map[string]bool{}
 	for i := range s.Ports {
 		p := &s.Ports[i]
-		if p.Name != "" && !label(p.Name, 15) {
+		if p.Name != "" && !label(p.Name, 63) {
 			return fmt.Errorf("%w: port name %q", ErrInvalidService, p.Name)
 		}
 		if !p.Protocol.valid() {

@@ -123,6 +123,15 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 		return nil, err
 	}
 	defer logf.Close()
+	if err := applyPool(ctx, l); err != nil {
+		fmt.Fprintf(o.Out, "no address pool for the LoadBalancers tests (they will fail waiting for an address): %v\n", err)
+	} else {
+		defer func() { // the lab is left as it was
+			if err := deletePool(context.WithoutCancel(ctx), l); err != nil {
+				fmt.Fprintf(o.Out, "removing the LoadBalancers tests' address pool: %v\n", err)
+			}
+		}()
+	}
 	cg, err := l.Cgroup("conformance")
 	if err != nil {
 		return nil, err
@@ -206,4 +215,29 @@ func (t *progressTail) read() {
 		t.n++
 		fmt.Fprintln(t.out, ProgressLine(t.n, t.total, res))
 	}
+}
+
+// deletePool removes what applyPool added.
+func deletePool(ctx context.Context, l *lab.Lab) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(l.Plan.Config.K8sBin, "kubectl"), "--kubeconfig", l.State.Kubeconfig(),
+		"-n", "metallb-system", "delete", "--ignore-not-found", "l2advertisement/"+PoolName, "ipaddresspool/"+PoolName)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl delete: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// applyPool gives the lab an address pool for LoadBalancer Services (LoadBalancerPool), which ironlb's
+// controller and speaker, installed by lab up, serve.
+func applyPool(ctx context.Context, l *lab.Lab) error {
+	manifest, err := LoadBalancerPool(l.Plan.Config.NodeCIDR)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(l.Plan.Config.K8sBin, "kubectl"), "--kubeconfig", l.State.Kubeconfig(), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
 }

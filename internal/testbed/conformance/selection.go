@@ -10,6 +10,7 @@ package conformance
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ var SkipReasons = []struct{ Pattern, Reason string }{
 	{`\[Feature:NetworkingPerformance\]`, "iperf2 throughput measurements, not a pass/fail check (and no iperf on this machine)"},
 	{`\[Feature:PerformanceDNS\]`, "DNS load test, not a pass/fail check"},
 	{`\[Feature:IPv6DualStack\]`, "dual-stack tests: run them against `lab up --ip-family=dual` with --focus"},
+	{`Services should be rejected for evicted pods`, "the lab's node agent has no eviction manager: the Pod that outgrows its ephemeral-storage limit is never evicted (the test waits 5 minutes for it, then fails on either proxy)"},
 }
 
 // DefaultSkip is the default --skip: every pattern of SkipReasons.
@@ -99,4 +101,46 @@ func (inv Invocation) Argv() []string {
 		argv = append(argv, "--ginkgo.timeout="+inv.Timeout.String())
 	}
 	return argv
+}
+
+// PoolName names the IPAddressPool and L2Advertisement that Run applies before the suite (and removes
+// after): the LoadBalancers tests wait for their Services to get an address, which in the lab ironlb's
+// controller gives from a pool and its speaker announces on the nodes' network, as cloud-provider-kind
+// does on kind.
+const PoolName = "conformance"
+
+// LoadBalancerPool is that pool and advertisement for a lab whose nodes are on nodeCIDR (IPv4): the
+// addresses .200-.250 of the /24 below the subnet's top one (172.18.254.200-250 in kind's
+// 172.18.0.0/16), away from the nodes and the client at the bottom, the lab's router and registry at
+// .255.253/.254 and the seeds' pool at .255.200-250.
+func LoadBalancerPool(nodeCIDR netip.Prefix) (string, error) {
+	if !nodeCIDR.Addr().Is4() || nodeCIDR.Bits() > 22 {
+		return "", fmt.Errorf("node subnet %s: want an IPv4 subnet of /22 or more for the LoadBalancers tests' pool", nodeCIDR)
+	}
+	a := nodeCIDR.Masked().Addr().As4()
+	host := uint32(1)<<(32-nodeCIDR.Bits()) - 1
+	top := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) | host
+	base := top&^0xff - 0x100 // the .0 of the /24 below the top one
+	addr := func(off uint32) netip.Addr {
+		v := base + off
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return fmt.Sprintf(`apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: %[1]s
+  namespace: metallb-system
+spec:
+  addresses:
+  - %[2]s-%[3]s
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: %[1]s
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+  - %[1]s
+`, PoolName, addr(200), addr(250)), nil
 }

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestDefaultSelection(t *testing.T) {
 		{"[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] [Slow] should work for type=LoadBalancer", true},
 
 		{"[sig-network] Networking Granular Checks: Services should function for pod-Service: sctp [Feature:SCTPConnectivity]", false},
+		{"[sig-network] Services should be rejected for evicted pods (no endpoints exist)", false},
 		{"[sig-network] Networking should recreate its iptables rules if they are deleted [Disruptive]", false},
 		{"[sig-network] Networking IPerf2 [Feature:NetworkingPerformance] should run iperf2", false},
 		{"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]", false},
@@ -78,5 +80,28 @@ func TestArgv(t *testing.T) {
 	got := strings.Join(inv.Argv(), " ")
 	if want := "/e2e/e2e.test --provider=local --ginkgo.focus=F --ginkgo.no-color --ginkgo.junit-report=/out/junit.xml --ginkgo.dry-run"; got != want {
 		t.Errorf("dry-run Argv = %q, want %q", got, want)
+	}
+}
+
+func TestLoadBalancerPool(t *testing.T) {
+	for _, tt := range []struct {
+		cidr, want, wantErr string
+	}{
+		{cidr: "172.18.0.0/16", want: "172.18.254.200-172.18.254.250"},
+		{cidr: "10.0.0.0/8", want: "10.255.254.200-10.255.254.250"},
+		{cidr: "192.168.4.0/22", want: "192.168.6.200-192.168.6.250"},
+		{cidr: "192.168.4.0/24", wantErr: "want an IPv4 subnet of /22 or more"},
+		{cidr: "fd00::/64", wantErr: "want an IPv4 subnet"},
+	} {
+		got, err := LoadBalancerPool(netip.MustParsePrefix(tt.cidr))
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: error %v, want %q", tt.cidr, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(got, "  - "+tt.want+"\n") || !strings.Contains(got, "kind: L2Advertisement") {
+			t.Errorf("%s: %v\n%s\nwant the range %s and an L2Advertisement", tt.cidr, err, got, tt.want)
+		}
 	}
 }

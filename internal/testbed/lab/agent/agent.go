@@ -32,11 +32,12 @@ import (
 
 // Agent runs one node. All fields are set by Run before any goroutine starts, except those under mu.
 type Agent struct {
-	lab    *lab.Lab
-	host   lab.Host
-	client kubernetes.Interface
-	log    *slog.Logger
-	progs  Programs
+	lab       *lab.Lab
+	host      lab.Host
+	client    kubernetes.Interface
+	log       *slog.Logger
+	progs     Programs
+	hostPorts *hostPorts // the Pods' hostPorts, DNATed in the node's own table
 
 	mu     sync.Mutex // guards the following fields
 	pods   map[types.UID]*podWorker
@@ -61,12 +62,14 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 	if err != nil {
 		return err
 	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node)
 	a := &Agent{
 		lab: l, host: h, client: cs,
-		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node),
-		progs:  Programs{Self: l.Plan.Config.Self, K8sBin: l.Plan.Config.K8sBin, MetalLB: lab.DefaultMetalLBBin(), E2EBin: lab.DefaultE2EBin(), CoreDNS: l.Plan.Config.CoreDNSBin},
-		pods:   map[types.UID]*podWorker{},
-		routes: map[string]string{},
+		log:       log,
+		hostPorts: newHostPorts(log),
+		progs:     Programs{Self: l.Plan.Config.Self, K8sBin: l.Plan.Config.K8sBin, MetalLB: lab.DefaultMetalLBBin(), E2EBin: lab.DefaultE2EBin(), CoreDNS: l.Plan.Config.CoreDNSBin},
+		pods:      map[types.UID]*podWorker{},
+		routes:    map[string]string{},
 	}
 	a.cleanOrphans(ctx)
 	if err := a.register(ctx); err != nil {
@@ -119,6 +122,7 @@ func (a *Agent) cleanOrphans(ctx context.Context) {
 			_ = lab.DeleteNetNS(ctx, ns)
 		}
 	}
+	a.hostPorts.reset(ctx)
 }
 
 func (a *Agent) nodeObject() *corev1.Node {

@@ -155,11 +155,13 @@ var aliases = map[string]string{
 	"gcr.io/kubernetes-e2e-test-images/agnhost": "registry.k8s.io/e2e-test-images/agnhost",
 	"k8s.gcr.io/pause":                          "registry.k8s.io/pause",
 	"registry.k8s.io/e2e-test-images/busybox":   "busybox",
-	"registry.k8s.io/e2e-test-images/nginx":     "nginx",
-	"registry.k8s.io/e2e-test-images/httpd":     "httpd",
-	"k8s.gcr.io/coredns/coredns":                "registry.k8s.io/coredns/coredns",
-	"coredns/coredns":                           "registry.k8s.io/coredns/coredns",
-	"docker.io/coredns/coredns":                 "registry.k8s.io/coredns/coredns",
+	// The DNS tests' glibc querier (Debian with dnsutils; no ENTRYPOINT): its sh and dig are the host's.
+	"registry.k8s.io/e2e-test-images/glibc-dns-testing": "busybox",
+	"registry.k8s.io/e2e-test-images/nginx":             "nginx",
+	"registry.k8s.io/e2e-test-images/httpd":             "httpd",
+	"k8s.gcr.io/coredns/coredns":                        "registry.k8s.io/coredns/coredns",
+	"coredns/coredns":                                   "registry.k8s.io/coredns/coredns",
+	"docker.io/coredns/coredns":                         "registry.k8s.io/coredns/coredns",
 }
 
 // ImageRepo strips the tag or digest and a docker.io/library prefix from an image reference.

@@ -48,6 +48,7 @@ func TestImageRepo(t *testing.T) {
 		{"quay.io/other/whoami:v1", "quay.io/other/whoami"},
 		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/e2e-test-images/agnhost"},
 		{"registry.k8s.io/e2e-test-images/busybox:1.37.0-2", "busybox"},
+		{"registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", "busybox"},
 		{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", "nginx"},
 		{"registry.k8s.io/pause:3.10.2", "registry.k8s.io/pause"},
 		{"k8s.gcr.io/pause:3.2", "registry.k8s.io/pause"},

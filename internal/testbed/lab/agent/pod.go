@@ -219,6 +219,9 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 		}
 		w.netns, w.ips = ns, ips
 	}
+	if err := a.hostPorts.set(ctx, pod, w.ips); err != nil {
+		return err
+	}
 	vols, err := w.prepareVolumes(ctx, pod)
 	if err != nil {
 		return err
@@ -303,8 +306,10 @@ func batch(ctx context.Context, ns string, lines []string) error {
 	return nil
 }
 
-// teardown stops every container (SIGTERM, then SIGKILL after grace) and removes the sandbox.
+// teardown runs the preStop hooks, stops every container (SIGTERM, then SIGKILL after what is left of
+// grace) and removes the sandbox.
 func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
+	grace = w.preStop(ctx, pod, grace)
 	running := 0
 	for _, c := range w.ctrs {
 		if c.cmd != nil && c.st.Running {
@@ -333,6 +338,7 @@ wait:
 	if cg, err := w.a.lab.Cgroup(w.a.host.Name, "pods", string(w.uid)); err == nil {
 		_ = cg.Remove()
 	}
+	w.a.hostPorts.remove(ctx, w.uid)
 	if w.netns != "" && w.netns != w.a.host.Name {
 		if err := lab.DeleteNetNS(context.WithoutCancel(ctx), w.netns); err != nil {
 			w.a.log.Warn("removing pod network", "pod", pod.Namespace+"/"+pod.Name, "err", err)
