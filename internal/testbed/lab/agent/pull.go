@@ -51,9 +51,9 @@ type pulledImage struct {
 	// the reference (an index's digest for a multi-platform image), as containerd's repo digest.
 	ImageID string `json:"imageID"`
 	// Manifest is the platform image's manifest digest, the key of its unpacked rootfs.
-	Manifest v1.Hash `json:"manifest"`
-	Size     int64   `json:"size"` // compressed bytes of the layers
-	Rootfs   string  `json:"-"`
+	Manifest v1.Hash       `json:"manifest"`
+	Size     int64         `json:"size"` // compressed bytes of the layers
+	Rootfs   string        `json:"-"`
 	Config   v1.ConfigFile `json:"-"`
 }
 
