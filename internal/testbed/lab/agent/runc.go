@@ -79,7 +79,14 @@ type runcRuntime struct {
 
 	mu      sync.Mutex
 	backoff map[string]pullBackoff // "<pod uid>_<image>" -> pull back-off, as the kubelet keys it
+	hold    map[string]time.Time   // same key -> no new attempt before (pullSyncPeriod after a failure)
 }
+
+// pullSyncPeriod is how long a container whose pull failed (or is backing off) keeps its state before
+// the worker looks at it again: the kubelet syncs a Pod whose sync failed 10 s later (jittered, and
+// sooner on other events), so ErrImagePull and ImagePullBackOff each show for a while; the lab's pod
+// worker would otherwise look every second.
+const pullSyncPeriod = 5 * time.Second
 
 // newRuncRuntime prepares node's runc runtime. The agent runs in the node's network namespace, so
 // its pulls reach the registry on the bridge as a node's do.
@@ -102,6 +109,7 @@ func newRuncRuntime(l *lab.Lab, node string) (*runcRuntime, error) {
 		cgroupRoot: filepath.Dir(string(cg)),
 		images:     newImageStore(filepath.Join(dir, "images"), l.Plan.RegistryAddr().String(), tr, v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
 		backoff:    map[string]pullBackoff{},
+		hold:       map[string]time.Time{},
 	}, nil
 }
 
@@ -138,10 +146,17 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	a, r := w.a, w.a.runc
 	image := c.spec.Image
 	key := string(pod.UID) + "_" + image
+	now := time.Now()
 	r.mu.Lock()
-	bo := r.backoff[key]
+	bo, hold := r.backoff[key], r.hold[key]
 	r.mu.Unlock()
-	if waiting, msg := bo.waiting(time.Now(), image); waiting {
+	if now.Before(hold) {
+		return
+	}
+	if waiting, msg := bo.waiting(now, image); waiting {
+		r.mu.Lock()
+		r.hold[key] = now.Add(pullSyncPeriod)
+		r.mu.Unlock()
 		fail("ImagePullBackOff", errors.New(msg))
 		return
 	}
@@ -153,6 +168,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 		}
 		r.mu.Lock()
 		r.backoff[key] = bo.failed(time.Now(), err)
+		r.hold[key] = time.Now().Add(pullSyncPeriod)
 		r.mu.Unlock()
 		a.event(ctx, pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", image, err))
 		fail("ErrImagePull", err)
@@ -160,6 +176,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	}
 	r.mu.Lock()
 	delete(r.backoff, key)
+	delete(r.hold, key)
 	r.mu.Unlock()
 	if st.Pulled {
 		a.event(ctx, pod, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s. Image size: %d bytes.", image, st.Total.Round(time.Millisecond), img.Size))
