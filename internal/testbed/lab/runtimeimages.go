@@ -175,7 +175,7 @@ func pushTo(reg string, t remote.Taggable, upstream []string, opts []remote.Opti
 		return ri, err
 	}
 	ri.Digest = dg
-	for i, u := range upstream {
+	for _, u := range upstream {
 		m, err := MirrorName(reg, u)
 		if err != nil {
 			return ri, err
@@ -184,11 +184,10 @@ func pushTo(reg string, t remote.Taggable, upstream []string, opts []remote.Opti
 		if err != nil {
 			return ri, err
 		}
-		if i == 0 {
-			err = remote.Push(r, t, opts...)
-		} else {
-			err = remote.Put(r, t, opts...)
-		}
+		// Push per name, not Put: the registry keeps blobs per repository, and a manifest put into
+		// another repository (ironlb-proxy) names blobs that repository lacks (MANIFEST_BLOB_UNKNOWN).
+		// Push uploads only what the repository is missing.
+		err = remote.Push(r, t, opts...)
 		if err != nil {
 			return ri, fmt.Errorf("pushing %s (%s): %w", u, r, err)
 		}
