@@ -289,29 +289,42 @@ func manifestSecurity(t *testing.T, dir, container string) (uid string, caps uin
 	return "", 0
 }
 
-// procStatus reads /proc/<pid>/status of a container's main process, found through its cgroup
-// (pods/<uid>/<container>-<run> under the node's lab cgroup).
+// procStatus reads /proc/<pid>/status of a container's main process, found through the Pod's cgroups
+// (pods/<uid>/... under the node's lab cgroup): the process there that is not runc.
 func procStatus(t *testing.T, ns, pod, container string) map[string]string {
 	t.Helper()
 	uid := kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.metadata.uid}")
 	node := kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.spec.nodeName}")
-	cgs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/ironlb-lab-myk8s", node, "pods", uid, container+"-*", "cgroup.procs"))
-	for _, cg := range cgs {
-		b, _ := os.ReadFile(cg)
+	dir := filepath.Join("/sys/fs/cgroup/ironlb-lab-myk8s", node, "pods", uid)
+	var seen []string
+	var found map[string]string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || found != nil || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
 		for _, f := range strings.Fields(string(b)) {
+			comm, _ := os.ReadFile("/proc/" + f + "/comm")
+			seen = append(seen, p+": "+f+" "+strings.TrimSpace(string(comm)))
+			if strings.HasPrefix(string(comm), "runc") {
+				continue
+			}
 			st, err := os.ReadFile("/proc/" + f + "/status")
 			if err != nil {
 				continue
 			}
-			out := map[string]string{}
+			found = map[string]string{}
 			for _, l := range strings.Split(string(st), "\n") {
 				if k, v, ok := strings.Cut(l, ":"); ok {
-					out[k] = strings.TrimSpace(v)
+					found[k] = strings.TrimSpace(v)
 				}
 			}
-			return out
+			return nil
 		}
+		return nil
+	})
+	if found == nil {
+		t.Fatalf("no process of %s/%s %s under %s: %v", ns, pod, container, dir, seen)
 	}
-	t.Fatalf("no process of %s/%s %s in %v", ns, pod, container, cgs)
-	return nil
+	return found
 }

@@ -135,7 +135,8 @@ func (x *runcExec) command(argv []string, tty bool) *exec.Cmd {
 	if tty {
 		args = append(args, "--tty")
 	}
-	cmd := exec.Command(x.Runc, append(append(args, x.ID, "--"), argv...)...)
+	// no "--" after the id: runc takes every word after it as the command (a "--" would be run)
+	cmd := exec.Command(x.Runc, append(append(args, x.ID), argv...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
 }
