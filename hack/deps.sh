@@ -16,6 +16,8 @@ declare -A pkgs=(
   [nc]=netcat-openbsd
   # cgo for `go test -race`
   [gcc]=gcc
+  # runc, the container runtime of `lab up --runtime=runc`
+  [runc]=runc
 )
 missing=()
 for tool in "${!pkgs[@]}"; do

@@ -23,11 +23,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ironlb/ironlb/internal/ociimage"
 )
 
 // spec is a build from fake binaries, small and different per platform.
-func spec() Spec {
-	return Spec{
+func spec() ociimage.Spec {
+	return ociimage.Spec{
 		Version: "v0.1.0",
 		Commit:  "0123456789abcdef0123456789abcdef01234567",
 		Created: time.Unix(1700000000, 0),
@@ -40,9 +42,9 @@ func spec() Spec {
 
 // build writes s's image as an OCI layout in a temporary folder (as `make image` does) and reads it
 // back from there.
-func build(t *testing.T, s Spec) v1.ImageIndex {
+func build(t *testing.T, s ociimage.Spec) v1.ImageIndex {
 	t.Helper()
-	idx, err := Index(s)
+	idx, err := ociimage.Index(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +238,11 @@ func TestReproducible(t *testing.T) {
 	if again := digest(t, build(t, spec())); again != first {
 		t.Fatalf("two builds of the same inputs: %s and %s", first, again)
 	}
-	for name, change := range map[string]func(*Spec){
-		"binary":  func(s *Spec) { s.Binaries["linux/arm64"] = []byte("\x7fELF another arm64 ironlb") },
-		"time":    func(s *Spec) { s.Created = s.Created.Add(time.Second) },
-		"version": func(s *Spec) { s.Version = "v0.2.0" },
-		"commit":  func(s *Spec) { s.Commit = "fedcba" },
+	for name, change := range map[string]func(*ociimage.Spec){
+		"binary":  func(s *ociimage.Spec) { s.Binaries["linux/arm64"] = []byte("\x7fELF another arm64 ironlb") },
+		"time":    func(s *ociimage.Spec) { s.Created = s.Created.Add(time.Second) },
+		"version": func(s *ociimage.Spec) { s.Version = "v0.2.0" },
+		"commit":  func(s *ociimage.Spec) { s.Commit = "fedcba" },
 	} {
 		s := spec()
 		change(&s)
@@ -260,7 +262,7 @@ func TestPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := spec()
-	idx, err := Index(s)
+	idx, err := ociimage.Index(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +287,7 @@ func TestPush(t *testing.T) {
 		t.Errorf("pulled %s, pushed %s", got, want)
 	}
 	for plat, bin := range s.Binaries {
-		p, _ := parsePlatform(plat)
+		p, _ := ociimage.ParsePlatform(plat)
 		img, err := remote.Image(ref, remote.WithPlatform(*p))
 		if err != nil {
 			t.Fatalf("%s: %v", plat, err)

@@ -32,6 +32,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/ironlb/ironlb/internal/ociimage"
 )
 
 func main() {
@@ -45,7 +47,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	s := Spec{Binaries: map[string][]byte{}}
+	s := ociimage.Spec{Binaries: map[string][]byte{}}
 	var (
 		repo, out, push string
 		insecure        bool
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if !ok {
 			return errors.New("want os/arch=path")
 		}
-		if _, err := parsePlatform(plat); err != nil {
+		if _, err := ociimage.ParsePlatform(plat); err != nil {
 			return err
 		}
 		b, err := os.ReadFile(path)
@@ -80,7 +82,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return errors.New("--version is required")
 	}
 	s.Created = time.Unix(epoch, 0).UTC()
-	idx, err := Index(s)
+	idx, err := ociimage.Index(s)
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,18 @@ type Config struct {
 	// on every node with an address of SecondCIDR, and the client Client3Name on it (network.go).
 	SecondNetwork bool         `json:"secondNetwork,omitempty"`
 	SecondCIDR    netip.Prefix `json:"secondCIDR,omitzero"` // its IPv4 subnet (172.19.0.0/16, Docker's next network)
+	// Runtime is how node agents run containers: RuntimeHost (the default, "" too) runs each image as
+	// the host program that stands in for it; RuntimeRunc pulls the image from the lab's registry and
+	// runs it with runc (agent/runc.go), after lab up built and pushed the images it has
+	// (runtimeimages.go).
+	Runtime string `json:"runtime,omitempty"`
 }
+
+// Container runtimes of the node agents (Config.Runtime).
+const (
+	RuntimeHost = "host"
+	RuntimeRunc = "runc"
+)
 
 // DefaultConfig returns seed 000's cluster.
 func DefaultConfig() Config {
@@ -275,6 +286,15 @@ func (c Config) Validate() error {
 		case c.ClientAddr == ra:
 			errs = append(errs, fmt.Errorf("--client-addr %s is the registry's address (or --registry=false)", c.ClientAddr))
 		}
+	}
+	switch c.Runtime {
+	case "", RuntimeHost:
+	case RuntimeRunc:
+		if !c.Registry {
+			errs = append(errs, errors.New("--runtime=runc pulls from the lab's registry: not with --registry=false"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--runtime %q: want host or runc", c.Runtime))
 	}
 	if c.StateDir == "" || !strings.HasPrefix(c.StateDir, "/") {
 		errs = append(errs, fmt.Errorf("--state-dir %q: want an absolute path", c.StateDir))

@@ -137,6 +137,7 @@ func (l *Lab) preflight() error {
 			errs = append(errs, fmt.Errorf("missing %s (build the registry with hack/registry-binary.sh, or pass --registry-bin, or --registry=false)", l.registryBin()))
 		}
 	}
+	errs = append(errs, l.runtimePreflight()...) // --runtime=runc: runc, a static ironlb (runtimeimages.go)
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("the lab needs root (network namespaces, cgroups)"))
 	}
@@ -286,6 +287,17 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		}
 		l.Log("✓ registry %s at http://%s (distribution %s, storage %s) (%.1fs)", r.Name, l.Plan.RegistryAddr(),
 			RegistryVersion, filepath.Join(l.registryDir(), "storage"), time.Since(t).Seconds())
+		t = time.Now()
+	}
+	if l.Plan.Config.Runtime == RuntimeRunc { // the images the runc runtime runs (runtimeimages.go)
+		imgs, err := l.pushRuntimeImages(ctx)
+		if err != nil {
+			return fmt.Errorf("images for --runtime=runc: %w", err)
+		}
+		for _, im := range imgs {
+			l.Log("  pushed %s (%d names, first %s)", im.Digest, len(im.Refs), im.Refs[0])
+		}
+		l.Log("✓ images for the runc runtime built and pushed (%.1fs)", time.Since(t).Seconds())
 		t = time.Now()
 	}
 	if r := l.Plan.Router; r.Name != "" {
@@ -543,6 +555,9 @@ func (l *Lab) Down(ctx context.Context) error {
 		if err := DeleteNetNS(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := UnmountUnder(l.State.Dir); err != nil { // the runc runtime's container rootfs overlays
+		errs = append(errs, err)
 	}
 	if left := l.State.RemoveCreated(); len(left) > 0 {
 		l.Log("left in place (not empty): %s", strings.Join(left, " "))

@@ -37,7 +37,8 @@ type Agent struct {
 	client    kubernetes.Interface
 	log       *slog.Logger
 	progs     Programs
-	hostPorts *hostPorts // the Pods' hostPorts, DNATed in the node's own table
+	hostPorts *hostPorts   // the Pods' hostPorts, DNATed in the node's own table
+	runc      *runcRuntime // lab up --runtime=runc (runc.go); nil runs every image as a host program
 
 	mu     sync.Mutex // guards the following fields
 	pods   map[types.UID]*podWorker
@@ -70,6 +71,11 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 		progs:     Programs{Self: l.Plan.Config.Self, K8sBin: l.Plan.Config.K8sBin, MetalLB: lab.DefaultMetalLBBin(), E2EBin: lab.DefaultE2EBin(), CoreDNS: l.Plan.Config.CoreDNSBin},
 		pods:      map[types.UID]*podWorker{},
 		routes:    map[string]string{},
+	}
+	if l.Plan.Config.Runtime == RuntimeRunc {
+		if a.runc, err = newRuncRuntime(l, node); err != nil {
+			return err
+		}
 	}
 	a.cleanOrphans(ctx)
 	if err := a.register(ctx); err != nil {
@@ -116,6 +122,11 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 func (a *Agent) cleanOrphans(ctx context.Context) {
 	if cg, err := a.lab.Cgroup(a.host.Name, "pods"); err == nil {
 		_ = cg.Remove()
+	}
+	if a.runc != nil {
+		if err := a.runc.cleanOrphans(); err != nil {
+			a.log.Warn("removing runc containers left by an earlier agent", "err", err)
+		}
 	}
 	for _, ns := range lab.ListNetNS() {
 		if strings.HasPrefix(ns, lab.PodNetNSPrefix(a.host.Name)) {

@@ -24,6 +24,7 @@ import (
 type execSpec struct {
 	Spec   lab.ExecSpec // env, capabilities, user, working directory (its Argv is the container's)
 	Cgroup lab.Cgroup   // the run's cgroup: exec'd processes join it and die with the container
+	Runc   *runcExec    // set for a runc container (runc.go): exec is `runc exec`
 }
 
 // execRunner runs commands in a container's namespaces: `nsenter -t <pid> -n -m -u` enters the
@@ -72,6 +73,9 @@ func (x execRunner) command(run ctrRun, argv []string, cg *os.File) (*exec.Cmd, 
 // returns a utilexec.ExitError for a non-zero exit so remotecommand reports the code to the client.
 func (x execRunner) exec(ctx context.Context, run ctrRun, argv []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize) error {
+	if run.Exec.Runc != nil {
+		return x.attach(ctx, run.Exec.Runc.command(argv, tty), in, out, errw, tty, resize)
+	}
 	if err := waitExeced(ctx, run.PID, 5*time.Second); err != nil {
 		return err
 	}
@@ -87,6 +91,13 @@ func (x execRunner) exec(ctx context.Context, run ctrRun, argv []string, in io.R
 	if err != nil {
 		return err
 	}
+	return x.attach(ctx, cmd, in, out, errw, tty, resize)
+}
+
+// attach runs cmd with the session's streams and reports its exit as exec does.
+func (x execRunner) attach(ctx context.Context, cmd *exec.Cmd, in io.Reader, out, errw io.WriteCloser,
+	tty bool, resize <-chan remotecommand.TerminalSize) error {
+	var err error
 	var ptmx *os.File
 	outDone := make(chan struct{})
 	if tty {

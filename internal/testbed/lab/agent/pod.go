@@ -339,6 +339,9 @@ wait:
 		_ = cg.Remove()
 	}
 	w.a.hostPorts.remove(ctx, w.uid)
+	if w.a.runc != nil {
+		w.a.runc.removePod(string(w.uid))
+	}
 	if w.netns != "" && w.netns != w.a.host.Name {
 		if err := lab.DeleteNetNS(context.WithoutCancel(ctx), w.netns); err != nil {
 			w.a.log.Warn("removing pod network", "pod", pod.Namespace+"/"+pod.Name, "err", err)
@@ -513,6 +516,10 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("CreateContainerConfigError", err)
 		return
 	}
+	if a.runc != nil && !runsOnHost(c.spec.Image) { // lab up --runtime=runc: the image, run by runc (runc.go)
+		w.startRunc(ctx, pod, c, env, fail)
+		return
+	}
 	expand := func(in []string) []string {
 		out := make([]string, len(in))
 		for i, s := range in {
@@ -601,6 +608,15 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	}
 	w.publishRun(ctrRun{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), Container: c.spec.Name, Image: c.spec.Image,
 		Run: int(c.st.Restarts), LogDir: logDir, PID: cmd.Process.Pid, Exec: execSpec{Spec: spec, Cgroup: cg}, LogDone: lw.done})
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	w.track(ctx, pod, c, cmd, cmd.Process.Pid, exited, nil, strings.Join(argv, " "))
+}
+
+// track records a started container run: its status, its exit (exited delivers the process's Wait;
+// after, if set, runs once it came) and its probes.
+func (w *podWorker) track(ctx context.Context, pod *corev1.Pod, c *ctr, cmd *exec.Cmd, pid int, exited <-chan error, after func(), argv string) {
+	a := w.a
 	c.gen++
 	gen, name := c.gen, c.spec.Name
 	c.cmd = cmd
@@ -611,7 +627,10 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	c.st.Ready = c.spec.ReadinessProbe == nil && c.st.Started && !c.init
 	c.probeOK = map[string]int{}
 	go func() {
-		err := cmd.Wait()
+		err := <-exited
+		if after != nil {
+			after()
+		}
 		code := int32(0)
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -628,11 +647,11 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	c.cancel = cancel
 	for _, kind := range []string{"startup", "readiness", "liveness"} {
 		if p := probeFor(c.spec, kind); p != nil {
-			go w.probeLoop(pctx, pod, c.spec, cmd.Process.Pid, kind, p, gen)
+			go w.probeLoop(pctx, pod, c.spec, pid, kind, p, gen)
 		}
 	}
 	a.event(ctx, pod, corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", name))
-	a.log.Info("container started", "pod", pod.Namespace+"/"+pod.Name, "container", name, "pid", cmd.Process.Pid, "argv", strings.Join(argv, " "))
+	a.log.Info("container started", "pod", pod.Namespace+"/"+pod.Name, "container", name, "pid", pid, "argv", argv)
 }
 
 func runAsUser(pod *corev1.Pod, c corev1.Container) *int64 {

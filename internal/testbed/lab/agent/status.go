@@ -10,6 +10,7 @@ import (
 // ctrState is what the agent knows of one container, in plain data.
 type ctrState struct {
 	Name, Image, ContainerID string
+	ImageID                  string // the image's repo digest (runc runtime); "" reports Image
 	Init                     bool
 	Waiting                  bool // not running: never started, backing off, or failed to start
 	WaitReason, WaitMessage  string
@@ -59,7 +60,11 @@ func BuildStatus(old corev1.PodStatus, readinessGates []corev1.PodReadinessGate,
 	allReady, allStarted, anyRunning, anyRestarting, allTerminated, anyFailed := true, true, false, false, true, false
 	regular := 0
 	for _, c := range s.Containers {
-		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image, ContainerID: c.ContainerID,
+		imageID := c.Image
+		if c.ImageID != "" {
+			imageID = c.ImageID
+		}
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: imageID, ContainerID: c.ContainerID,
 			RestartCount: c.Restarts, Ready: c.Ready, Started: &c.Started}
 		switch {
 		case c.Running:

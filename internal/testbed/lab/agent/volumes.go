@@ -436,6 +436,12 @@ func (w *podWorker) setServiceEnv(env *Env, s *corev1.Service) {
 
 // mounts returns the bind mounts of a container: its volumeMounts and the lab's /etc/hosts.
 func (w *podWorker) mounts(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]lab.Mount, error) {
+	return w.bindMounts(ctx, pod, c, true)
+}
+
+// bindMounts is mounts; ensureTargets makes each target on the host (a host program's container
+// sees the host's file system; runc makes the targets in the container's rootfs itself).
+func (w *podWorker) bindMounts(ctx context.Context, pod *corev1.Pod, c corev1.Container, ensureTargets bool) ([]lab.Mount, error) {
 	out, err := w.dnsMounts(ctx, pod, c)
 	if err != nil {
 		return nil, err
@@ -457,8 +463,10 @@ func (w *podWorker) mounts(ctx context.Context, pod *corev1.Pod, c corev1.Contai
 				isFile = !st.IsDir()
 			}
 		}
-		if err := w.a.lab.State.EnsurePath(m.MountPath, !isFile); err != nil {
-			return nil, fmt.Errorf("volumeMount %s: %w", m.MountPath, err)
+		if ensureTargets {
+			if err := w.a.lab.State.EnsurePath(m.MountPath, !isFile); err != nil {
+				return nil, fmt.Errorf("volumeMount %s: %w", m.MountPath, err)
+			}
 		}
 		ro := m.ReadOnly
 		out = append(out, lab.Mount{Source: src, Target: m.MountPath, ReadOnly: ro})

@@ -1,4 +1,8 @@
-package main
+// Package ociimage builds ironlb's OCI image without a container runtime: from an empty base, one
+// layer of base files (/etc/passwd, /etc/group, /tmp, ...) and one layer with the static binary, for
+// each platform a binary is given for, under one OCI index, reproducibly (docs/image.md). hack/image
+// (`make image`) writes it as an OCI layout; the lab builds it at `lab up --runtime=runc`.
+package ociimage
 
 import (
 	"archive/tar"
@@ -57,7 +61,7 @@ func Index(s Spec) (v1.ImageIndex, error) {
 	}
 	var idx v1.ImageIndex = empty.Index
 	for _, plat := range slices.Sorted(maps.Keys(s.Binaries)) {
-		p, err := parsePlatform(plat)
+		p, err := ParsePlatform(plat)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +79,8 @@ func Index(s Spec) (v1.ImageIndex, error) {
 	return annotated, nil
 }
 
-func parsePlatform(s string) (*v1.Platform, error) {
+// ParsePlatform parses "os/arch".
+func ParsePlatform(s string) (*v1.Platform, error) {
 	goos, arch, ok := strings.Cut(s, "/")
 	if !ok || goos == "" || arch == "" || strings.Contains(arch, "/") {
 		return nil, fmt.Errorf("platform %q: want os/arch", s)

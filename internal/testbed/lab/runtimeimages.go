@@ -1,0 +1,197 @@
+package lab
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	manifests "github.com/ironlb/ironlb/config"
+	"github.com/ironlb/ironlb/internal/ociimage"
+	"github.com/ironlb/ironlb/internal/version"
+)
+
+// The images `lab up --runtime=runc` builds and pushes to the lab's registry before anything runs
+// as a Pod, under the names Pods use (MirrorName of the upstream name, where the agents pull it):
+//
+//   - ironlb's image, built by internal/ociimage (what `make image` builds) from the lab's ironlb
+//     binary, under every ironlb image the manifests name (ghcr.io/ironlb/ironlb:VERSION and the
+//     proxy's ghcr.io/ironlb/ironlb-proxy:VERSION);
+//   - traefik/whoami: the same layers with ENTRYPOINT ["/ironlb", "whoami"] and no USER (root, as the
+//     upstream image), under the tags the tests use, and containous/whoami's.
+//
+// kube-proxy, CoreDNS, MetalLB, agnhost and the e2e suite's other images have no image built here:
+// the runc runtime still runs them as host programs (agent/runc.go, builtImages).
+
+// whoamiRefs are the upstream names the whoami image is pushed under.
+var whoamiRefs = []string{"traefik/whoami:v1.10", "traefik/whoami:v1", "traefik/whoami:v2", "traefik/whoami:latest",
+	"containous/whoami:v1.5.0", "containous/whoami:latest"}
+
+// ironlbImageRE finds the ironlb images the manifests name.
+var ironlbImageRE = regexp.MustCompile(`(?m)^\s*image:\s*"?(\S*ironlb/ironlb[^\s"]*)"?\s*$`)
+
+// runtimePreflight checks what --runtime=runc needs: runc, and an ironlb binary that runs in an image
+// without a C library (CGO_ENABLED=0: no ELF interpreter).
+func (l *Lab) runtimePreflight() []error {
+	if l.Plan.Config.Runtime != RuntimeRunc {
+		return nil
+	}
+	var errs []error
+	if _, err := exec.LookPath("runc"); err != nil {
+		errs = append(errs, errors.New("--runtime=runc: missing runc on PATH (apt-get install runc; hack/deps.sh)"))
+	}
+	if err := staticBinary(l.Plan.Config.Self); err != nil {
+		errs = append(errs, fmt.Errorf("--runtime=runc: %w", err))
+	}
+	return errs
+}
+
+// staticBinary fails for a dynamically linked executable.
+func staticBinary(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: the image has no C library; build it with CGO_ENABLED=0 (make image does)", path)
+		}
+	}
+	return nil
+}
+
+// RuntimeImage is one image lab up pushed for the runc runtime.
+type RuntimeImage struct {
+	Refs   []name.Reference
+	Digest v1.Hash
+}
+
+// pushRuntimeImages builds ironlb's and whoami's images from the lab's ironlb binary and pushes them
+// under the mirror names of the upstream names Pods use.
+func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
+	opts, err := l.registryOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, remote.WithContext(ctx))
+	reg := l.Plan.RegistryAddr().String()
+	bin, err := os.ReadFile(l.Plan.Config.Self)
+	if err != nil {
+		return nil, err
+	}
+	vi := version.Get()
+	epoch, _ := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
+	plat := "linux/" + runtime.GOARCH
+	idx, err := ociimage.Index(ociimage.Spec{Version: vi.Version, Commit: vi.Commit, Created: time.Unix(epoch, 0).UTC(),
+		Binaries: map[string][]byte{plat: bin}})
+	if err != nil {
+		return nil, fmt.Errorf("building ironlb's image: %w", err)
+	}
+	var stream []string
+	for _, dir := range []string{"controller", "speaker", "proxy"} {
+		b, err := manifests.Bundle(dir)
+		if err != nil {
+			return nil, err
+		}
+		stream = append(stream, b)
+	}
+	var ironlbRefs []string
+	seen := map[string]bool{}
+	for _, m := range ironlbImageRE.FindAllStringSubmatch(strings.Join(stream, "\n"), -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			ironlbRefs = append(ironlbRefs, m[1])
+		}
+	}
+	if len(ironlbRefs) == 0 {
+		return nil, errors.New("the manifests name no ironlb image")
+	}
+	var out []RuntimeImage
+	ironlb, err := pushTo(reg, idx, ironlbRefs, opts)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, ironlb)
+	p, err := ociimage.ParsePlatform(plat)
+	if err != nil {
+		return nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var img v1.Image
+	for _, d := range im.Manifests {
+		if d.Platform != nil && d.Platform.Satisfies(*p) {
+			img, err = idx.Image(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if img == nil {
+		return nil, fmt.Errorf("ironlb's image has no %s manifest", plat)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg := *cf.Config.DeepCopy()
+	cfg.Entrypoint, cfg.User, cfg.Cmd = []string{ociimage.Entrypoint, "whoami"}, "", nil
+	cfg.Labels = map[string]string{"org.opencontainers.image.title": "whoami (ironlb whoami, traefik/whoami-compatible)"}
+	whoami, err := mutate.Config(img, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wi, err := pushTo(reg, whoami, whoamiRefs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, wi), nil
+}
+
+// pushTo pushes t (an image or an index) under the mirror names of upstream refs.
+func pushTo(reg string, t remote.Taggable, upstream []string, opts []remote.Option) (RuntimeImage, error) {
+	var ri RuntimeImage
+	d, ok := t.(interface{ Digest() (v1.Hash, error) })
+	if !ok {
+		return ri, errors.New("image without a digest")
+	}
+	dg, err := d.Digest()
+	if err != nil {
+		return ri, err
+	}
+	ri.Digest = dg
+	for _, u := range upstream {
+		m, err := MirrorName(reg, u)
+		if err != nil {
+			return ri, err
+		}
+		r, err := name.ParseReference(m, name.Insecure)
+		if err != nil {
+			return ri, err
+		}
+		// Push per name, not Put: the registry keeps blobs per repository, and a manifest put into
+		// another repository (ironlb-proxy) names blobs that repository lacks (MANIFEST_BLOB_UNKNOWN).
+		// Push uploads only what the repository is missing.
+		err = remote.Push(r, t, opts...)
+		if err != nil {
+			return ri, fmt.Errorf("pushing %s (%s): %w", u, r, err)
+		}
+		ri.Refs = append(ri.Refs, r)
+	}
+	return ri, nil
+}
