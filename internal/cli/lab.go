@@ -36,7 +36,7 @@ func labCmd() *cobra.Command {
 	}
 
 	cmd.AddCommand(labUpCmd(&cfg), labDownCmd(&cfg, load), labStatusCmd(load), labExecCmd(load), labPromQLCmd(load),
-		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
+		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labHelmCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
 		labAgentCmd(load), labAPIProxyCmd(load), labPodSDCmd(), labNSInitCmd(), labLinkCmd(load),
 		benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), benchConnectionsCmd(load), chaosCmd(load))
 	return cmd

@@ -84,6 +84,12 @@ type Config struct {
 	// on every node with an address of SecondCIDR, and the client Client3Name on it (network.go).
 	SecondNetwork bool         `json:"secondNetwork,omitempty"`
 	SecondCIDR    netip.Prefix `json:"secondCIDR,omitzero"` // its IPv4 subnet (172.19.0.0/16, Docker's next network)
+	// Chart is the packaged chart lab up installs ironlb from (make chart's output: a .tgz, or the
+	// directory holding one; chart.go), Helm the helm binary, ChartSet extra values in helm's --set
+	// syntax ("a=1,b=2").
+	Chart    string `json:"chart,omitempty"`
+	Helm     string `json:"helm,omitempty"`
+	ChartSet string `json:"chartSet,omitempty"`
 }
 
 // DefaultConfig returns seed 000's cluster.
