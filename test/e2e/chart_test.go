@@ -47,8 +47,8 @@ func TestChartValueRefused(t *testing.T) {
 	before := run(t, ironlb, "lab", "helm", "history", "ironlb", "--namespace", "metallb-system", "--max", "1", "--output", "json")
 	out, err := runErr(ironlb, "lab", "helm", "upgrade", "ironlb", "oci://172.18.255.253:5000/charts/ironlb", "--plain-http",
 		"--namespace", "metallb-system", "--reuse-values", "--set", "controller.replicas=two")
-	if err == nil || !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, "controller.replicas") {
-		t.Fatalf("helm upgrade --set controller.replicas=two: err %v, want helm's schema error naming controller.replicas:\n%s", err, out)
+	if err == nil || !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, "/controller/replicas") {
+		t.Fatalf("helm upgrade --set controller.replicas=two: err %v, want helm's schema error naming /controller/replicas:\n%s", err, out)
 	}
 	if after := run(t, ironlb, "lab", "helm", "history", "ironlb", "--namespace", "metallb-system", "--max", "1", "--output", "json"); after != before {
 		t.Errorf("the release changed after a refused upgrade:\n%s\n->\n%s", before, after)

@@ -21,8 +21,8 @@ func TestUpWithRefusedChartValue(t *testing.T) {
 	if err == nil {
 		t.Fatalf("lab up --chart-set controller.replicas=two succeeded:\n%s", out)
 	}
-	if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, "controller.replicas") {
-		t.Errorf("lab up: want helm's schema error naming controller.replicas:\n%s", out)
+	if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, "/controller/replicas") {
+		t.Errorf("lab up: want helm's schema error naming /controller/replicas:\n%s", out)
 	}
 	if list := run(t, ironlb, "lab", "helm", "list", "--all-namespaces", "--all", "--short"); strings.TrimSpace(list) != "" {
 		t.Errorf("helm releases after the refused install: %q", list)
