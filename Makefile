@@ -67,7 +67,7 @@ e2e-binaries:
 # `ironlb lab conformance --compare` brings each lab up and down (no lab may be up). Root; run by hand.
 # CONFORMANCE_FLAGS adds flags (--focus, --skip, --report-dir). docs/conformance.md.
 CONFORMANCE_FLAGS ?=
-conformance: deps build k8s registry coredns e2e-binaries
+conformance: deps build k8s registry coredns e2e-binaries helm chart
 	$(BIN) lab conformance --compare $(CONFORMANCE_FLAGS)
 
 # CoreDNS (COREDNS_VERSION in hack/versions.env) with the plugins a cluster uses, the lab's cluster DNS,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,11 @@ func labCmd() *cobra.Command {
 func withDefaults(c lab.Config) lab.Config {
 	d := lab.DefaultConfig()
 	d.Name, d.StateDir, d.K8sBin = c.Name, c.StateDir, c.K8sBin
+	// The chart and helm as `lab up` finds them (labs brought up by other commands: conformance).
+	d.Chart, d.Helm = envOr("IRONLB_CHART", lab.DefaultChart), envOr("IRONLB_HELM", lab.DefaultHelm())
+	if abs, err := filepath.Abs(d.Chart); err == nil {
+		d.Chart = abs
+	}
 	return d
 }
 
