@@ -219,7 +219,7 @@ func (l *Lab) Helm(ctx context.Context, args ...string) (string, error) {
 		}
 	}()
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("helm %s: %w: %s", args[0], err, strings.TrimSpace(out.String()))
+		return out.String(), fmt.Errorf("helm %s: %w: %s", args[0], err, HelmError(out.String()))
 	}
 	return out.String(), nil
 }
@@ -374,4 +374,13 @@ func (l *Lab) chartPreflight() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// HelmError is what of helm's output says why it failed: from its first "Error:" line on (its
+// progress lines, "Pulled: ..." and the like, dropped), or all of it when it has none.
+func HelmError(out string) string {
+	if i := strings.Index(out, "Error: "); i >= 0 && (i == 0 || out[i-1] == '\n') {
+		return strings.TrimSpace(out[i:])
+	}
+	return strings.TrimSpace(out)
 }

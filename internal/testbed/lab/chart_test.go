@@ -236,3 +236,18 @@ func TestLabValuesRender(t *testing.T) {
 		t.Errorf("controller.replicas=two: err %v, output:\n%s", err, out)
 	}
 }
+
+func TestHelmError(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Release \"ironlb\" does not exist. Installing it now.\nPulled: r/charts/ironlb:0.1.0\nDigest: sha256:00\nError: values don't meet the specifications of the schema(s) in the following chart(s):\nironlb:\n- at '/controller/replicas': got string, want integer\n",
+			"Error: values don't meet the specifications of the schema(s) in the following chart(s):\nironlb:\n- at '/controller/replicas': got string, want integer"},
+		{"Error: INSTALLATION FAILED: boom\n", "Error: INSTALLATION FAILED: boom"},
+		{"  killed\n", "killed"},
+		{"x Error: not at a line start\n", "x Error: not at a line start"},
+		{"", ""},
+	} {
+		if got := HelmError(tt.in); got != tt.want {
+			t.Errorf("HelmError(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
