@@ -22,7 +22,7 @@ INSECURE  ?=
 LAB_PUSH  ?= 1
 LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
-.PHONY: all deps build image k8s registry coredns lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm e2e-binaries conformance clean
+.PHONY: all deps build image chart k8s registry coredns lab lab-down test unit race-toolchain e2e fuzz fuzz-short bench bench-controller bench-l2 differential metallb helm e2e-binaries conformance clean
 
 all: build
 
@@ -68,7 +68,7 @@ e2e-binaries:
 # `ironlb lab conformance --compare` brings each lab up and down (no lab may be up). Root; run by hand.
 # CONFORMANCE_FLAGS adds flags (--focus, --skip, --report-dir). docs/conformance.md.
 CONFORMANCE_FLAGS ?=
-conformance: deps build k8s registry coredns e2e-binaries
+conformance: deps build k8s registry coredns e2e-binaries helm chart
 	$(BIN) lab conformance --compare $(CONFORMANCE_FLAGS)
 
 # CoreDNS (COREDNS_VERSION in hack/versions.env) with the plugins a cluster uses, the lab's cluster DNS,
@@ -76,8 +76,8 @@ conformance: deps build k8s registry coredns e2e-binaries
 coredns:
 	@hack/coredns-binary.sh >/dev/null
 
-lab: deps build k8s registry coredns
-	$(BIN) lab up
+lab: deps build k8s registry coredns chart
+	$(BIN) lab up --chart $(CHART_DIR)
 	IRONLB=$(BIN) hack/seed-000.sh
 
 lab-down: build
@@ -134,9 +134,27 @@ bench: build k8s registry coredns
 metallb:
 	@hack/metallb.sh >/dev/null
 
-# helm at its pinned version, for the chart test (config/install_test.go).
+# helm at its pinned version, for the chart test (config/install_test.go) and `lab up`, which installs
+# ironlb with it.
 helm:
 	@hack/helm.sh >/dev/null
+
+# make chart: charts/ironlb packaged by `helm package` (chart version VERSION without its v, appVersion
+# VERSION) into CHART_DIR/ironlb-<version>.tgz, which `lab up` pushes to the lab's registry (helm push,
+# an OCI artifact) and installs from. helm stamps every file with the time of packaging, so the archive
+# is rewritten as it was (the same files, in name order) with SOURCE_DATE_EPOCH's time, numeric owners
+# and no gzip time: one commit gives the same bytes (it prints the sha256).
+CHART_DIR ?= bin/chart
+chart: helm
+	@set -e; helm=$$(hack/helm.sh); tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	HELM_CACHE_HOME=$$tmp/h HELM_CONFIG_HOME=$$tmp/h HELM_DATA_HOME=$$tmp/h \
+	  $$helm package charts/ironlb --version $(VERSION:v%=%) --app-version $(VERSION) -d $$tmp/out >/dev/null; \
+	f=$$(ls $$tmp/out/*.tgz); mkdir $$tmp/x; tar -xzf $$f -C $$tmp/x; \
+	rm -rf $(CHART_DIR); mkdir -p $(CHART_DIR); \
+	(cd $$tmp/x && find . -type f | sed 's,^\./,,' | LC_ALL=C sort | \
+	  tar --no-recursion -T - --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner --mode=a+r,go-w -cf -) | \
+	  gzip -9n > $(CHART_DIR)/$$(basename $$f); \
+	echo "== chart $(CHART_DIR)/$$(basename $$f) sha256:$$(sha256sum < $(CHART_DIR)/$$(basename $$f) | cut -d' ' -f1)"
 
 # 10,000 LoadBalancer Services: ironlb's controller against MetalLB v0.16.1's (built from its module).
 bench-controller: k8s metallb

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml prometheus-rules/rules.yaml
+//go:embed crd/bases/*.yaml controller/*.yaml speaker/*.yaml proxy/*.yaml prometheus/monitors.yaml prometheus-rules/rules.yaml testdata/monitoring.coreos.com/podmonitors.yaml testdata/monitoring.coreos.com/prometheusrules.yaml
 var files embed.FS
 
 // Bundle returns the YAML documents of a directory ("crd/bases", "controller", "speaker", "proxy") joined in file-name order.
@@ -29,6 +29,23 @@ func Bundle(dir string) (string, error) {
 	var b strings.Builder
 	for _, n := range names {
 		data, err := fs.ReadFile(files, dir+"/"+n)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String(), nil
+}
+
+// MonitoringCRDs returns the Prometheus Operator's PodMonitor and PrometheusRule CRDs
+// (testdata/monitoring.coreos.com, the versions the chart's objects are checked against): the lab
+// applies them before it installs the chart with its monitors, as it runs no operator.
+func MonitoringCRDs() (string, error) {
+	var b strings.Builder
+	for _, n := range []string{"podmonitors.yaml", "prometheusrules.yaml"} {
+		data, err := fs.ReadFile(files, "testdata/monitoring.coreos.com/"+n)
 		if err != nil {
 			return "", err
 		}

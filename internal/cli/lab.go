@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +37,7 @@ func labCmd() *cobra.Command {
 	}
 
 	cmd.AddCommand(labUpCmd(&cfg), labDownCmd(&cfg, load), labStatusCmd(load), labExecCmd(load), labPromQLCmd(load),
-		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
+		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labHelmCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
 		labAgentCmd(load), labAPIProxyCmd(load), labPodSDCmd(), labNSInitCmd(), labLinkCmd(load),
 		benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), benchConnectionsCmd(load), chaosCmd(load))
 	return cmd
@@ -45,6 +46,11 @@ func labCmd() *cobra.Command {
 func withDefaults(c lab.Config) lab.Config {
 	d := lab.DefaultConfig()
 	d.Name, d.StateDir, d.K8sBin = c.Name, c.StateDir, c.K8sBin
+	// The chart and helm as `lab up` finds them (labs brought up by other commands: conformance).
+	d.Chart, d.Helm = envOr("IRONLB_CHART", lab.DefaultChart), envOr("IRONLB_HELM", lab.DefaultHelm())
+	if abs, err := filepath.Abs(d.Chart); err == nil {
+		d.Chart = abs
+	}
 	return d
 }
 

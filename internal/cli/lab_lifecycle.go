@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,6 +42,9 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 			}
 			if cfg.IPFamily == lab.IPFamilyIPv6 && !c.Flags().Changed("registry") {
 				cfg.Registry = false // its image names would carry a bracketed IPv6 address
+			}
+			if cfg.Chart, err = filepath.Abs(cfg.Chart); err != nil {
+				return fmt.Errorf("--chart: %w", err)
 			}
 			if cfg.Self, err = os.Executable(); err != nil {
 				return err
@@ -81,12 +85,15 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.StringVar(&cfg.ClientName, "client", d.ClientName, "name of the outside client's namespace")
 	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
 	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4, dual or ipv6 (IPv6 only: the bridge, nodes, pods, Services and the client; no --bgp; no registry unless --registry is given)")
-	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy from config/proxy)")
+	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy, the chart's proxy.enabled)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
-	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say")
+	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say (the chart installs them, with the PrometheusRule)")
 	f.BoolVar(&cfg.Registry, "registry", d.Registry, "run the OCI distribution registry on the bridge (NAME-registry, plain HTTP on port 5000), where ironlb lab push pushes")
 	f.StringVar(&cfg.RegistryBin, "registry-bin", envOr("IRONLB_REGISTRY_BIN", lab.DefaultRegistryBin()), "directory with the registry binary (hack/registry-binary.sh builds it)")
 	f.StringVar(&cfg.CoreDNSBin, "coredns-bin", envOr("IRONLB_COREDNS_BIN", lab.DefaultCoreDNSBin()), "directory with the coredns binary, the cluster DNS (hack/coredns-binary.sh builds it)")
+	f.StringVar(&cfg.Chart, "chart", envOr("IRONLB_CHART", lab.DefaultChart), "ironlb's packaged chart (make chart writes it), or the directory holding it: pushed to the lab's registry and installed from there with helm")
+	f.StringVar(&cfg.Helm, "helm", envOr("IRONLB_HELM", lab.DefaultHelm()), "the helm binary (hack/helm.sh builds it; make helm)")
+	f.StringVar(&cfg.ChartSet, "chart-set", "", "more values for ironlb's chart, in helm's --set syntax (a=1,b=2)")
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.BoolVar(&cfg.SecondNetwork, "second-network", false, "add a second network: bridge br1, eth1 on every node in --second-cidr and the client mypc3 on it (L2 announcement on a secondary NIC)")
 	f.StringVar(&secondCIDR, "second-cidr", d.SecondCIDR.String(), "the second network's IPv4 subnet (--second-network)")

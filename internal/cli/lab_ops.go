@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -118,12 +119,32 @@ func labKubectlCmd(load func() (*lab.Lab, error)) *cobra.Command {
 	return kubectl
 }
 
+// labHelmCmd is `lab helm`.
+func labHelmCmd(load func() (*lab.Lab, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:                "helm [ARGS...]",
+		Short:              "Run helm against the lab (from the client's namespace, which reaches the lab's registry: helm list -A, helm get values ironlb -n metallb-system)",
+		DisableFlagParsing: true,
+		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
+			out, err := l.Helm(c.Context(), args...)
+			fmt.Print(out)
+			if err != nil && out == "" {
+				return err // helm did not run
+			}
+			if err != nil {
+				return exitError{1} // helm said why
+			}
+			return nil
+		}),
+	}
+}
+
 // labPushCmd is `lab push`.
 func labPushCmd(load func() (*lab.Lab, error)) *cobra.Command {
-	var from string
+	var from, chart string
 	var as []string
 	push := &cobra.Command{
-		Use:   "push [--from bin/image] [--as IMAGE]... [REF...]",
+		Use:   "push [--from bin/image] [--as IMAGE]... [REF...] | --chart bin/chart",
 		Short: "Push the OCI image layout `make image` wrote to the lab's registry (default ironlb/ironlb:<its version>)",
 		Long: `Push the image or index of an OCI image layout (make image writes bin/image, both platforms) to the
 lab's registry, as REGISTRY/REF for each REF: a path with an optional tag (ironlb/ironlb, ironlb/ironlb:dev),
@@ -131,8 +152,25 @@ tagged with the layout's version when it names none. --as IMAGE pushes it under 
 registry mirrors the upstream IMAGE by (traefik/whoami:v1.10 -> REGISTRY/traefik/whoami:v1.10,
 registry.k8s.io/pause:3.10 -> REGISTRY/registry.k8s.io/pause:3.10): an image built for the lab in
 place of an upstream one. The push runs over the lab's network from the client's namespace; it
-prints each reference with the digest.`,
+prints each reference with the digest.
+
+--chart pushes ironlb's packaged chart (make chart writes bin/chart/ironlb-VERSION.tgz) instead, with
+helm push as an OCI artifact: REGISTRY/charts/ironlb:VERSION, which lab up installs from.`,
 		RunE: withLab(load, func(c *cobra.Command, args []string, l *lab.Lab) error {
+			if chart != "" {
+				file, err := lab.FindChart(chart)
+				if err != nil {
+					return err
+				}
+				ref, m, err := l.PushChart(c.Context(), file)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("pushed %s:%s (helm install ironlb %s --version %s --plain-http)\n", strings.TrimPrefix(ref, "oci://"), m.Version, ref, m.Version)
+				if !c.Flags().Changed("from") && len(args) == 0 && len(as) == 0 {
+					return nil
+				}
+			}
 			for _, up := range as {
 				m, err := lab.MirrorName(l.Plan.RegistryAddr().String(), up)
 				if err != nil {
@@ -151,6 +189,7 @@ prints each reference with the digest.`,
 		}),
 	}
 	push.Flags().StringVar(&from, "from", "bin/image", "the OCI image layout to push")
+	push.Flags().StringVar(&chart, "chart", "", "push this packaged chart (or the one in this directory) with helm push instead of the image")
 	push.Flags().StringArrayVar(&as, "as", nil, "also push under the lab registry's mirror name of this upstream image (repeatable)")
 	return push
 }

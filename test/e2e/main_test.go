@@ -86,6 +86,14 @@ func setup() (int, error) {
 	if err := build.Run(); err != nil {
 		return 1, fmt.Errorf("building ironlb: %w", err)
 	}
+	// ironlb's chart, packaged as `make chart` packages it: every `lab up` of the suite (IRONLB_CHART)
+	// pushes it to the lab's registry and installs ironlb from there with helm.
+	chart := exec.Command("make", "--no-print-directory", "-C", "../..", "chart", "CHART_DIR="+filepath.Join(dir, "chart"))
+	chart.Stdout, chart.Stderr = os.Stdout, os.Stderr
+	if err := chart.Run(); err != nil {
+		return 1, fmt.Errorf("make chart: %w", err)
+	}
+	os.Setenv("IRONLB_CHART", filepath.Join(dir, "chart"))
 	t0 := time.Now()
 	// Seed 003's router and mypc2 too, for the BGP tests, and the second network (br1, eth1 on every
 	// node, mypc3) for TestL2SecondNetwork; the other tests ignore them.

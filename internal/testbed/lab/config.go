@@ -89,6 +89,12 @@ type Config struct {
 	// runs it with runc (agent/runc.go), after lab up built and pushed the images it has
 	// (runtimeimages.go).
 	Runtime string `json:"runtime,omitempty"`
+	// Chart is the packaged chart lab up installs ironlb from (make chart's output: a .tgz, or the
+	// directory holding one; chart.go), Helm the helm binary, ChartSet extra values in helm's --set
+	// syntax ("a=1,b=2").
+	Chart    string `json:"chart,omitempty"`
+	Helm     string `json:"helm,omitempty"`
+	ChartSet string `json:"chartSet,omitempty"`
 }
 
 // Container runtimes of the node agents (Config.Runtime).

@@ -20,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	manifests "github.com/ironlb/ironlb/config"
 )
 
 //go:embed manifests/kube-proxy.yaml
@@ -138,6 +136,9 @@ func (l *Lab) preflight() error {
 		}
 	}
 	errs = append(errs, l.runtimePreflight()...) // --runtime=runc: runc, a static ironlb (runtimeimages.go)
+	if err := l.chartPreflight(); err != nil {
+		errs = append(errs, err)
+	}
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("the lab needs root (network namespaces, cgroups)"))
 	}
@@ -324,7 +325,7 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		if err := l.WaitDaemonSet(ctx, "metallb-system", "ironlb-proxy", 90*time.Second); err != nil {
 			return err
 		}
-		l.Log("✓ ironlb proxy (config/proxy, instead of kube-proxy) running on every node (%.1fs)", time.Since(t).Seconds())
+		l.Log("✓ ironlb proxy (the chart's proxy.enabled, instead of kube-proxy) running on every node (%.1fs)", time.Since(t).Seconds())
 	} else {
 		if err := l.WaitDaemonSet(ctx, "kube-system", "kube-proxy", 90*time.Second); err != nil {
 			return err
@@ -341,7 +342,7 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	if err := l.installIronLB(ctx); err != nil {
 		return err
 	}
-	l.Log("✓ ironlb (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
+	l.Log("✓ ironlb from its chart (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
 	if l.Plan.Config.Prometheus {
 		t = time.Now()
 		if err := l.startPrometheus(ctx); err != nil {
@@ -369,11 +370,10 @@ kind: ConfigMap
 metadata: {name: ironlb-proxy, namespace: metallb-system}
 data: {apiServerHost: "%s", apiServerPort: "%d"}
 `, l.Plan.ControlPlane().Addr, apiserverPort)
-		px, err := manifests.Bundle("proxy")
-		if err != nil {
+		if err := l.kubectlApply(ctx, cm); err != nil {
 			return err
 		}
-		return l.kubectlApply(ctx, cm+px)
+		return l.installChartLogged(ctx) // the proxy is the chart's (proxy.enabled)
 	}
 	var buf bytes.Buffer
 	clusterCIDR := joinPrefixes(c.PodCIDRs())
@@ -405,36 +405,23 @@ func metricsBind(c Config) string {
 	return "0.0.0.0"
 }
 
-// installIronLB applies ironlb's own manifests (config/) and waits for the controller and its webhook.
+// installIronLB installs ironlb from its packaged chart (chart.go; with --proxy=ironlb installProxy did)
+// and waits for the controller and its webhook, and a speaker on every node.
 func (l *Lab) installIronLB(ctx context.Context) error {
-	crds, err := manifests.Bundle("crd/bases")
-	if err != nil {
-		return err
-	}
-	if err := l.kubectlApply(ctx, crds, "--server-side", "--force-conflicts"); err != nil {
-		return err
-	}
-	if err := l.kubectlRun(ctx, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"); err != nil {
-		return err
-	}
-	ctrl, err := manifests.Bundle("controller")
-	if err != nil {
-		return err
-	}
-	if err := l.kubectlApply(ctx, ctrl); err != nil {
-		return err
-	}
-	spk, err := manifests.Bundle("speaker")
-	if err != nil {
-		return err
-	}
-	if err := l.kubectlApply(ctx, spk); err != nil {
-		return err
+	t := time.Now()
+	if l.Plan.Config.ProxyMode != ProxyIronLB {
+		if err := l.installChartLogged(ctx); err != nil {
+			return err
+		}
 	}
 	if err := l.WaitDeployment(ctx, "metallb-system", "ironlb-controller", 90*time.Second); err != nil {
 		return err
 	}
-	return l.WaitDaemonSet(ctx, "metallb-system", "ironlb-speaker", 90*time.Second)
+	if err := l.WaitDaemonSet(ctx, "metallb-system", "ironlb-speaker", 90*time.Second); err != nil {
+		return err
+	}
+	l.Log("  every ironlb pod Ready %.1fs after helm started", time.Since(t).Seconds())
+	return nil
 }
 
 // WaitDeployment waits until a Deployment has all its replicas updated and available.

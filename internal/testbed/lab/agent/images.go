@@ -177,7 +177,33 @@ func ImageRepo(image string) string {
 	if a, ok := aliases[repo]; ok {
 		return a
 	}
+	if _, ok := images[repo]; !ok {
+		if up, ok := unmirror(repo); ok {
+			return up
+		}
+	}
 	return repo
+}
+
+// unmirror maps a repository in a mirror registry (lab.MirrorName: REG/ghcr.io/ironlb/ironlb,
+// REG/library/busybox, REG/localhost_5000/x) to the upstream image it mirrors, when that is one the
+// lab runs.
+func unmirror(repo string) (string, bool) {
+	host, rest, ok := strings.Cut(repo, "/")
+	if !ok || !(strings.ContainsAny(host, ".:") || host == "localhost") {
+		return "", false
+	}
+	up := strings.TrimPrefix(rest, "library/")
+	if first, tail, ok := strings.Cut(up, "/"); ok && strings.Contains(first, "_") {
+		up = strings.Replace(first, "_", ":", 1) + "/" + tail
+	}
+	if a, ok := aliases[up]; ok {
+		return a, true
+	}
+	if _, ok := images[up]; ok {
+		return up, true
+	}
+	return "", false
 }
 
 // KnownImages lists the images the lab can run.
