@@ -49,6 +49,7 @@ var house = []struct {
 	{"cmd/", layer{kind: composition}},
 	{"config", layer{kind: manifests}},
 	{"hack/", layer{kind: tool}},
+	{"internal/ociimage", layer{kind: tool}}, // ironlb's OCI image, built by hack/image and by the lab for --runtime=runc
 	{"test/", layer{kind: testbed}},
 	{"internal/arch", layer{kind: testbed}},
 	{"internal/cli", layer{kind: composition}},
