@@ -49,7 +49,7 @@ var house = []struct {
 	{"cmd/", layer{kind: composition}},
 	{"config", layer{kind: manifests}},
 	{"hack/", layer{kind: tool}},
-	{"internal/ociimage", layer{kind: tool}}, // ironlb's OCI image, built by hack/image and by the lab for --runtime=runc
+	{"internal/ociimage", layer{kind: testbed}}, // ironlb's OCI image builder: make image (hack/image) and the lab's --runtime=runc
 	{"test/", layer{kind: testbed}},
 	{"internal/arch", layer{kind: testbed}},
 	{"internal/cli", layer{kind: composition}},
