@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -90,13 +91,20 @@ func TestRuncLab(t *testing.T) {
 			t.Errorf("%s imageID %q, want docker.io/traefik/whoami@%s", p, id, whoamiDigest)
 		}
 	}
-	ids := kubectl(t, "get", "pods", "-n", "metallb-system", "-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[0].imageID}{"\n"}{end}`)
+	// The chart names the image by the lab registry's mirror (REG/ghcr.io/ironlb/ironlb:VERSION), and
+	// a runtime reports the repository the Pod named, with the digest it pulled.
+	ids := kubectl(t, "get", "pods", "-n", "metallb-system", "-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.spec.containers[0].image}{" "}{.status.containerStatuses[0].imageID}{"\n"}{end}`)
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(ids), "\n") {
-		name, id, _ := strings.Cut(line, " ")
+		f := strings.Fields(line)
 		n++
-		if id != "ghcr.io/ironlb/ironlb@"+ironlbDigest {
-			t.Errorf("%s imageID %q, want ghcr.io/ironlb/ironlb@%s", name, id, ironlbDigest)
+		if len(f) != 3 {
+			t.Errorf("pod line %q: want name, image and imageID", line)
+			continue
+		}
+		repo := f[1][:strings.LastIndex(f[1], ":")]
+		if !strings.HasSuffix(repo, "ghcr.io/ironlb/ironlb") || f[2] != repo+"@"+ironlbDigest {
+			t.Errorf("%s (image %s) imageID %q, want %s@%s", f[0], f[1], f[2], repo, ironlbDigest)
 		}
 	}
 	if n < 6 { // 4 speakers, 2 controllers
@@ -295,7 +303,11 @@ func procStatus(t *testing.T, ns, pod, container string) map[string]string {
 	t.Helper()
 	uid := kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.metadata.uid}")
 	node := kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.spec.nodeName}")
-	dir := filepath.Join("/sys/fs/cgroup/ironlb-lab-myk8s", node, "pods", uid)
+	labCg, err := lab.LabCgroup("myk8s") // the cgroup v2 hierarchy: /sys/fs/cgroup or .../unified
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := string(labCg.Child(node, "pods", uid))
 	var seen []string
 	var found map[string]string
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
