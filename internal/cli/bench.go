@@ -257,7 +257,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmarks that run without the lab",
 	}
-	cmd.AddCommand(benchProxyScaleCmd(), benchPlotCmd())
+	cmd.AddCommand(benchProxyScaleCmd(), benchPlotCmd(), benchConnectionsReportCmd())
 	return cmd
 }
 
@@ -375,4 +375,34 @@ switch: compare proxies with one lab each.`,
 	f.BoolVar(&restore, "restore", true, "put ironlb's speaker back after a MetalLB run")
 	plotFlag(cmd, &plotDir)
 	return cmd
+}
+
+func benchConnectionsReportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "connections-report FILE...",
+		Short: "Account again the trial files that lab bench-connections --raw-dir wrote, and print their table",
+		Long: `Reads the per-trial files of lab bench-connections --raw-dir (configuration, event, the router's next
+hops, the client's report), accounts each trial as the benchmark does today and prints the table,
+grouped by configuration and event in the order given: a measure added after a run is read from its
+files instead of a new run.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, files []string) error {
+			var runs []connbench.Run
+			for _, name := range files {
+				f, err := os.Open(name)
+				if err != nil {
+					return err
+				}
+				label, ev, t, err := connbench.ParseRaw(f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				fmt.Printf("%s: %s\n", name, connbench.TrialLine(t))
+				runs = connbench.Group(runs, label, ev, t)
+			}
+			connbench.Table(os.Stdout, runs)
+			return nil
+		},
+	}
 }

@@ -38,6 +38,14 @@ type Trial struct {
 	Stall    time.Duration
 	StallTCP time.Duration
 	StallUDP time.Duration
+	// CutStall is what the event itself cost: the longest gap of a surviving flow that spans the
+	// event (from its last answer before it to its first after it). A flow answered across the
+	// event within the client's gap threshold adds nothing; -1 when no flow survived. Stall also
+	// counts every later gap in the window, which on a loaded machine is the machine's.
+	CutStall time.Duration
+	// Quiet is the longest gap of a surviving flow that ended before the event: the stalls the
+	// same flows had with no event at all, to read Stall and CutStall against (-1: no survivor).
+	Quiet time.Duration
 	// OtherPod counts the surviving flows answered by another pod after the event than before it
 	// (a UDP flow can survive that; its application's session may not).
 	OtherPod int
@@ -54,7 +62,7 @@ func (t Trial) Broken() int { return t.TCPBroken + t.UDPBroken }
 
 // Analyze accounts a trial: r is the client's report, event the instant of the event.
 func Analyze(r connprobe.Result, event time.Time) Trial {
-	t := Trial{Reasons: map[string]int{}, RouterMoved: -1, Stall: -1, StallTCP: -1, StallUDP: -1}
+	t := Trial{Reasons: map[string]int{}, RouterMoved: -1, Stall: -1, StallTCP: -1, StallUDP: -1, CutStall: -1, Quiet: -1}
 	for _, f := range r.Flows {
 		if f.Proto == "tcp" {
 			t.TCP++
@@ -81,6 +89,9 @@ func Analyze(r connprobe.Result, event time.Time) Trial {
 			t.StallUDP = max(t.StallUDP, stall)
 		}
 		t.Stall = max(t.Stall, stall)
+		across, quiet := eventGaps(f, event)
+		t.CutStall = max(t.CutStall, across)
+		t.Quiet = max(t.Quiet, quiet)
 		pre, post, ok := around(f.Hosts, event)
 		if ok && pre.Name != post.Name {
 			t.OtherPod++
@@ -107,6 +118,20 @@ func FlowStall(f connprobe.Flow, event, end time.Time) time.Duration {
 		s = max(s, end.Sub(last))
 	}
 	return s
+}
+
+// eventGaps returns a flow's gap that spans event (0 if none: it was answered across the event
+// within the gap threshold) and its longest gap that ended before event.
+func eventGaps(f connprobe.Flow, event time.Time) (across, before time.Duration) {
+	for _, g := range f.Gaps {
+		switch {
+		case !g.To.After(event):
+			before = max(before, g.To.Sub(g.From))
+		case !g.From.After(event):
+			across = max(across, g.To.Sub(g.From))
+		}
+	}
+	return across, before
 }
 
 // around returns who answered a flow last before event and last of all, if it answered on both
@@ -183,12 +208,12 @@ func column[T any](ts []Trial, f func(Trial) T) []T {
 // Table writes a run per row: broken flows (TCP, UDP) and the longest stall, median and p99 over the
 // trials, and the totals. The stall's statistics are over the trials in which some flow survived.
 func Table(w io.Writer, runs []Run) {
-	fmt.Fprintf(w, "\n| configuration | event | trials | TCP broken median / p99 / total | UDP broken median / p99 / total | longest stall median / p99 / max | surviving flows on another pod / client address (total) | router moved median / p99 | broken before the event |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "\n| configuration | event | trials | TCP broken median / p99 / total | UDP broken median / p99 / total | longest stall median / p99 / max | stall across the event median / p99 / max | longest stall before the event (no event) median / max | surviving flows on another pod / client address (total) | router moved median / p99 | broken before the event |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		ts := r.Trials
 		if len(ts) == 0 {
-			fmt.Fprintf(w, "| %s | %s | 0 | - | - | - | - | - | - |\n", r.Label, r.Event)
+			fmt.Fprintf(w, "| %s | %s | 0 | - | - | - | - | - | - | - | - |\n", r.Label, r.Event)
 			continue
 		}
 		ints := func(f func(Trial) int) string {
@@ -199,16 +224,9 @@ func Table(w io.Writer, runs []Run) {
 			}
 			return fmt.Sprintf("%d / %d / %d", Quantile(v, 0.5), Quantile(v, 0.99), total)
 		}
-		var stall []time.Duration // of the trials with a survivor
-		for _, t := range ts {
-			if t.Stall >= 0 {
-				stall = append(stall, t.Stall)
-			}
-		}
-		stalls := "-"
-		if len(stall) > 0 {
-			stalls = fmt.Sprintf("%s / %s / %s", ms(Quantile(stall, 0.5)), ms(Quantile(stall, 0.99)), ms(slices.Max(stall)))
-		}
+		stalls := durations(ts, func(t Trial) time.Duration { return t.Stall }, true)
+		across := durations(ts, func(t Trial) time.Duration { return t.CutStall }, true)
+		quiet := durations(ts, func(t Trial) time.Duration { return t.Quiet }, false)
 		moved := "-"
 		if m := column(ts, func(t Trial) int { return t.RouterMoved }); slices.Min(m) >= 0 {
 			moved = fmt.Sprintf("%d / %d", Quantile(m, 0.5), Quantile(m, 0.99))
@@ -219,9 +237,9 @@ func Table(w io.Writer, runs []Run) {
 			client += t.OtherClient
 			before += t.Before
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %d / %d | %s | %d |\n", r.Label, r.Event, len(ts),
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %d / %d | %s | %d |\n", r.Label, r.Event, len(ts),
 			ints(func(t Trial) int { return t.TCPBroken }), ints(func(t Trial) int { return t.UDPBroken }),
-			stalls, other, client, moved, before)
+			stalls, across, quiet, other, client, moved, before)
 	}
 	reasons := map[string]int{}
 	for _, r := range runs {
@@ -240,14 +258,32 @@ func Table(w io.Writer, runs []Run) {
 	}
 }
 
+// durations is f over the trials in which some flow survived (f >= 0): "median / p99 / max", or
+// "median / max" without p99; "-" when none survived.
+func durations(ts []Trial, f func(Trial) time.Duration, p99 bool) string {
+	var v []time.Duration
+	for _, t := range ts {
+		if d := f(t); d >= 0 {
+			v = append(v, d)
+		}
+	}
+	if len(v) == 0 {
+		return "-"
+	}
+	if !p99 {
+		return fmt.Sprintf("%s / %s", ms(Quantile(v, 0.5)), ms(slices.Max(v)))
+	}
+	return fmt.Sprintf("%s / %s / %s", ms(Quantile(v, 0.5)), ms(Quantile(v, 0.99)), ms(slices.Max(v)))
+}
+
 // TrialLine is one trial in the log.
 func TrialLine(t Trial) string {
 	moved := ""
 	if t.RouterMoved >= 0 {
 		moved = fmt.Sprintf(", router moved %d", t.RouterMoved)
 	}
-	return fmt.Sprintf("broken TCP %d/%d UDP %d/%d, longest stall %s (TCP %s, UDP %s), on another pod %d, other client address %d%s, broken before the event %d",
-		t.TCPBroken, t.TCP, t.UDPBroken, t.UDP, ms(t.Stall), ms(t.StallTCP), ms(t.StallUDP), t.OtherPod, t.OtherClient, moved, t.Before)
+	return fmt.Sprintf("broken TCP %d/%d UDP %d/%d, longest stall %s (TCP %s, UDP %s; across the event %s, before it %s), on another pod %d, other client address %d%s, broken before the event %d",
+		t.TCPBroken, t.TCP, t.UDPBroken, t.UDP, ms(t.Stall), ms(t.StallTCP), ms(t.StallUDP), ms(t.CutStall), ms(t.Quiet), t.OtherPod, t.OtherClient, moved, t.Before)
 }
 
 func ms(d time.Duration) string {

@@ -40,6 +40,7 @@ func TestAnalyze(t *testing.T) {
 	}}
 	want := Trial{TCP: 4, UDP: 3, Before: 2, TCPBroken: 1, UDPBroken: 1, Reasons: map[string]int{"reset": 1, "timeout": 1},
 		Stall: 2000 * time.Millisecond, StallTCP: 350 * time.Millisecond, StallUDP: 2000 * time.Millisecond,
+		CutStall: 350 * time.Millisecond, Quiet: 80 * time.Millisecond,
 		OtherPod: 1, OtherClient: 1, RouterMoved: -1}
 	if d := cmp.Diff(want, Analyze(r, event)); d != "" {
 		t.Errorf("Analyze (-want +got):\n%s", d)
@@ -54,6 +55,31 @@ func TestAnalyzeNoSurvivor(t *testing.T) {
 	got := Analyze(r, at(1000))
 	if got.Stall != 10*time.Millisecond || got.StallTCP != -1 || got.StallUDP != 10*time.Millisecond {
 		t.Errorf("stalls %v (TCP %v, UDP %v), want 10ms (TCP -1: none survived, UDP 10ms)", got.Stall, got.StallTCP, got.StallUDP)
+	}
+	if got.CutStall != 0 || got.Quiet != 0 {
+		t.Errorf("across the event %v, before it %v; want 0, 0 (the survivor had no gap)", got.CutStall, got.Quiet)
+	}
+}
+
+// TestEventGaps: a gap counts as the event's when it spans the event (a gap ending exactly at the
+// event is before it; one starting exactly at it spans it), and a later gap counts as neither.
+func TestEventGaps(t *testing.T) {
+	event := at(1000)
+	for _, tc := range []struct {
+		name           string
+		gaps           []connprobe.Gap
+		across, before time.Duration
+	}{
+		{"none", nil, 0, 0},
+		{"before only", []connprobe.Gap{{From: at(100), To: at(250)}, {From: at(600), To: at(700)}}, 0, 150 * time.Millisecond},
+		{"ends at the event", []connprobe.Gap{{From: at(900), To: at(1000)}}, 0, 100 * time.Millisecond},
+		{"starts at the event", []connprobe.Gap{{From: at(1000), To: at(1240)}}, 240 * time.Millisecond, 0},
+		{"spans it, then a later load gap", []connprobe.Gap{{From: at(960), To: at(1210)}, {From: at(3000), To: at(3500)}}, 250 * time.Millisecond, 0},
+	} {
+		across, before := eventGaps(connprobe.Flow{Gaps: tc.gaps}, event)
+		if across != tc.across || before != tc.before {
+			t.Errorf("%s: eventGaps = %v, %v; want %v, %v", tc.name, across, before, tc.across, tc.before)
+		}
 	}
 }
 
@@ -115,22 +141,22 @@ func slicesEqual(a, b []int) bool { return cmp.Equal(a, b) }
 func TestTable(t *testing.T) {
 	runs := []Run{
 		{Label: "l2, ironlb speaker, ironlb proxy, snat", Event: "power-cut", Trials: []Trial{
-			{TCP: 200, UDP: 20, TCPBroken: 200, UDPBroken: 0, Stall: 900 * time.Millisecond, OtherPod: 10, OtherClient: 20, RouterMoved: -1, Reasons: map[string]int{"reset": 200}},
-			{TCP: 200, UDP: 20, TCPBroken: 198, UDPBroken: 1, Stall: 1200 * time.Millisecond, OtherPod: 9, OtherClient: 19, RouterMoved: -1, Reasons: map[string]int{"reset": 198, "timeout": 1}},
+			{TCP: 200, UDP: 20, TCPBroken: 200, UDPBroken: 0, Stall: 900 * time.Millisecond, CutStall: 300 * time.Millisecond, Quiet: 100 * time.Millisecond, OtherPod: 10, OtherClient: 20, RouterMoved: -1, Reasons: map[string]int{"reset": 200}},
+			{TCP: 200, UDP: 20, TCPBroken: 198, UDPBroken: 1, Stall: 1200 * time.Millisecond, CutStall: 500 * time.Millisecond, Quiet: 200 * time.Millisecond, OtherPod: 9, OtherClient: 19, RouterMoved: -1, Reasons: map[string]int{"reset": 198, "timeout": 1}},
 		}},
 		{Label: "bgp, ironlb speaker, ironlb proxy, dsr", Event: "power-cut", Trials: []Trial{
-			{TCP: 200, UDP: 20, Stall: 300 * time.Millisecond, RouterMoved: 80, Before: 1},
+			{TCP: 200, UDP: 20, Stall: 300 * time.Millisecond, CutStall: 0, Quiet: 120 * time.Millisecond, RouterMoved: 80, Before: 1},
 		}},
-		{Label: "all broken", Event: "sigterm", Trials: []Trial{{TCP: 1, TCPBroken: 1, Stall: -1, RouterMoved: -1}}},
+		{Label: "all broken", Event: "sigterm", Trials: []Trial{{TCP: 1, TCPBroken: 1, Stall: -1, CutStall: -1, Quiet: -1, RouterMoved: -1}}},
 		{Label: "empty", Event: "return"},
 	}
 	var b bytes.Buffer
 	Table(&b, runs)
 	for _, want := range []string{
-		"| l2, ironlb speaker, ironlb proxy, snat | power-cut | 2 | 198 / 200 / 398 | 0 / 1 / 1 | 900ms / 1200ms / 1200ms | 19 / 39 | - | 0 |",
-		"| bgp, ironlb speaker, ironlb proxy, dsr | power-cut | 1 | 0 / 0 / 0 | 0 / 0 / 0 | 300ms / 300ms / 300ms | 0 / 0 | 80 / 80 | 1 |",
-		"| all broken | sigterm | 1 | 1 / 1 / 1 | 0 / 0 / 0 | - | 0 / 0 | - | 0 |",
-		"| empty | return | 0 | - | - | - | - | - | - |",
+		"| l2, ironlb speaker, ironlb proxy, snat | power-cut | 2 | 198 / 200 / 398 | 0 / 1 / 1 | 900ms / 1200ms / 1200ms | 300ms / 500ms / 500ms | 100ms / 200ms | 19 / 39 | - | 0 |",
+		"| bgp, ironlb speaker, ironlb proxy, dsr | power-cut | 1 | 0 / 0 / 0 | 0 / 0 / 0 | 300ms / 300ms / 300ms | 0ms / 0ms / 0ms | 120ms / 120ms | 0 / 0 | 80 / 80 | 1 |",
+		"| all broken | sigterm | 1 | 1 / 1 / 1 | 0 / 0 / 0 | - | - | - | 0 / 0 | - | 0 |",
+		"| empty | return | 0 | - | - | - | - | - | - | - | - |",
 		"why flows broke, all runs: reset 398, timeout 1",
 	} {
 		if !strings.Contains(b.String(), want) {
