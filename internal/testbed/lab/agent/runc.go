@@ -251,17 +251,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	pidFile := filepath.Join(bundle, "pid")
 	cmd := exec.Command(r.runc, "--root", r.root, "--log", filepath.Join(bundle, "runc.log"), "run", "--bundle", bundle, "--pid-file", pidFile, id)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-	rawLog := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
-	logDir := a.ctrLogDir(pod, c.spec.Name)
-	lw, stdout, stderr, err := openCtrLog(logDir, int(c.st.Restarts), rawLog, time.Now)
-	if err != nil {
-		fail("RunContainerError", err)
-		return
-	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Start()
-	stdout.Close()
-	stderr.Close()
+	lw, logDir, err := w.startLogged(cmd, pod, c)
 	if err != nil {
 		fail("RunContainerError", err)
 		return
