@@ -550,16 +550,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	}
 	spec := lab.ExecSpec{NetNS: w.netns, Hostname: hostname, MountNS: true, Mounts: mounts, Argv: argv, Env: env.List(), Dir: c.spec.WorkingDir}
 	if sc := c.spec.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
-		var add, drop []string
-		if sc != nil && sc.Capabilities != nil {
-			for _, x := range sc.Capabilities.Add {
-				add = append(add, string(x))
-			}
-			for _, x := range sc.Capabilities.Drop {
-				drop = append(drop, string(x))
-			}
-		}
-		spec.Caps, spec.DropCaps = lab.EffectiveCaps(add, drop), true
+		spec.Caps, spec.DropCaps = unprivilegedCaps(sc), true
 	}
 	if uid := runAsUser(pod, c.spec); uid != nil {
 		v := int(*uid)
