@@ -270,18 +270,6 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	w.track(ctx, pod, c, cmd, pid, exited, func() { r.remove(id, "") }, strings.Join(spec.Process.Args, " "))
 }
 
-// hostnameFile writes the pod's /etc/hostname and returns its bind mount.
-func (w *podWorker) hostnameFile(hostname string) (lab.Mount, error) {
-	p := filepath.Join(w.a.lab.State.PodDir(string(w.uid)), "etc-hostname")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return lab.Mount{}, err
-	}
-	if err := os.WriteFile(p, []byte(hostname+"\n"), 0o644); err != nil {
-		return lab.Mount{}, err
-	}
-	return lab.Mount{Source: p, Target: "/etc/hostname"}, nil
-}
-
 // kubeEnv is the environment the kubelet gives a container (service links, envFrom, env) without
 // the lab's defaults for host programs (PATH, HOSTNAME), which the image and the runtime set.
 func kubeEnv(env *Env, c corev1.Container) []string {
