@@ -192,3 +192,37 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSummary: one line per platform of the index, with its manifest's digest and its sizes, under
+// a header.
+func TestSummary(t *testing.T) {
+	idx, _ := testIndex(t, "c0")
+	var out bytes.Buffer
+	if err := summary(&out, idx); err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1+len(im.Manifests) || !strings.HasPrefix(lines[0], "platform") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	for i, d := range im.Manifests {
+		f := strings.Fields(lines[1+i])
+		// platform, digest, then "N.N MiB (N B)" twice
+		if len(f) != 10 || f[0] != d.Platform.String() || f[1] != d.Digest.String() || f[3] != "MiB" || f[7] != "MiB" {
+			t.Errorf("line %q, want %s %s and two sizes", lines[1+i], d.Platform, d.Digest)
+		}
+	}
+}
+
+func TestEnvEpoch(t *testing.T) {
+	for env, want := range map[string]int64{"1700000000": 1700000000, "": 0, "yesterday": 0} {
+		t.Setenv("SOURCE_DATE_EPOCH", env)
+		if got := envEpoch(); got != want {
+			t.Errorf("SOURCE_DATE_EPOCH=%q: %d, want %d", env, got, want)
+		}
+	}
+}
