@@ -26,26 +26,21 @@ func Bundle(dir string) (string, error) {
 		}
 	}
 	sort.Strings(names)
-	var b strings.Builder
-	for _, n := range names {
-		data, err := fs.ReadFile(files, dir+"/"+n)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString("---\n")
-		b.Write(data)
-		b.WriteString("\n")
-	}
-	return b.String(), nil
+	return join(dir, names)
 }
 
 // MonitoringCRDs returns the Prometheus Operator's PodMonitor and PrometheusRule CRDs
 // (testdata/monitoring.coreos.com, the versions the chart's objects are checked against): the lab
 // applies them before it installs the chart with its monitors, as it runs no operator.
 func MonitoringCRDs() (string, error) {
+	return join("testdata/monitoring.coreos.com", []string{"podmonitors.yaml", "prometheusrules.yaml"})
+}
+
+// join reads the named files of dir and joins them as YAML documents, in the order given.
+func join(dir string, names []string) (string, error) {
 	var b strings.Builder
-	for _, n := range []string{"podmonitors.yaml", "prometheusrules.yaml"} {
-		data, err := fs.ReadFile(files, "testdata/monitoring.coreos.com/"+n)
+	for _, n := range names {
+		data, err := fs.ReadFile(files, dir+"/"+n)
 		if err != nil {
 			return "", err
 		}

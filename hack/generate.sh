@@ -3,7 +3,8 @@
 #   api/*/zz_generated.deepcopy.go   DeepCopy methods
 #   config/crd/bases/*.yaml          the CRDs (schemas, defaults, CEL rules, printer columns)
 #   config/*/kustomization.yml       the base folders' file lists, and charts/ironlb (hack/genchart)
-#   image: tags in config/           VERSION (hack/genchart), as is charts/ironlb/Chart.yaml's appVersion
+#   image: tags in config/           VERSION (hack/genchart), as are charts/ironlb/Chart.yaml's version
+#                                    (without the v) and appVersion
 #   config/prometheus-rules          MetalLB's alerting rules (hack/genchart/rules.go), also in the chart
 # Commit the result. api/v1beta1/crd_test.go checks the CRDs against MetalLB's API and
 # MetalLB's examples.

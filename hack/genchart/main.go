@@ -14,7 +14,8 @@
 //   - MetalLB's alerting rules (rules.go): config/prometheus-rules and the chart's template, behind
 //     MetalLB's values prometheus.prometheusRule.*.
 //   - the version (the VERSION file, which `make build` stamps into the binary and `make image` tags
-//     the image with): the tag of every image config/ names, and charts/ironlb/Chart.yaml's appVersion.
+//     the image with): the tag of every image config/ names, and charts/ironlb/Chart.yaml's version
+//     (without the v, as `make chart` packages it) and appVersion.
 //     Bumping the version is editing VERSION and running hack/generate.sh.
 //
 // values.yaml and values.schema.json are written by hand; genchart checks that values.yaml names
@@ -152,12 +153,13 @@ func run(root string) error {
 	if err := copyDashboard(root); err != nil {
 		return err
 	}
-	return setAppVersion(filepath.Join(root, chartDir, "Chart.yaml"), version)
+	return setChartVersions(filepath.Join(root, chartDir, "Chart.yaml"), version)
 }
 
 var (
-	versionRe    = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
-	appVersionRe = regexp.MustCompile(`(?m)^appVersion: .*$`)
+	versionRe      = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+	chartVersionRe = regexp.MustCompile(`(?m)^version: .*$`)
+	appVersionRe   = regexp.MustCompile(`(?m)^appVersion: .*$`)
 )
 
 // readVersion reads root/VERSION: one semantic version with a leading v (v0.1.0, v0.2.0-rc.1).
@@ -182,16 +184,31 @@ func retag(src []byte, version string) []byte {
 	})
 }
 
-// setAppVersion sets Chart.yaml's appVersion, the one line of it genchart writes.
-func setAppVersion(path, version string) error {
+// setChartVersions sets Chart.yaml's version and appVersion from VERSION (chartVersions).
+func setChartVersions(path, version string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	if !appVersionRe.Match(b) {
-		return fmt.Errorf("%s has no appVersion line", path)
+	out, err := chartVersions(b, version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return os.WriteFile(path, appVersionRe.ReplaceAll(b, []byte("appVersion: "+version)), 0o644)
+	return os.WriteFile(path, out, 0o644)
+}
+
+// chartVersions sets a Chart.yaml's version to version without its v (a chart's version is SemVer
+// 2: 0.1.0), as `make chart` packages it, and its appVersion to version (v0.1.0), the two lines of
+// Chart.yaml genchart writes. It fails if either line is missing.
+func chartVersions(chart []byte, version string) ([]byte, error) {
+	if !chartVersionRe.Match(chart) {
+		return nil, errors.New("no version line")
+	}
+	if !appVersionRe.Match(chart) {
+		return nil, errors.New("no appVersion line")
+	}
+	out := chartVersionRe.ReplaceAllLiteral(chart, []byte("version: "+strings.TrimPrefix(version, "v")))
+	return appVersionRe.ReplaceAllLiteral(out, []byte("appVersion: "+version)), nil
 }
 
 // manifests returns a folder's *.yaml files in name order (kustomization files excluded).

@@ -51,3 +51,22 @@ func TestPerObject(t *testing.T) {
 		})
 	}
 }
+
+// TestChartVersions: Chart.yaml's version is VERSION without its v, as `make chart` packages it, and
+// its appVersion is VERSION; the other lines stay as they are.
+func TestChartVersions(t *testing.T) {
+	chart := "apiVersion: v2\nname: ironlb\nversion: 0.2.0\nappVersion: v0.0.1\nkeywords: [a]\n"
+	got, err := chartVersions([]byte(chart), "v0.3.1-rc.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apiVersion: v2\nname: ironlb\nversion: 0.3.1-rc.1\nappVersion: v0.3.1-rc.1\nkeywords: [a]\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	for _, bad := range []string{"name: ironlb\nappVersion: v1.0.0\n", "name: ironlb\nversion: 1.0.0\n"} {
+		if _, err := chartVersions([]byte(bad), "v0.1.0"); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

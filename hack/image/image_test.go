@@ -1,11 +1,11 @@
 package main
 
+// The image itself (layers, config, reproducibility) is internal/ociimage's and tested there; these
+// tests cover what the command adds: the OCI layout it writes, the push, and its flags and output.
+
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http/httptest"
 	"net/url"
@@ -15,42 +15,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/ironlb/ironlb/internal/ociimage"
 )
 
-// spec is a build from fake binaries, small and different per platform.
-func spec() ociimage.Spec {
-	return ociimage.Spec{
-		Version: "v0.1.0",
-		Commit:  "0123456789abcdef0123456789abcdef01234567",
-		Created: time.Unix(1700000000, 0),
-		Binaries: map[string][]byte{
-			"linux/arm64": []byte("\x7fELF fake arm64 ironlb"),
-			"linux/amd64": []byte("\x7fELF fake amd64 ironlb"),
-		},
-	}
+// fakeBinaries are the binaries of the tests' builds: small, and different per platform.
+var fakeBinaries = map[string]string{
+	"linux/amd64": "\x7fELF fake amd64 ironlb",
+	"linux/arm64": "\x7fELF fake arm64 ironlb",
 }
 
-// build writes s's image as an OCI layout in a temporary folder (as `make image` does) and reads it
-// back from there.
-func build(t *testing.T, s ociimage.Spec) v1.ImageIndex {
+// testIndex is the image of fakeBinaries as `make image` builds it with --version v0.1.0, the
+// given commit and --source-date-epoch 1700000000, and the index's digest.
+func testIndex(t *testing.T, commit string) (v1.ImageIndex, v1.Hash) {
 	t.Helper()
+	s := ociimage.Spec{Version: "v0.1.0", Commit: commit, Created: time.Unix(1700000000, 0).UTC(), Binaries: map[string][]byte{}}
+	for plat, b := range fakeBinaries {
+		s.Binaries[plat] = []byte(b)
+	}
 	idx, err := ociimage.Index(s)
+	var d v1.Hash
+	if err == nil {
+		d, err = idx.Digest()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	return idx, d
+}
+
+// TestWriteLayout writes the index as an OCI layout, twice (the second replaces the first), and
+// reads it back: one entry, the index itself, named by tag and by containerd's image name. A folder
+// that is not a layout is refused and left as it was.
+func TestWriteLayout(t *testing.T) {
+	idx, want := testIndex(t, "c0")
 	dir := filepath.Join(t.TempDir(), "image")
-	if err := writeLayout(dir, idx, "ghcr.io/ironlb/ironlb:"+s.Version, s.Version); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := writeLayout(dir, idx, "ghcr.io/ironlb/ironlb:v0.1.0", "v0.1.0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -67,188 +76,30 @@ func build(t *testing.T, s ociimage.Spec) v1.ImageIndex {
 	if len(tm.Manifests) != 1 {
 		t.Fatalf("layout lists %d entries, want the index alone", len(tm.Manifests))
 	}
-	if got := tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; got != s.Version {
-		t.Errorf("layout names the index %q, want %q", got, s.Version)
+	e := tm.Manifests[0]
+	if e.Digest != want {
+		t.Errorf("layout holds %s, want the index %s", e.Digest, want)
 	}
-	got, err := top.ImageIndex(tm.Manifests[0].Digest)
-	if err != nil {
+	if got := e.Annotations["org.opencontainers.image.ref.name"]; got != "v0.1.0" {
+		t.Errorf("layout names the index %q, want the tag", got)
+	}
+	if got := e.Annotations["io.containerd.image.name"]; got != "ghcr.io/ironlb/ironlb:v0.1.0" {
+		t.Errorf("containerd image name %q", got)
+	}
+	if _, err := top.ImageIndex(e.Digest); err != nil {
+		t.Errorf("reading the index back: %v", err)
+	}
+
+	other := t.TempDir()
+	keep := filepath.Join(other, "keep")
+	if err := os.WriteFile(keep, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return got
-}
-
-func digest(t *testing.T, d interface{ Digest() (v1.Hash, error) }) v1.Hash {
-	t.Helper()
-	h, err := d.Digest()
-	if err != nil {
-		t.Fatal(err)
+	if err := writeLayout(other, idx, "r:v0.1.0", "v0.1.0"); err == nil {
+		t.Error("replaced a folder that is not an image layout")
 	}
-	return h
-}
-
-// TestImage checks what the image is made of: one OCI manifest per platform, the config, and the
-// files with their owners and modes.
-func TestImage(t *testing.T) {
-	s := spec()
-	idx := build(t, s)
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if im.MediaType != types.OCIImageIndex {
-		t.Errorf("index media type %s", im.MediaType)
-	}
-	var plats []string
-	for _, d := range im.Manifests {
-		plats = append(plats, d.Platform.String())
-	}
-	if diff := cmp.Diff([]string{"linux/amd64", "linux/arm64"}, plats); diff != "" {
-		t.Fatalf("platforms (-want +got)\n%s", diff)
-	}
-	if got := im.Annotations["org.opencontainers.image.version"]; got != "v0.1.0" {
-		t.Errorf("index version annotation %q", got)
-	}
-
-	for _, d := range im.Manifests {
-		t.Run(d.Platform.String(), func(t *testing.T) {
-			img, err := idx.Image(d.Digest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
-				t.Errorf("manifest media type %s", mt)
-			}
-			cf, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cf.OS != d.Platform.OS || cf.Architecture != d.Platform.Architecture {
-				t.Errorf("config is for %s/%s", cf.OS, cf.Architecture)
-			}
-			want := v1.Config{
-				Entrypoint: []string{"/ironlb"},
-				User:       "65532:65532",
-				Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-				WorkingDir: "/",
-				Labels: map[string]string{
-					"org.opencontainers.image.title":       "ironlb",
-					"org.opencontainers.image.description": "LoadBalancer Services for bare-metal Kubernetes (controller, speaker, proxy, status)",
-					"org.opencontainers.image.source":      "https://github.com/ironlb/ironlb",
-					"org.opencontainers.image.version":     "v0.1.0",
-					"org.opencontainers.image.revision":    s.Commit,
-					"org.opencontainers.image.created":     "2023-11-14T22:13:20Z",
-				},
-			}
-			if diff := cmp.Diff(want, cf.Config); diff != "" {
-				t.Errorf("config (-want +got)\n%s", diff)
-			}
-			if !cf.Created.Time.Equal(s.Created) {
-				t.Errorf("created %s, want %s", cf.Created, s.Created)
-			}
-			for _, h := range cf.History {
-				if !h.Created.Time.Equal(s.Created) {
-					t.Errorf("history %q created %s, want %s", h.CreatedBy, h.Created, s.Created)
-				}
-			}
-
-			got := files(t, img, s.Created)
-			wantFiles := map[string]string{
-				"etc/":                 "dir 0755 0:0",
-				"etc/group":            "file 0644 0:0 root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n",
-				"etc/nsswitch.conf":    "file 0644 0:0 hosts: files dns\n",
-				"etc/passwd":           "file 0644 0:0 root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
-				"home/":                "dir 0755 0:0",
-				"home/nonroot/":        "dir 0700 65532:65532",
-				"root/":                "dir 0700 0:0",
-				"tmp/":                 "dir 1777 0:0",
-				"usr/":                 "dir 0755 0:0",
-				"usr/local/":           "dir 0755 0:0",
-				"usr/local/bin/":       "dir 0755 0:0",
-				"usr/local/bin/ironlb": "link 0777 0:0 /ironlb",
-				"ironlb":               "file 0755 0:0 " + string(s.Binaries[d.Platform.String()]),
-			}
-			if diff := cmp.Diff(wantFiles, got); diff != "" {
-				t.Errorf("files (-want +got)\n%s", diff)
-			}
-		})
-	}
-}
-
-// files lists the image's files across its layers as "kind mode uid:gid [content]", checking that
-// each layer's entries are in name order and dated mtime.
-func files(t *testing.T, img v1.Image, mtime time.Time) map[string]string {
-	t.Helper()
-	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for i, l := range layers {
-		rc, err := l.Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tar.NewReader(rc)
-		prev := ""
-		for {
-			h, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.Name < prev {
-				t.Errorf("layer %d: %s after %s", i, h.Name, prev)
-			}
-			prev = h.Name
-			if !h.ModTime.Equal(mtime) || h.Uname != "" || h.Gname != "" {
-				t.Errorf("layer %d: %s: mtime %s, owner %q:%q", i, h.Name, h.ModTime, h.Uname, h.Gname)
-			}
-			var kind string
-			switch h.Typeflag {
-			case tar.TypeDir:
-				kind = "dir"
-			case tar.TypeSymlink:
-				kind = "link"
-			case tar.TypeReg:
-				kind = "file"
-			default:
-				t.Errorf("layer %d: %s: type %c", i, h.Name, h.Typeflag)
-			}
-			body, _ := io.ReadAll(tr)
-			v := fmt.Sprintf("%s %04o %d:%d", kind, h.Mode, h.Uid, h.Gid)
-			if h.Linkname != "" {
-				v += " " + h.Linkname
-			}
-			if len(body) > 0 {
-				v += " " + string(body)
-			}
-			out[h.Name] = v
-		}
-		rc.Close()
-	}
-	return out
-}
-
-// TestReproducible checks that two builds from the same inputs give the same index digest, and that
-// each input the image records changes it.
-func TestReproducible(t *testing.T) {
-	first := digest(t, build(t, spec()))
-	if again := digest(t, build(t, spec())); again != first {
-		t.Fatalf("two builds of the same inputs: %s and %s", first, again)
-	}
-	for name, change := range map[string]func(*ociimage.Spec){
-		"binary":  func(s *ociimage.Spec) { s.Binaries["linux/arm64"] = []byte("\x7fELF another arm64 ironlb") },
-		"time":    func(s *ociimage.Spec) { s.Created = s.Created.Add(time.Second) },
-		"version": func(s *ociimage.Spec) { s.Version = "v0.2.0" },
-		"commit":  func(s *ociimage.Spec) { s.Commit = "fedcba" },
-	} {
-		s := spec()
-		change(&s)
-		if d := digest(t, build(t, s)); d == first {
-			t.Errorf("another %s, same digest %s", name, d)
-		}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the refused folder lost its file: %v", err)
 	}
 }
 
@@ -261,13 +112,8 @@ func TestPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := spec()
-	idx, err := ociimage.Index(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := digest(t, idx)
-	ref, err := pushIndex(context.Background(), idx, u.Host+"/ironlb/ironlb", s.Version, true)
+	idx, want := testIndex(t, "c0")
+	ref, err := pushIndex(context.Background(), idx, u.Host+"/ironlb/ironlb", "v0.1.0", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +129,10 @@ func TestPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := digest(t, pulled); got != want {
-		t.Errorf("pulled %s, pushed %s", got, want)
+	if got, err := pulled.Digest(); err != nil || got != want {
+		t.Errorf("pulled %s (%v), pushed %s", got, err, want)
 	}
-	for plat, bin := range s.Binaries {
+	for plat, bin := range fakeBinaries {
 		p, _ := ociimage.ParsePlatform(plat)
 		img, err := remote.Image(ref, remote.WithPlatform(*p))
 		if err != nil {
@@ -298,26 +144,28 @@ func TestPush(t *testing.T) {
 			t.Fatal(err)
 		}
 		rc.Close()
-		if !bytes.Contains(tarball.Bytes(), bin) {
+		if !bytes.Contains(tarball.Bytes(), []byte(bin)) {
 			t.Errorf("%s: the pulled image lacks its binary", plat)
 		}
 	}
 }
 
-// TestRun runs the command as `make image` does, on fake binaries, into a layout that exists.
+// TestRun runs the command as `make image` does, on fake binaries, into a layout that exists: it
+// builds ociimage's index of them and prints each platform and the index's digest.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	var args []string
-	for _, plat := range []string{"linux/amd64", "linux/arm64"} {
+	for plat, b := range fakeBinaries {
 		path := filepath.Join(dir, strings.ReplaceAll(plat, "/", "_"))
-		if err := os.WriteFile(path, spec().Binaries[plat], 0o755); err != nil {
+		if err := os.WriteFile(path, []byte(b), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--binary", plat+"="+path)
 	}
+	commit := "0123456789abcdef0123456789abcdef01234567"
 	out := filepath.Join(dir, "image")
-	args = append(args, "--version", "v0.1.0", "--commit", spec().Commit, "--source-date-epoch", "1700000000", "--out", out)
-	want := digest(t, build(t, spec()))
+	args = append(args, "--version", "v0.1.0", "--commit", commit, "--source-date-epoch", "1700000000", "--out", out)
+	_, want := testIndex(t, commit)
 	for range 2 { // the second run replaces the first's layout
 		var stdout bytes.Buffer
 		if err := run(context.Background(), args, &stdout); err != nil {
@@ -326,14 +174,55 @@ func TestRun(t *testing.T) {
 		if !strings.Contains(stdout.String(), "ghcr.io/ironlb/ironlb:v0.1.0@"+want.String()) {
 			t.Errorf("output lacks the digest %s:\n%s", want, stdout.String())
 		}
-		for _, plat := range []string{"linux/amd64", "linux/arm64"} {
+		for plat := range fakeBinaries {
 			if !strings.Contains(stdout.String(), plat) {
 				t.Errorf("output lacks %s:\n%s", plat, stdout.String())
 			}
 		}
 	}
 
-	if err := run(context.Background(), []string{"--version", "v0", "--binary", args[1], "--out", dir}, io.Discard); err == nil {
-		t.Error("replaced a folder that is not an image layout")
+	for _, bad := range [][]string{
+		{"--version", "v0", "--binary", args[1], "--out", dir}, // not a layout
+		{"--binary", args[1], "--out", out},                    // no --version
+		{"--version", "v0", "--binary", "linux=" + filepath.Join(dir, "linux_amd64"), "--out", out},
+		{"--version", "v0", "--binary", "linux/amd64", "--out", out},
+	} {
+		if err := run(context.Background(), bad, io.Discard); err == nil {
+			t.Errorf("run %q: no error", bad)
+		}
+	}
+}
+
+// TestSummary: one line per platform of the index, with its manifest's digest and its sizes, under
+// a header.
+func TestSummary(t *testing.T) {
+	idx, _ := testIndex(t, "c0")
+	var out bytes.Buffer
+	if err := summary(&out, idx); err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1+len(im.Manifests) || !strings.HasPrefix(lines[0], "platform") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	for i, d := range im.Manifests {
+		f := strings.Fields(lines[1+i])
+		// platform, digest, then "N.N MiB (N B)" twice
+		if len(f) != 10 || f[0] != d.Platform.String() || f[1] != d.Digest.String() || f[3] != "MiB" || f[7] != "MiB" {
+			t.Errorf("line %q, want %s %s and two sizes", lines[1+i], d.Platform, d.Digest)
+		}
+	}
+}
+
+func TestEnvEpoch(t *testing.T) {
+	for env, want := range map[string]int64{"1700000000": 1700000000, "": 0, "yesterday": 0} {
+		t.Setenv("SOURCE_DATE_EPOCH", env)
+		if got := envEpoch(); got != want {
+			t.Errorf("SOURCE_DATE_EPOCH=%q: %d, want %d", env, got, want)
+		}
 	}
 }

@@ -19,12 +19,7 @@ import (
 // on each family's address sees its peer answer (the peer's kernel does), and sees it lost when the
 // peer's link goes down: ICMP over IPv4, ICMPv6 over IPv6. Root only.
 func TestEchoerNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, raw sockets)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (iproute2)")
-	}
+	netnstest.Require(t, "ip")
 	for _, tc := range []struct {
 		name       string
 		self, peer string // prefixes on the veth's ends
@@ -72,20 +67,10 @@ func TestEchoerNetns(t *testing.T) {
 func netnsPair(t *testing.T, addrA, addrB string) (a, b string) {
 	t.Helper()
 	a, b = fmt.Sprintf("ironlbt-ea%d", os.Getpid()), fmt.Sprintf("ironlbt-eb%d", os.Getpid())
-	for _, ns := range []string{a, b} {
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	run(t, "ip", "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b)
-	for _, c := range [][]string{{a, "va", addrA}, {b, "vb", addrB}} {
-		args := []string{"-n", c[0], "addr", "add", c[2], "dev", c[1]}
-		if netip.MustParsePrefix(c[2]).Addr().Is6() {
-			args = append(args, "nodad")
-		}
-		run(t, "ip", args...)
-		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
-		run(t, "ip", "-n", c[0], "link", "set", "lo", "up")
-	}
+	netnstest.Add(t, a, b)
+	netnstest.Veth(t, netnstest.End{NS: a, Name: "va", Addrs: []string{addrA}}, netnstest.End{NS: b, Name: "vb", Addrs: []string{addrB}})
+	netnstest.Run(t, a, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, b, "ip", "link", "set", "lo", "up")
 	return a, b
 }
 
@@ -100,12 +85,7 @@ func run(t *testing.T, name string, args ...string) {
 // hears the other from its InternalIP; a heartbeat signed with the key but sent from another address
 // of the same subnet (an attacker on the link) is rejected as WrongSource and never believed.
 func TestMonitorIPv6Netns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (iproute2)")
-	}
+	netnstest.Require(t, "ip")
 	a, b := netnsPair(t, "2001:db8:e::1/64", "2001:db8:e::2/64")
 	run(t, "ip", "-n", b, "addr", "add", "2001:db8:e::99/64", "dev", "vb", "nodad") // the attacker's
 	listen := func(ns, addr string) net.PacketConn {

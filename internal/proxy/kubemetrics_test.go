@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -14,12 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
-	"github.com/ironlb/ironlb/internal/proxy/nftapply"
-	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
 // TestKubeProxyMetrics scrapes kube-proxy's metric names off the proxy's registry, as a
@@ -27,21 +22,14 @@ import (
 // internalTrafficPolicy Local whose only endpoint is on another node is created after start, its
 // EndpointSlice carrying the endpoints controller's last-change-trigger-time.
 func TestKubeProxyMetrics(t *testing.T) {
-	cs := fake.NewClientset(e2eObjects()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	nft := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
-	b, err := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := newInformerSource(cs, "node-a", true, true)
-	defer src.shutdown()
-	defer cancel()
+	_, s := fakeNFT(t)
 	reg := prometheus.NewRegistry()
 	np, _ := convert.ParseNodePorts(nil)
-	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a", NodePorts: np}, syncPeriod: time.Hour, retryMax: time.Second},
-		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, nftapply.New(nft, b, nil)}}, newMetrics(reg))
+	p, src, cs := newTestProxier(np, s, reg)
+	defer src.shutdown()
+	defer cancel()
 	src.onEvents(p.serviceEvent, p.sliceEvent)
 	src.onChange(p.pokeService, p.poke)
 	if !src.start(ctx) {

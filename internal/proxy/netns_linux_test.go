@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/convert"
@@ -32,12 +30,9 @@ func TestKernelSync(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cs := fake.NewClientset(e2eObjects()...)
-	src := newInformerSource(cs, "node-a", true, true)
+	p, src, cs := newTestProxier(convert.NodePorts{}, s, prometheus.NewRegistry())
 	defer src.shutdown()
 	defer cancel()
-	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a"}, syncPeriod: time.Hour, retryMax: time.Second},
-		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(prometheus.NewRegistry()))
 	src.onChange(p.pokeService, p.poke) // as Run does: incremental syncs convert what changed
 	if !src.start(ctx) {
 		t.Fatal("informers did not sync")

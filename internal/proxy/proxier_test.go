@@ -114,25 +114,41 @@ func (l *loopbackListen) addr(requested string) string {
 	return l.real[requested]
 }
 
-// TestProxierEndToEnd drives the whole loop: informers over a fake clientset (which only stores
-// and lists objects), the rule builder applied to a knftables Fake through nftapply, conntrack and
-// health checks with fakes. Packets are traced through the resulting rules.
-func TestProxierEndToEnd(t *testing.T) {
-	before := runtime.NumGoroutine()
-	cs := fake.NewClientset(e2eObjects()...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
+// fakeNFT is an IPv4 syncer applying the rule builder's transactions to a knftables Fake, which it
+// returns for the test to read and trace.
+func fakeNFT(t *testing.T) (*knftables.Fake, syncer) {
+	t.Helper()
 	nft := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
 	b, err := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return nft, nftapply.New(nft, b, nil)
+}
+
+// newTestProxier is the proxier of node-a, wired as Run wires it, over informers on a fake
+// clientset holding e2eObjects: IPv4 synced through s, the metrics registered in reg. The informers
+// are neither hooked to the proxier nor started: the caller chooses the handlers, starts the
+// informers and shuts them down.
+func newTestProxier(nodePorts convert.NodePorts, s syncer, reg *prometheus.Registry) (*proxier, *informerSource, *fake.Clientset) {
+	cs := fake.NewClientset(e2eObjects()...)
 	src := newInformerSource(cs, "node-a", true, true)
-	reg := prometheus.NewRegistry()
+	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a", NodePorts: nodePorts}, syncPeriod: time.Hour, retryMax: time.Second},
+		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, s}}, newMetrics(reg))
+	return p, src, cs
+}
+
+// TestProxierEndToEnd drives the whole loop: informers over a fake clientset (which only stores
+// and lists objects), the rule builder applied to a knftables Fake through nftapply, conntrack and
+// health checks with fakes. Packets are traced through the resulting rules.
+func TestProxierEndToEnd(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	nft, s := fakeNFT(t)
 	np, _ := convert.ParseNodePorts([]string{"all"}) // health checks on every address
-	p := newProxier(loopConfig{node: convert.NodeConfig{Name: "node-a", NodePorts: np}, syncPeriod: time.Hour, retryMax: time.Second},
-		slog.New(slog.DiscardHandler), src, []family{{knftables.IPv4Family, nftapply.New(nft, b, nil)}}, newMetrics(reg))
+	p, src, cs := newTestProxier(np, s, prometheus.NewRegistry())
 	ct := &conntrack.Fake{}
 	p.ct = ct
 	ll := &loopbackListen{real: map[string]string{}}
@@ -261,7 +277,7 @@ func TestProxierEndToEnd(t *testing.T) {
 	eventually(t, "node back", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080 | DNAT 10.244.2.5:8080")
 
 	// The local shop endpoint goes: the health check fails, traffic to the UDP endpoint too.
-	_, err = cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, slice("shop", "shop-1", corev1.ProtocolTCP, 8443, nil), metav1.UpdateOptions{})
+	_, err := cs.DiscoveryV1().EndpointSlices("ns1").Update(ctx, slice("shop", "shop-1", corev1.ProtocolTCP, 8443, nil), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,44 +15,27 @@ import (
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestKernelApply applies plans in a throwaway network namespace: the table, the policy rules
 // and routes of the other nodes, their removal when a node leaves, and Cleanup. Skipped unless
 // root with nft and ip.
 func TestKernelApply(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	nftPath, err1 := exec.LookPath("nft")
-	ipPath, err2 := exec.LookPath("ip")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs nft and ip")
-	}
+	netnstest.Require(t, "nft", "ip")
+	nftPath, _ := exec.LookPath("nft") // the real one, not NFTOnPath's wrapper
 	ns := fmt.Sprintf("ironlb-dsrtest-%d", os.Getpid())
-	if out, err := exec.Command(ipPath, "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command(ipPath, "netns", "del", ns).Run() })
+	netnstest.Add(t, ns)
 	in := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(ipPath, append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-		return string(out)
+		return netnstest.Run(t, ns, args...)
 	}
-	in(ipPath, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
-	in(ipPath, "link", "set", "d1", "up")
-	in(ipPath, "addr", "add", "192.0.2.10/24", "dev", "d0")
-	in(ipPath, "link", "set", "d0", "up")
-	in(ipPath, "neigh", "replace", "192.0.2.11", "lladdr", "02:00:00:00:00:0b", "dev", "d0")
-	dir := t.TempDir()
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ipPath, ns, nftPath)
-	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	in("ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+	in("ip", "link", "set", "d1", "up")
+	in("ip", "addr", "add", "192.0.2.10/24", "dev", "d0")
+	in("ip", "link", "set", "d0", "up")
+	in("ip", "neigh", "replace", "192.0.2.11", "lladdr", "02:00:00:00:00:0b", "dev", "d0")
+	netnstest.NFTOnPath(t, ns)
 
 	nsh, err := netns.GetFromName(ns)
 	if err != nil {
@@ -91,7 +73,7 @@ func TestKernelApply(t *testing.T) {
 	if sysctls["net/ipv4/ip_forward"] != "1" || sysctls["net/ipv4/conf/all/send_redirects"] != "0" || sysctls["net/ipv4/conf/d0/send_redirects"] != "0" {
 		t.Errorf("sysctls not written: %v", sysctls)
 	}
-	rules := in(ipPath, "rule", "show")
+	rules := in("ip", "rule", "show")
 	for _, slot := range []int{2, 3} {
 		want := fmt.Sprintf("fwmark %#x/0xfff0000 lookup %d", nftrules.DSRMark(slot), nftrules.DSRTable(slot))
 		if !strings.Contains(rules, want) {
@@ -101,7 +83,7 @@ func TestKernelApply(t *testing.T) {
 	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(1))) {
 		t.Errorf("a rule for this node's own slot:\n%s", rules)
 	}
-	if got := in(ipPath, "route", "show", "table", fmt.Sprint(nftrules.DSRTable(2))); !strings.Contains(got, "default via 192.0.2.11 dev d0") {
+	if got := in("ip", "route", "show", "table", fmt.Sprint(nftrules.DSRTable(2))); !strings.Contains(got, "default via 192.0.2.11 dev d0") {
 		t.Errorf("table %d: %q", nftrules.DSRTable(2), got)
 	}
 	table := in(nftPath, "list", "table", "ip", nftrules.DSRTableName)
@@ -125,24 +107,24 @@ func TestKernelApply(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rules = in(ipPath, "rule", "show")
+	rules = in("ip", "rule", "show")
 	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(3))) || strings.Count(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(2))) != 1 {
 		t.Errorf("after node-c left, rules:\n%s", rules)
 	}
-	if got := in(ipPath, "route", "show", "table", "all"); strings.Contains(got, "192.0.2.12") {
+	if got := in("ip", "route", "show", "table", "all"); strings.Contains(got, "192.0.2.12") {
 		t.Errorf("node-c's route left:\n%s", got)
 	}
 
 	if err := a.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := in(ipPath, "rule", "show"); strings.Contains(got, "fwmark") {
+	if got := in("ip", "rule", "show"); strings.Contains(got, "fwmark") {
 		t.Errorf("rules left after cleanup:\n%s", got)
 	}
-	if got := in(ipPath, "route", "show", "table", "all"); strings.Contains(got, "192.0.2.11") {
+	if got := in("ip", "route", "show", "table", "all"); strings.Contains(got, "192.0.2.11") {
 		t.Errorf("routes left after cleanup:\n%s", got)
 	}
-	if out, err := exec.Command(ipPath, "netns", "exec", ns, nftPath, "list", "table", "ip", nftrules.DSRTableName).CombinedOutput(); err == nil {
+	if out, err := netnstest.Output(ns, nftPath, "list", "table", "ip", nftrules.DSRTableName); err == nil {
 		t.Errorf("table left after cleanup:\n%s", out)
 	}
 }

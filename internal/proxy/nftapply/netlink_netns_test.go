@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules/nftrulestest"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
@@ -30,19 +31,19 @@ type twins struct {
 
 func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock func() time.Time) *twins {
 	t.Helper()
-	execNS, execDir := newNetns(t)
-	nlNS, nlDir := newNetns(t)
+	execNS, nlNS := newNetns(t), newNetns(t)
 	path := os.Getenv("PATH")
-	nftIn := func(dir string) knftables.Interface {
+	nftIn := func(ns string) knftables.Interface {
 		// knftables resolves nft when it is created: point PATH at the namespace's wrapper.
-		t.Setenv("PATH", dir+string(os.PathListSeparator)+path)
+		t.Setenv("PATH", path)
+		netnstest.NFTOnPath(t, ns)
 		nft, err := knftables.New(fam, nftrules.TableName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return nft
 	}
-	tw := &twins{fam: fam, execNS: execNS, nlNS: nlNS, execNFT: nftIn(execDir), nlNFT: nftIn(nlDir)}
+	tw := &twins{fam: fam, execNS: execNS, nlNS: nlNS, execNFT: nftIn(execNS), nlNFT: nftIn(nlNS)}
 	t.Setenv("PATH", path)
 	b, err := nftrules.New(cfg)
 	if err != nil {

@@ -4,56 +4,38 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 var nsCounter atomic.Int32
 
 // testNetns creates a throwaway network namespace (removed when the test ends), and points
-// PATH's nft at it: knftables runs `nft`, which a wrapper runs inside the namespace. It skips
-// the test unless run as root with nft and ip installed. Tests using it cannot run in parallel.
+// PATH's nft at it: knftables runs `nft`, which a wrapper runs inside the namespace
+// (netnstest.NFTOnPath). It skips the test unless run as root with nft and ip installed. Tests
+// using it cannot run in parallel.
 func testNetns(t testing.TB) string {
 	t.Helper()
-	name, dir := newNetns(t)
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	name := newNetns(t)
+	netnstest.NFTOnPath(t, name)
 	return name
 }
 
 // newNetns creates a throwaway network namespace (removed when the test ends) with loopback up,
-// and returns its name and a directory holding an nft wrapper that runs inside it. It skips the
-// test unless run as root with nft and ip installed.
-func newNetns(t testing.TB) (name, nftDir string) {
+// and returns its name. It skips the test unless run as root with nft and ip installed.
+func newNetns(t testing.TB) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	nft, err1 := exec.LookPath("nft")
-	ip, err2 := exec.LookPath("ip")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs nft and ip")
-	}
-	if strings.HasPrefix(nft, os.TempDir()) {
+	netnstest.Require(t, "nft", "ip")
+	if nft, _ := exec.LookPath("nft"); strings.HasPrefix(nft, os.TempDir()) {
 		t.Fatal("PATH already points nft at a test namespace")
 	}
-	name = fmt.Sprintf("ironlb-nfttest-%d-%d", os.Getpid(), nsCounter.Add(1))
-	if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(ip, "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("removing netns %s: %v: %s", name, err, out)
-		}
-	})
-	nftDir = t.TempDir()
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", ip, name, nft)
-	if err := os.WriteFile(filepath.Join(nftDir, "nft"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	name := fmt.Sprintf("ironlb-nfttest-%d-%d", os.Getpid(), nsCounter.Add(1))
+	netnstest.Add(t, name)
 	nsIP(t, name, "link", "set", "lo", "up")
-	return name, nftDir
+	return name
 }
 
 // netnsFD opens the namespace for netlink sockets (closed when the test ends, before the

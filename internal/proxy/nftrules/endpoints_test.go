@@ -9,6 +9,34 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
+// selectCase is a row of the SelectEndpoints tables: a Service (svc) with one TCP port 80, its node
+// port nodePort (0 for none), over the endpoints eps, selected on node "me" that takes the nodes in
+// dead for dead; want is what the test checks of the Selection.
+type selectCase[W any] struct {
+	name     string
+	svc      Service
+	nodePort uint16
+	eps      []Endpoint
+	dead     map[string]bool
+	want     W
+}
+
+// selectIn selects the row's IPv4 endpoints on node "me" in zone ("" for none).
+func (tc selectCase[W]) selectIn(zone string) Selection {
+	svc := tc.svc
+	p := Port{Protocol: TCP, Port: 80, NodePort: tc.nodePort, Endpoints: tc.eps}
+	return SelectEndpoints(&svc, &p, &Node{Name: "me", Zone: zone, DeadNodes: tc.dead}, false)
+}
+
+// addrs lists the endpoints' addresses, in order.
+func addrs(eps []Endpoint) []string {
+	var out []string
+	for _, ep := range eps {
+		out = append(out, ep.Addr.String())
+	}
+	return out
+}
+
 func TestSelectEndpoints(t *testing.T) {
 	e := func(addr, node string, ready, serving, term bool) Endpoint {
 		return Endpoint{Addr: netip.MustParseAddr(addr), Port: 80, Node: node, Ready: ready, Serving: serving, Terminating: term, Local: node == "me"}
@@ -16,26 +44,12 @@ func TestSelectEndpoints(t *testing.T) {
 	ready := func(addr, node string) Endpoint { return e(addr, node, true, true, false) }
 	termServing := func(addr, node string) Endpoint { return e(addr, node, false, true, true) }
 	termGone := func(addr, node string) Endpoint { return e(addr, node, false, false, true) }
-	addrs := func(eps []Endpoint) []string {
-		var out []string
-		for _, ep := range eps {
-			out = append(out, ep.Addr.String())
-		}
-		return out
-	}
 	type want struct {
 		Cluster, Local                      []string
 		Has, ClusterTerm, LocalTerm, DeadFB bool
 		Skipped                             map[string]SkipReason
 	}
-	for _, tc := range []struct {
-		name     string
-		svc      Service
-		nodePort uint16
-		eps      []Endpoint
-		dead     map[string]bool
-		want     want
-	}{{
+	for _, tc := range []selectCase[want]{{
 		name: "ready only",
 		eps:  []Endpoint{ready("10.0.0.2", "b"), ready("10.0.0.1", "me"), e("10.0.0.3", "c", false, false, false)},
 		want: want{Cluster: []string{"10.0.0.1", "10.0.0.2"}, Has: true, Skipped: map[string]SkipReason{"10.0.0.3": SkipNotReady}},
@@ -95,9 +109,7 @@ func TestSelectEndpoints(t *testing.T) {
 		want: want{Skipped: map[string]SkipReason{"10.0.0.1": SkipNotReady}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := tc.svc
-			p := Port{Protocol: TCP, Port: 80, NodePort: tc.nodePort, Endpoints: tc.eps}
-			sel := SelectEndpoints(&svc, &p, &Node{Name: "me", DeadNodes: tc.dead}, false)
+			sel := tc.selectIn("")
 			got := want{Cluster: addrs(sel.Cluster), Local: addrs(sel.Local), Has: sel.HasEndpoints,
 				ClusterTerm: sel.ClusterTerminating, LocalTerm: sel.LocalTerminating, DeadFB: sel.DeadNodeFallback}
 			for _, s := range sel.Skipped {

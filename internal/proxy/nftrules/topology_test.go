@@ -55,75 +55,57 @@ func TestTopologyMode(t *testing.T) {
 // TestSelectEndpointsTopology: the Cluster endpoints are filtered by the topology mode, the Local
 // ones never; the serving-terminating fallback ignores topology; dead nodes are left out first.
 func TestSelectEndpointsTopology(t *testing.T) {
-	addrs := func(eps []Endpoint) []string {
-		var out []string
-		for _, ep := range eps {
-			out = append(out, ep.Addr.String())
-		}
-		return out
-	}
 	term := func(ep Endpoint) Endpoint { ep.Ready, ep.Terminating = false, true; return ep }
-	for _, tc := range []struct {
-		name                string
-		svc                 Service
-		nodePort            uint16
-		eps                 []Endpoint
-		dead                map[string]bool
-		wantCluster         []string
-		wantLocal           []string
-		wantMode            string
-		wantSkippedTopology []string
-	}{{
-		name:                "same zone only",
-		eps:                 []Endpoint{hinted("10.0.0.1", "b", "zone-a", ""), hinted("10.0.0.2", "c", "zone-b", ""), hinted("10.0.0.3", "d", "zone-a", "")},
-		wantCluster:         []string{"10.0.0.1", "10.0.0.3"},
-		wantMode:            TopologyPreferSameZone,
-		wantSkippedTopology: []string{"10.0.0.2"},
+	// want: the Cluster and Local endpoints' addresses, the topology mode and the endpoints skipped
+	// for topology
+	type want struct {
+		Cluster, Local  []string
+		Mode            string
+		SkippedTopology []string
+	}
+	for _, tc := range []selectCase[want]{{
+		name: "same zone only",
+		eps:  []Endpoint{hinted("10.0.0.1", "b", "zone-a", ""), hinted("10.0.0.2", "c", "zone-b", ""), hinted("10.0.0.3", "d", "zone-a", "")},
+		want: want{Cluster: []string{"10.0.0.1", "10.0.0.3"}, Mode: TopologyPreferSameZone, SkippedTopology: []string{"10.0.0.2"}},
 	}, {
-		name:                "same node only",
-		eps:                 []Endpoint{hinted("10.0.0.1", "me", "zone-a", "me"), hinted("10.0.0.2", "b", "zone-a", "b")},
-		wantCluster:         []string{"10.0.0.1"},
-		wantMode:            TopologyPreferSameNode,
-		wantSkippedTopology: []string{"10.0.0.2"},
+		name: "same node only",
+		eps:  []Endpoint{hinted("10.0.0.1", "me", "zone-a", "me"), hinted("10.0.0.2", "b", "zone-a", "b")},
+		want: want{Cluster: []string{"10.0.0.1"}, Mode: TopologyPreferSameNode, SkippedTopology: []string{"10.0.0.2"}},
 	}, {
-		name:        "no hint for this zone: all",
-		eps:         []Endpoint{hinted("10.0.0.1", "b", "zone-b", ""), hinted("10.0.0.2", "c", "zone-c", "")},
-		wantCluster: []string{"10.0.0.1", "10.0.0.2"},
+		name: "no hint for this zone: all",
+		eps:  []Endpoint{hinted("10.0.0.1", "b", "zone-b", ""), hinted("10.0.0.2", "c", "zone-c", "")},
+		want: want{Cluster: []string{"10.0.0.1", "10.0.0.2"}},
 	}, {
-		name:        "terminating in this zone, ready elsewhere: no ready endpoint for this zone, so no topology",
-		eps:         []Endpoint{term(hinted("10.0.0.1", "b", "zone-a", "")), hinted("10.0.0.2", "c", "zone-b", "")},
-		wantCluster: []string{"10.0.0.2"},
+		name: "terminating in this zone, ready elsewhere: no ready endpoint for this zone, so no topology",
+		eps:  []Endpoint{term(hinted("10.0.0.1", "b", "zone-a", "")), hinted("10.0.0.2", "c", "zone-b", "")},
+		want: want{Cluster: []string{"10.0.0.2"}},
 	}, {
-		name:        "no ready endpoint: serving-terminating ones, whatever their zone",
-		eps:         []Endpoint{term(hinted("10.0.0.1", "b", "zone-b", "")), term(hinted("10.0.0.2", "c", "zone-a", ""))},
-		wantCluster: []string{"10.0.0.1", "10.0.0.2"},
+		name: "no ready endpoint: serving-terminating ones, whatever their zone",
+		eps:  []Endpoint{term(hinted("10.0.0.1", "b", "zone-b", "")), term(hinted("10.0.0.2", "c", "zone-a", ""))},
+		want: want{Cluster: []string{"10.0.0.1", "10.0.0.2"}},
 	}, {
-		name:                "ETP Local: Local endpoints ignore topology, Cluster ones follow it",
-		svc:                 Service{ExternalTrafficPolicyLocal: true},
-		nodePort:            30000,
-		eps:                 []Endpoint{hinted("10.0.0.1", "me", "zone-b", ""), hinted("10.0.0.2", "c", "zone-a", "")},
-		wantCluster:         []string{"10.0.0.2"},
-		wantLocal:           []string{"10.0.0.1"},
-		wantMode:            TopologyPreferSameZone,
-		wantSkippedTopology: nil, // 10.0.0.1 is used, by Local policy
+		name:     "ETP Local: Local endpoints ignore topology, Cluster ones follow it",
+		svc:      Service{ExternalTrafficPolicyLocal: true},
+		nodePort: 30000,
+		eps:      []Endpoint{hinted("10.0.0.1", "me", "zone-b", ""), hinted("10.0.0.2", "c", "zone-a", "")},
+		// none skipped for topology: 10.0.0.1 is used, by Local policy
+		want: want{Cluster: []string{"10.0.0.2"}, Local: []string{"10.0.0.1"}, Mode: TopologyPreferSameZone},
 	}, {
-		name:        "the zone's only endpoint is on a dead node: the mode is computed without it",
-		eps:         []Endpoint{hinted("10.0.0.1", "dead", "zone-a", ""), hinted("10.0.0.2", "c", "zone-b", "")},
-		dead:        map[string]bool{"dead": true},
-		wantCluster: []string{"10.0.0.2"},
+		name: "the zone's only endpoint is on a dead node: the mode is computed without it",
+		eps:  []Endpoint{hinted("10.0.0.1", "dead", "zone-a", ""), hinted("10.0.0.2", "c", "zone-b", "")},
+		dead: map[string]bool{"dead": true},
+		want: want{Cluster: []string{"10.0.0.2"}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := tc.svc
-			p := Port{Protocol: TCP, Port: 80, NodePort: tc.nodePort, Endpoints: tc.eps}
-			sel := SelectEndpoints(&svc, &p, &Node{Name: "me", Zone: "zone-a", DeadNodes: tc.dead}, false)
-			if got := addrs(sel.Cluster); !slices.Equal(got, tc.wantCluster) {
-				t.Errorf("cluster %v, want %v", got, tc.wantCluster)
+			sel := tc.selectIn("zone-a")
+			if got := addrs(sel.Cluster); !slices.Equal(got, tc.want.Cluster) {
+				t.Errorf("cluster %v, want %v", got, tc.want.Cluster)
 			}
-			if got := addrs(sel.Local); !slices.Equal(got, tc.wantLocal) {
-				t.Errorf("local %v, want %v", got, tc.wantLocal)
+			if got := addrs(sel.Local); !slices.Equal(got, tc.want.Local) {
+				t.Errorf("local %v, want %v", got, tc.want.Local)
 			}
-			if sel.Topology != tc.wantMode {
-				t.Errorf("mode %q, want %q", sel.Topology, tc.wantMode)
+			if sel.Topology != tc.want.Mode {
+				t.Errorf("mode %q, want %q", sel.Topology, tc.want.Mode)
 			}
 			var skipped []string
 			for _, s := range sel.Skipped {
@@ -131,8 +113,8 @@ func TestSelectEndpointsTopology(t *testing.T) {
 					skipped = append(skipped, s.Endpoint.Addr.String())
 				}
 			}
-			if !slices.Equal(skipped, tc.wantSkippedTopology) {
-				t.Errorf("skipped for topology %v, want %v", skipped, tc.wantSkippedTopology)
+			if !slices.Equal(skipped, tc.want.SkippedTopology) {
+				t.Errorf("skipped for topology %v, want %v", skipped, tc.want.SkippedTopology)
 			}
 		})
 	}

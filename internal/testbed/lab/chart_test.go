@@ -63,18 +63,7 @@ func TestReadChartMeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ReadChartMeta(bytes.NewReader(tgz(t, tt.files)))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one saying %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
+			checkResult(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 	if _, err := ReadChartMeta(strings.NewReader("not gzip")); err == nil || !strings.Contains(err.Error(), "not a packaged chart") {
@@ -141,18 +130,7 @@ func TestLabValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := LabValues(tt.reg, tt.app, tt.proxy, tt.prometheus)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one saying %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("values (-want +got):\n%s", d)
-			}
+			checkResult(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -249,5 +227,23 @@ func TestHelmError(t *testing.T) {
 		if got := HelmError(tt.in); got != tt.want {
 			t.Errorf("HelmError(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// checkResult is a table row's check: an error containing wantErr when that is set, else no error
+// and got equal to want.
+func checkResult[T any](t *testing.T, got T, err error, want T, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err %v, want one saying %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }

@@ -29,15 +29,20 @@ func Require(t testing.TB, tools ...string) {
 	}
 }
 
-// Add creates the network namespaces named (with `ip netns add`), each deleted when the test ends.
-// It skips the test if one cannot be created (no namespace support here).
+// Add creates the network namespaces named (with `ip netns add`), each deleted when the test ends
+// (a namespace that cannot be deleted fails the test). It skips the test if one cannot be created
+// (no namespace support here).
 func Add(t testing.TB, names ...string) {
 	t.Helper()
 	for _, ns := range names {
 		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 			t.Skipf("cannot create a network namespace: %v: %s", err, out)
 		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		t.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("deleting network namespace %s: %v: %s", ns, err, out)
+			}
+		})
 	}
 }
 
@@ -64,7 +69,7 @@ func Run(t testing.TB, ns string, args ...string) string {
 // NFTOnPath points PATH's nft at network namespace ns for the rest of the test, through a wrapper
 // script in a temporary folder, so that what runs nft from PATH (knftables) programs the namespace.
 // Tests using it cannot run in parallel (it sets PATH).
-func NFTOnPath(t *testing.T, ns string) {
+func NFTOnPath(t testing.TB, ns string) {
 	t.Helper()
 	nft, err1 := exec.LookPath("nft")
 	ip, err2 := exec.LookPath("ip")
@@ -86,6 +91,23 @@ func Sysctl(ns string) func(key, value string) error {
 		_, err := Output(ns, "sysctl", "-qw", strings.ReplaceAll(key, "/", ".")+"="+value)
 		return err
 	}
+}
+
+// Enter moves the calling goroutine, locked to its thread for good, into network namespace ns (made
+// by `ip netns add`): for a goroutine that keeps working there (a watcher, a reopened socket). The
+// thread never returns to its namespace and ends with the goroutine; no other goroutine runs on it.
+// Unlike the other functions here it may be called from any goroutine: it reports, not fails.
+func Enter(ns string) error {
+	runtime.LockOSThread() // never unlocked
+	f, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("setns %s: %w", ns, err)
+	}
+	return nil
 }
 
 // In runs f with the calling goroutine's thread inside network namespace ns (made by `ip netns add`),
@@ -114,4 +136,49 @@ func In(t testing.TB, ns string, f func()) {
 		}
 	}()
 	f()
+}
+
+// End is one end of a veth pair: its namespace, its name, its MAC ("" for the kernel's) and its
+// addresses with their prefix lengths ("192.0.2.1/24", "2001:db8::1/64").
+type End struct {
+	NS, Name, MAC string
+	Addrs         []string
+}
+
+// Veth joins two namespaces with a veth pair, a's end in a.NS and b's in b.NS, gives each end its
+// addresses (IPv6 ones without duplicate address detection, usable at once) and sets both ends up.
+// It fails the test if a step fails.
+func Veth(t testing.TB, a, b End) {
+	t.Helper()
+	args := []string{"ip", "link", "add", a.Name}
+	if a.MAC != "" {
+		args = append(args, "address", a.MAC)
+	}
+	args = append(args, "type", "veth", "peer", "name", b.Name)
+	if b.MAC != "" {
+		args = append(args, "address", b.MAC)
+	}
+	Run(t, a.NS, append(args, "netns", b.NS)...)
+	for _, e := range []End{a, b} {
+		for _, addr := range e.Addrs {
+			cmd := []string{"ip", "addr", "add", addr, "dev", e.Name}
+			if strings.Contains(addr, ":") {
+				cmd = append(cmd, "nodad")
+			}
+			Run(t, e.NS, cmd...)
+		}
+	}
+	Run(t, a.NS, "ip", "link", "set", a.Name, "up")
+	Run(t, b.NS, "ip", "link", "set", b.Name, "up")
+}
+
+// Do is In for a function that returns its error: it runs fn with the calling goroutine's thread
+// inside network namespace ns and fails the test, naming ns, if fn returns an error.
+func Do(t testing.TB, ns string, fn func() error) {
+	t.Helper()
+	In(t, ns, func() {
+		if err := fn(); err != nil {
+			t.Fatalf("in namespace %s: %v", ns, err)
+		}
+	})
 }

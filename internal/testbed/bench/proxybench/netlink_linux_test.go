@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // kube-proxy's layout in miniature (pkg/proxy/nftables): a service-ips map to a service chain
@@ -34,26 +35,17 @@ const miniRuleset = `table ip kube-proxy {
 // that runs nft in it with a script on stdin. Skipped unless root with ip and nft.
 func kernelNetns(t *testing.T) (path string, nft func(script string)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	ipPath, err1 := exec.LookPath("ip")
-	nftPath, err2 := exec.LookPath("nft")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs ip and nft")
-	}
+	netnstest.Require(t, "ip", "nft")
 	ns := fmt.Sprintf("ironlb-proxybenchtest-%d", os.Getpid())
-	if out, err := exec.Command(ipPath, "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command(ipPath, "netns", "del", ns).Run() })
+	netnstest.Add(t, ns)
+	dir := t.TempDir()
 	return "/run/netns/" + ns, func(script string) {
 		t.Helper()
-		cmd := exec.Command(ipPath, "netns", "exec", ns, nftPath, "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("nft -f: %v: %s", err, out)
+		f := filepath.Join(dir, "script.nft")
+		if err := os.WriteFile(f, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		netnstest.Run(t, ns, "nft", "-f", f)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/ironlb/ironlb/internal/testbed/lab"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestMain lets this test binary stand in for ironlb as the process starter (`<self> lab nsinit`): the
@@ -83,12 +84,10 @@ type kubeletFixture struct {
 // loopback, and serves the kubelet API for it on 127.0.0.1 with a fresh lab PKI.
 func startKubeletFixture(t testing.TB) kubeletFixture {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace and enters it with nsenter")
-	}
+	netnstest.Require(t, "ip", "nsenter")
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -99,13 +98,8 @@ func startKubeletFixture(t testing.TB) kubeletFixture {
 	sfx := make([]byte, 3)
 	_, _ = rand.Read(sfx)
 	ns := "ilbkubelet-" + hex.EncodeToString(sfx)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = lab.DeleteNetNS(context.Background(), ns) })
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v: %s", err, out)
-	}
+	netnstest.Add(t, ns)
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 	dir := t.TempDir()
 	start := func(name string, argv ...string) ctrRun {
 		spec := lab.ExecSpec{NetNS: ns, Hostname: "web-0", MountNS: true, Argv: argv,

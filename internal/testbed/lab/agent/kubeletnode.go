@@ -54,11 +54,18 @@ func (a *Agent) ctrLogDir(pod *corev1.Pod, container string) string {
 		fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container)
 }
 
-// hostnameMount writes the pod's /etc/hostname, as container runtimes give every container one.
+// hostnameMount writes the pod's /etc/hostname for a container the host runtime runs (on the
+// host's root file system, whose /etc/hostname the bind mount needs as its target).
 func (w *podWorker) hostnameMount(hostname string) (lab.Mount, error) {
 	if _, err := os.Stat("/etc/hostname"); err != nil { // a bind mount needs its target
 		return lab.Mount{}, err
 	}
+	return w.hostnameFile(hostname)
+}
+
+// hostnameFile writes the pod's /etc/hostname, as container runtimes give every container one, and
+// returns its bind mount.
+func (w *podWorker) hostnameFile(hostname string) (lab.Mount, error) {
 	path := filepath.Join(w.a.lab.State.PodDir(string(w.uid)), "etc-hostname")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return lab.Mount{}, err

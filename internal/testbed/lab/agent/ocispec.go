@@ -82,6 +82,21 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // and nothing here needs more.
 const OCISpecVersion = "1.0.2"
 
+// unprivilegedCaps is the capability set (names without CAP_) of a container that is not privileged:
+// the runtime's default with the securityContext's add and drop (lab.EffectiveCaps); sc may be nil.
+func unprivilegedCaps(sc *corev1.SecurityContext) []string {
+	var add, drop []string
+	if sc != nil && sc.Capabilities != nil {
+		for _, x := range sc.Capabilities.Add {
+			add = append(add, string(x))
+		}
+		for _, x := range sc.Capabilities.Drop {
+			drop = append(drop, string(x))
+		}
+	}
+	return lab.EffectiveCaps(add, drop)
+}
+
 // OCISpec builds the runtime spec for in. Errors wrap ErrContainerConfig (runAsNonRoot refused, a
 // USER naming no user of the image) or ErrNoCommand (nothing to run).
 func OCISpec(in OCIInput) (*specs.Spec, error) {
@@ -105,16 +120,7 @@ func OCISpec(in OCIInput) (*specs.Spec, error) {
 	if privileged {
 		caps = lab.EffectiveCaps([]string{"ALL"}, nil)
 	} else {
-		var add, drop []string
-		if sc != nil && sc.Capabilities != nil {
-			for _, x := range sc.Capabilities.Add {
-				add = append(add, string(x))
-			}
-			for _, x := range sc.Capabilities.Drop {
-				drop = append(drop, string(x))
-			}
-		}
-		caps = lab.EffectiveCaps(add, drop)
+		caps = unprivilegedCaps(sc)
 	}
 	for i, n := range caps {
 		caps[i] = "CAP_" + n

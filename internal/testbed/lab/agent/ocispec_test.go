@@ -87,6 +87,21 @@ func TestOCISpec(t *testing.T) {
 			f(in.Pod.Spec.SecurityContext)
 		}
 	}
+	// check functions for the rows that look at one field
+	wantCwd := func(dir string) func(*testing.T, *specs.Spec) {
+		return func(t *testing.T, s *specs.Spec) {
+			if s.Process.Cwd != dir {
+				t.Errorf("cwd %q, want %q", s.Process.Cwd, dir)
+			}
+		}
+	}
+	wantUser := func(u specs.User) func(*testing.T, *specs.Spec) {
+		return func(t *testing.T, s *specs.Spec) {
+			if diff := cmp.Diff(u, s.Process.User); diff != "" {
+				t.Errorf("user (-want +got)\n%s", diff)
+			}
+		}
+	}
 	tests := []struct {
 		name    string
 		in      OCIInput
@@ -129,54 +144,26 @@ func TestOCISpec(t *testing.T) {
 				}
 			}},
 		{name: "working dir: container over image over /",
-			in: testInput(func(in *OCIInput) { in.Container.WorkingDir = "/work" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if s.Process.Cwd != "/work" {
-					t.Errorf("cwd %q", s.Process.Cwd)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Container.WorkingDir = "/work" }),
+			check: wantCwd("/work")},
 		{name: "working dir: image's",
-			in: testInput(func(in *OCIInput) { in.Image.WorkingDir = "/srv" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if s.Process.Cwd != "/srv" {
-					t.Errorf("cwd %q", s.Process.Cwd)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Image.WorkingDir = "/srv" }),
+			check: wantCwd("/srv")},
 		{name: "working dir: / when neither sets one",
-			in: testInput(func(in *OCIInput) { in.Image.WorkingDir = "" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if s.Process.Cwd != "/" {
-					t.Errorf("cwd %q", s.Process.Cwd)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Image.WorkingDir = "" }),
+			check: wantCwd("/")},
 		{name: "user: the image's uid:gid",
-			in: testInput(nil),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 65532, GID: 65532, AdditionalGids: []uint32{400}}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			in:    testInput(nil),
+			check: wantUser(specs.User{UID: 65532, GID: 65532, AdditionalGids: []uint32{400}})},
 		{name: "user: image USER by name takes its primary group and its groups",
-			in: testInput(func(in *OCIInput) { in.Image.User = "web" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 33, GID: 33, AdditionalGids: []uint32{400}}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Image.User = "web" }),
+			check: wantUser(specs.User{UID: 33, GID: 33, AdditionalGids: []uint32{400}})},
 		{name: "user: image USER name:group",
-			in: testInput(func(in *OCIInput) { in.Image.User = "web:nogroup" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 33, GID: 65534, AdditionalGids: []uint32{400}}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Image.User = "web:nogroup" }),
+			check: wantUser(specs.User{UID: 33, GID: 65534, AdditionalGids: []uint32{400}})},
 		{name: "user: a uid not in /etc/passwd gets group 0",
-			in: testInput(func(in *OCIInput) { in.Image.User = "1234" }),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 1234}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			in:    testInput(func(in *OCIInput) { in.Image.User = "1234" }),
+			check: wantUser(specs.User{UID: 1234})},
 		{name: "user: image USER naming no user is a config error",
 			in: testInput(func(in *OCIInput) { in.Image.User = "ghost" }), wantErr: ErrContainerConfig,
 			wantMsg: "unable to find user ghost: no matching entries in passwd file"},
@@ -184,21 +171,13 @@ func TestOCISpec(t *testing.T) {
 			in: testInput(podSC(func(p *corev1.PodSecurityContext) {
 				p.RunAsUser, p.RunAsGroup, p.SupplementalGroups, p.FSGroup = ptr.To[int64](65534), ptr.To[int64](65534), []int64{7}, ptr.To[int64](2000)
 			})),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 65534, GID: 65534, AdditionalGids: []uint32{7, 2000}}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			check: wantUser(specs.User{UID: 65534, GID: 65534, AdditionalGids: []uint32{7, 2000}})},
 		{name: "user: the container's runAsUser over the pod's; group from /etc/passwd",
 			in: testInput(func(in *OCIInput) {
 				podSC(func(p *corev1.PodSecurityContext) { p.RunAsUser = ptr.To[int64](65534) })(in)
 				in.Container.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}
 			}),
-			check: func(t *testing.T, s *specs.Spec) {
-				if diff := cmp.Diff(specs.User{UID: 0, GID: 0}, s.Process.User); diff != "" {
-					t.Errorf("user (-want +got)\n%s", diff)
-				}
-			}},
+			check: wantUser(specs.User{UID: 0, GID: 0})},
 		{name: "runAsNonRoot: a root image user is refused with the kubelet's message",
 			in: testInput(func(in *OCIInput) {
 				in.Image.User = ""

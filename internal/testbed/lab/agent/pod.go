@@ -550,16 +550,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	}
 	spec := lab.ExecSpec{NetNS: w.netns, Hostname: hostname, MountNS: true, Mounts: mounts, Argv: argv, Env: env.List(), Dir: c.spec.WorkingDir}
 	if sc := c.spec.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
-		var add, drop []string
-		if sc != nil && sc.Capabilities != nil {
-			for _, x := range sc.Capabilities.Add {
-				add = append(add, string(x))
-			}
-			for _, x := range sc.Capabilities.Drop {
-				drop = append(drop, string(x))
-			}
-		}
-		spec.Caps, spec.DropCaps = lab.EffectiveCaps(add, drop), true
+		spec.Caps, spec.DropCaps = unprivilegedCaps(sc), true
 	}
 	if uid := runAsUser(pod, c.spec); uid != nil {
 		v := int(*uid)
@@ -590,18 +581,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("RunContainerError", err)
 		return
 	}
-	// one CRI log file per run for the kubelet API, and the raw output appended to the combined log
-	rawLog := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
-	logDir := a.ctrLogDir(pod, c.spec.Name)
-	lw, stdout, stderr, err := openCtrLog(logDir, int(c.st.Restarts), rawLog, time.Now)
-	if err != nil {
-		fail("RunContainerError", err)
-		return
-	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Start()
-	stdout.Close()
-	stderr.Close()
+	lw, logDir, err := w.startLogged(cmd, pod, c)
 	if err != nil {
 		fail("RunContainerError", err)
 		return
@@ -611,6 +591,27 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	w.track(ctx, pod, c, cmd, cmd.Process.Pid, exited, nil, strings.Join(argv, " "))
+}
+
+// startLogged starts a container run's process with its output going to the run's CRI log file
+// (for the kubelet API) and appended to the node's combined log for the container. It returns the
+// log's writer and the container's log directory.
+func (w *podWorker) startLogged(cmd *exec.Cmd, pod *corev1.Pod, c *ctr) (*ctrLogWriter, string, error) {
+	a := w.a
+	rawLog := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
+	logDir := a.ctrLogDir(pod, c.spec.Name)
+	lw, stdout, stderr, err := openCtrLog(logDir, int(c.st.Restarts), rawLog, time.Now)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Start()
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		return nil, "", err
+	}
+	return lw, logDir, nil
 }
 
 // track records a started container run: its status, its exit (exited delivers the process's Wait;

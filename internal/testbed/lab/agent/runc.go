@@ -251,17 +251,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	pidFile := filepath.Join(bundle, "pid")
 	cmd := exec.Command(r.runc, "--root", r.root, "--log", filepath.Join(bundle, "runc.log"), "run", "--bundle", bundle, "--pid-file", pidFile, id)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-	rawLog := a.lab.State.LogFile(a.host.Name, fmt.Sprintf("pods/%s_%s_%s", pod.Namespace, pod.Name, c.spec.Name))
-	logDir := a.ctrLogDir(pod, c.spec.Name)
-	lw, stdout, stderr, err := openCtrLog(logDir, int(c.st.Restarts), rawLog, time.Now)
-	if err != nil {
-		fail("RunContainerError", err)
-		return
-	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Start()
-	stdout.Close()
-	stderr.Close()
+	lw, logDir, err := w.startLogged(cmd, pod, c)
 	if err != nil {
 		fail("RunContainerError", err)
 		return
@@ -278,18 +268,6 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	w.publishRun(ctrRun{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), Container: c.spec.Name, Image: c.spec.Image,
 		Run: int(c.st.Restarts), LogDir: logDir, PID: pid, Exec: execSpec{Cgroup: ctrCg, Runc: &runcExec{Runc: r.runc, Root: r.root, ID: id}}, LogDone: lw.done})
 	w.track(ctx, pod, c, cmd, pid, exited, func() { r.remove(id, "") }, strings.Join(spec.Process.Args, " "))
-}
-
-// hostnameFile writes the pod's /etc/hostname and returns its bind mount.
-func (w *podWorker) hostnameFile(hostname string) (lab.Mount, error) {
-	p := filepath.Join(w.a.lab.State.PodDir(string(w.uid)), "etc-hostname")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return lab.Mount{}, err
-	}
-	if err := os.WriteFile(p, []byte(hostname+"\n"), 0o644); err != nil {
-		return lab.Mount{}, err
-	}
-	return lab.Mount{Source: p, Target: "/etc/hostname"}, nil
 }
 
 // kubeEnv is the environment the kubelet gives a container (service links, envFrom, env) without
