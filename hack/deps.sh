@@ -27,6 +27,9 @@ done
 [ -x /usr/lib/frr/bfdd ] || missing+=(frr)
 # The C library's headers, which cgo (the race detector) compiles against.
 [ -f /usr/include/stdlib.h ] || missing+=(libc6-dev)
+# The CA certificates: go downloads every module from the proxy over HTTPS, and a minimal Debian
+# (debootstrap's minbase, a container image) has none; no package above depends on them.
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 command -v go >/dev/null || { echo "deps: go is not installed (https://go.dev/doc/install)" >&2; exit 1; }
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
