@@ -123,6 +123,10 @@ if [ "$reuse" = 0 ]; then
   mirror=${mirror:-http://deb.debian.org/debian}
   nice -n 19 debootstrap --variant=minbase --include=make bookworm "$root" "$mirror" >"$log/debootstrap.log" 2>&1 ||
     { tail -20 "$log/debootstrap.log" >&2; exit 1; }
+  # No service starts in the chroot: it shares the host's network namespace, where the packages'
+  # daemons (frr, prometheus) would listen. A real machine starts them; the lab runs its own.
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  chmod 0755 "$root/usr/sbin/policy-rc.d"
   if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
     : >"$root/etc/apt/sources.list"
     for f in /etc/apt/sources.list.d/*.sources; do grep -q '/debian' "$f" && cp "$f" "$root/etc/apt/sources.list.d/"; done
