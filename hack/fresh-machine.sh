@@ -127,6 +127,10 @@ if [ "$reuse" = 0 ]; then
   # daemons (frr, prometheus) would listen. A real machine starts them; the lab runs its own.
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 0755 "$root/usr/sbin/policy-rc.d"
+  # The /etc/hosts Debian's installer writes (no package owns it; debootstrap writes none), which the
+  # lab's pods get a copy of.
+  printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(cat "$root/etc/hostname")" >"$root/etc/hosts"
   if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
     : >"$root/etc/apt/sources.list"
     for f in /etc/apt/sources.list.d/*.sources; do grep -q '/debian' "$f" && cp "$f" "$root/etc/apt/sources.list.d/"; done
