@@ -155,6 +155,14 @@ else
 fi
 
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# This site's own CAs (a TLS-intercepting egress proxy, a company CA): the network's, not the machine's,
+# so the chroot trusts them too. They take effect when deps.sh installs ca-certificates (which reads
+# /usr/local/share/ca-certificates), or at once if it is installed (--reuse).
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  [ ! -x "$root/usr/sbin/update-ca-certificates" ] || chroot "$root" update-ca-certificates >/dev/null
+fi
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
