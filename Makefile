@@ -28,8 +28,12 @@ LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
 all: build
 
+# -v names each package as it is compiled (none when the cache is warm): hack/lib.sh's progress prints a
+# line every 100, so the first build on a fresh machine (~900 packages, minutes) is seen moving.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb
+	@echo '$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb'
+	@here=hack; . hack/lib.sh; start=$$(date +%s); \
+	  $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb 2> >(progress build 100 "" "$$start" pkgs)
 
 # Static binaries (CGO_ENABLED=0), without paths of this machine (-trimpath) or symbols (-s -w): the
 # same commit gives the same bytes, so the same image digest.
