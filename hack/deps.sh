@@ -14,6 +14,9 @@ declare -A pkgs=(
   [dig]=bind9-dnsutils
   # nc, which the upstream e2e suite runs in its agnhost and busybox pods (CheckServiceReachability)
   [nc]=netcat-openbsd
+  # sysctl, which the namespace tests run (netnstest.Sysctl, the speaker's and the DSR path's), and ps:
+  # a minimal Debian has neither
+  [sysctl]=procps [ps]=procps
   # cgo for `go test -race`
   [gcc]=gcc
   # runc, the container runtime of `lab up --runtime=runc`
