@@ -2,7 +2,8 @@
 # The README's promise, checked for real: on a fresh Debian 12 machine with only Go (and make), a clean
 # clone, no cache and none of hack/deps.sh's packages, `make lab` alone brings the lab up and runs seed
 # 000's experiment. Run by hand as root (not in CI: it downloads Debian's minimal system and the whole
-# module graph, and the cold build takes 30-60 min on 2 cores). docs/install.md, "A fresh machine".
+# module graph, and the cold build takes 30-60 min on 2 cores). docs/benchmarks.md, "make lab on a fresh
+# machine".
 #
 #   hack/fresh-machine.sh [--keep] [--reuse] [--dir DIR] [--branch B] [--lock FILE] [--build-only]
 #
@@ -105,7 +106,7 @@ cleanup() {
     rm -rf --one-file-system "$dir"
   fi
   echo "== fresh-machine: phases (elapsed):"
-  printf '   %s\n' "${times[@]}"
+  [ ${#times[@]} -eq 0 ] || printf '   %s\n' "${times[@]}"
   echo "== fresh-machine: total $(( $(date +%s) - t0 ))s, exit $rc, load $(cut -d' ' -f1-3 /proc/loadavg)"
   exit "$rc"
 }
