@@ -2,7 +2,7 @@
 # The README's promise, checked for real: on a fresh Debian 12 machine with only Go (and make), a clean
 # clone, no cache and none of hack/deps.sh's packages, `make lab` alone brings the lab up and runs seed
 # 000's experiment. Run by hand as root (not in CI: it downloads Debian's minimal system and the whole
-# module graph; the cold build is ~30 min on a quiet 2-core machine, over an hour at load 10-20; ~11 GB
+# module graph; the cold build took over an hour at load 5-28 on 2 cores, and ~11 GB
 # under DIR). docs/benchmarks.md, "make lab on a fresh
 # machine".
 #
