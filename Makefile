@@ -5,11 +5,13 @@ BIN   := bin/ironlb
 
 # The release version (VERSION: also the image tag, the manifests' tag and the chart's appVersion, set
 # by hack/generate.sh) and the commit, "-dirty" when the tree has changes, stamped into the binary
-# (`ironlb version`). SOURCE_DATE_EPOCH, the commit's time, is the image's only time stamp.
+# (`ironlb version`). SOURCE_DATE_EPOCH, the commit's time, is the image's only time stamp. COMMIT and
+# LDFLAGS are expanded when a recipe runs, not when make starts: on a fresh machine git is installed by
+# the first prerequisite (deps), and a commit read before it would be empty.
 VERSION           := $(shell cat VERSION)
-COMMIT            := $(shell git rev-parse HEAD 2>/dev/null)$(shell [ -z "$$(git status --porcelain 2>/dev/null)" ] || echo -dirty)
+COMMIT             = $(shell git rev-parse HEAD 2>/dev/null)$(shell [ -z "$$(git status --porcelain 2>/dev/null)" ] || echo -dirty)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-LDFLAGS           := -X github.com/ironlb/ironlb/internal/version.version=$(VERSION) -X github.com/ironlb/ironlb/internal/version.commit=$(COMMIT)
+LDFLAGS            = -X github.com/ironlb/ironlb/internal/version.version=$(VERSION) -X github.com/ironlb/ironlb/internal/version.commit=$(COMMIT)
 
 # make image: ironlb's OCI image for PLATFORMS, written as an OCI layout to bin/image; PUSH=REF also
 # pushes it (REF without a tag gets VERSION), INSECURE=1 over plain HTTP. When a lab with a registry is
@@ -26,8 +28,12 @@ LAB_DIR   ?= $(or $(IRONLB_LAB_DIR),/run/ironlb-lab)
 
 all: build
 
+# -v names each package as it is compiled (none when the cache is warm): hack/lib.sh's progress prints a
+# line every 100, so the first build on a fresh machine (~900 packages, minutes) is seen moving.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb
+	@echo '$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb'
+	@here=hack; . hack/lib.sh; start=$$(date +%s); \
+	  $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb 2> >(progress build 100 "" "$$start" pkgs)
 
 # Static binaries (CGO_ENABLED=0), without paths of this machine (-trimpath) or symbols (-s -w): the
 # same commit gives the same bytes, so the same image digest.

@@ -14,6 +14,9 @@ declare -A pkgs=(
   [dig]=bind9-dnsutils
   # nc, which the upstream e2e suite runs in its agnhost and busybox pods (CheckServiceReachability)
   [nc]=netcat-openbsd
+  # sysctl, which the namespace tests run (netnstest.Sysctl, the speaker's and the DSR path's), and ps:
+  # a minimal Debian has neither
+  [sysctl]=procps [ps]=procps
   # cgo for `go test -race`
   [gcc]=gcc
   # runc, the container runtime of `lab up --runtime=runc`
@@ -27,6 +30,9 @@ done
 [ -x /usr/lib/frr/bfdd ] || missing+=(frr)
 # The C library's headers, which cgo (the race detector) compiles against.
 [ -f /usr/include/stdlib.h ] || missing+=(libc6-dev)
+# The CA certificates: go downloads every module from the proxy over HTTPS, and a minimal Debian
+# (debootstrap's minbase, a container image) has none; no package above depends on them.
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 command -v go >/dev/null || { echo "deps: go is not installed (https://go.dev/doc/install)" >&2; exit 1; }
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
