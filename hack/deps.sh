@@ -21,6 +21,8 @@ declare -A pkgs=(
   [gcc]=gcc
   # runc, the container runtime of `lab up --runtime=runc`
   [runc]=runc
+  # wrk, the HTTP load of `lab bench-proxy` and `lab bench-dsr-throughput`
+  [wrk]=wrk
 )
 missing=()
 for tool in "${!pkgs[@]}"; do

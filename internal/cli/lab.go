@@ -39,7 +39,7 @@ func labCmd() *cobra.Command {
 	cmd.AddCommand(labUpCmd(&cfg), labDownCmd(&cfg, load), labStatusCmd(load), labExecCmd(load), labPromQLCmd(load),
 		labStopNodeCmd(load), labStartNodeCmd(load), labKubectlCmd(load), labHelmCmd(load), labPushCmd(load), labConformanceCmd(&cfg, load),
 		labAgentCmd(load), labAPIProxyCmd(load), labPodSDCmd(), labNSInitCmd(), labLinkCmd(load),
-		benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), benchConnectionsCmd(load), chaosCmd(load))
+		benchFailoverCmd(load), benchSoakCmd(load), benchBGPCmd(load), benchNodeLossCmd(load), benchProxyCmd(load), benchConnectionsCmd(load), benchDSRThroughputCmd(load), chaosCmd(load))
 	return cmd
 }
 

@@ -210,6 +210,7 @@ func (r *runner) replayedHeartbeat(ctx context.Context) (string, error) {
 	r.window(FaultReplayedHeartbeat, failoverBudget)
 	r.span(FaultReplayedHeartbeat, v.Name, SpanLoses, 5*time.Second+returnBudget)
 	r.noteCut(ctx, v.Name)
+	defer r.spanSince(FaultReplayedHeartbeat, v.Name, SpanCutOff, time.Now())
 	if err := r.l.StopNode(ctx, v.Name); err != nil {
 		return "", err
 	}
@@ -357,6 +358,7 @@ func (r *runner) responderIface(ctx context.Context, node string) (string, error
 	r.window(FaultResponderIface, failoverBudget)
 	r.span(FaultResponderIface, node, SpanLoses, 5*time.Second+returnBudget)
 	r.span(FaultResponderIface, node, SpanRegains, 5*time.Second+returnBudget)
+	defer r.spanSince(FaultResponderIface, node, SpanCutOff, time.Now())
 	up := time.AfterFunc(5*time.Second, func() { r.window(FaultResponderIface+" (up)", failoverBudget) })
 	defer up.Stop()
 	if err := r.l.FlapIface(ctx, node, 5*time.Second); err != nil {

@@ -34,7 +34,7 @@ const (
 
 // Invariants lists them in table order.
 var Invariants = []string{InvSharedAddress, InvOutsidePool, InvSplitBrain, InvNoAnswer, InvHTTP, InvCrash, InvLeak,
-	InvUnexplainedFailover, InvAttack, InvWebhook, InvDataplane, InvNotInjected, InvTooFewChecks}
+	InvUnexplainedFailover, InvAttack, InvWebhook, InvDataplane, InvConnection, InvNotInjected, InvTooFewChecks}
 
 // Port is a Service port as sharing sees it.
 type Port struct {
@@ -391,6 +391,10 @@ func (res Result) Table(w io.Writer) {
 	fmt.Fprintf(w, "| longest failover window (ARP, probed addresses) | %d ms |\n", res.LongestFailover.Milliseconds())
 	fmt.Fprintf(w, "| requests to the probed Services (every 100 ms each) | %d sent, %d failed (%d inside fault windows, %d outside) |\n",
 		res.Requests, res.Failed, res.FailedInWindows, res.Failed-res.FailedInWindows)
+	if c := res.Conns; c.Addr.IsValid() {
+		fmt.Fprintf(w, "| keep-alive connections held to %s (%s) | %d held, %d broken (%d of them while their pod's node was cut off) |\n",
+			c.Addr, c.Mode, c.Held, c.Broken, c.Explained)
+	}
 	fmt.Fprintf(w, "| churn: Service and pool changes | %d (%d refused or failed, e.g. while the apiserver restarted) |\n", res.ChurnOps, res.ChurnErrors)
 	fmt.Fprintf(w, "| allocation checks (every second) | %d (at least %d required) |\n", res.Checks, res.MinChecks)
 	for _, inv := range Invariants {
@@ -471,6 +475,10 @@ const (
 	// SpanAttack: forged or replayed packets are on the wire: no view, election or answering MAC may
 	// change unless another span allows it.
 	SpanAttack
+	// SpanCutOff: Node's pods were killed (its power cut) or cut off the network (its link cut or
+	// down, or dropping packets): connections they serve may break (JudgeConnections). No other
+	// judge reads it.
+	SpanCutOff
 )
 
 // Span is a stretch of time in which a fault allows (SpanLoses, SpanRegains) or forbids
