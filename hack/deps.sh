@@ -18,6 +18,8 @@ declare -A pkgs=(
   [gcc]=gcc
   # runc, the container runtime of `lab up --runtime=runc`
   [runc]=runc
+  # the shell and applets of the runc lab's busybox, agnhost, nginx and httpd images (a static binary)
+  [busybox]=busybox-static
 )
 missing=()
 for tool in "${!pkgs[@]}"; do

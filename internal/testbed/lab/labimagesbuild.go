@@ -54,6 +54,8 @@ func runcImagePreflight() []error {
 	var errs []error
 	if _, err := os.Stat(busyboxBin); err != nil {
 		errs = append(errs, fmt.Errorf("--runtime=runc: missing %s, the busybox images' (apt-get install busybox-static; hack/deps.sh)", busyboxBin))
+	} else if err := staticBinary(busyboxBin); err != nil {
+		errs = append(errs, fmt.Errorf("--runtime=runc: %s is not busybox-static: %w", busyboxBin, err))
 	}
 	for _, p := range append(slices.Clone(toolPrograms), iptablesProgs...) {
 		if _, err := os.Stat(p); err != nil {
