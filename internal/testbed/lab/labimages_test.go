@@ -214,6 +214,15 @@ func TestLabImagesRun(t *testing.T) {
 			"pause":              {{"/agnhost", "--help"}},
 		}
 		for _, b := range imgs {
+			m, err := b.img.Manifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var size int64
+			for _, l := range m.Layers {
+				size += l.Size
+			}
+			t.Logf("image %-18s %d layers, %6.1f MB compressed, %d names", b.name, len(m.Layers), float64(size)/1e6, len(b.refs))
 			root := filepath.Join(t.TempDir(), b.name)
 			xattrs := extract(t, b.img, root)
 			if b.name == "coredns" && xattrs["coredns"]["security.capability"] != ociimage.FileCapability(10) {
