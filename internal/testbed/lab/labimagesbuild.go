@@ -207,6 +207,20 @@ func (in imageInputs) layerFiles(ly string) ([]ociimage.File, error) {
 		if len(mods) == 0 {
 			return nil, errors.New("no iptables extensions under /usr/lib/*/xtables (apt-get install iptables)")
 		}
+		// and the libraries they need beyond the programs' (libxt_statistic.so: libm)
+		libs, err := hostPrograms(mods, false)
+		if err != nil {
+			return nil, err
+		}
+		have := map[string]bool{}
+		for _, f := range files {
+			have[f.Name] = true
+		}
+		for _, f := range libs {
+			if !have[f.Name] {
+				files = append(files, f)
+			}
+		}
 		return files, nil
 	case layerKubeProxy:
 		f, err := hostFile(in.kubeProxy, "usr/local/bin/kube-proxy", 0o755)
