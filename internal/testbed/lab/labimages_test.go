@@ -2,20 +2,27 @@ package lab
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/ironlb/ironlb/internal/ociimage"
 )
@@ -306,4 +313,91 @@ func extract(t *testing.T, img v1.Image, dir string) map[string]map[string]strin
 		}
 	}
 	return x
+}
+
+// pushBuilt puts every image under every mirror name, and a layer two repositories share is
+// uploaded once and mounted into the second.
+func TestPushBuiltMountsSharedLayers(t *testing.T) {
+	// The distribution registry keeps blobs per repository (go-containerregistry's in-memory one
+	// does not): HEAD of a blob answers 404 in a repository that neither uploaded nor mounted it.
+	var mu sync.Mutex
+	uploads, mounts := 0, 0
+	has := map[string]bool{} // repo + " " + digest
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		repo, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v2/"), "/blobs/")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case rest == "" || repo == r.URL.Path:
+		case r.Method == http.MethodHead && !has[repo+" "+rest]:
+			w.WriteHeader(http.StatusNotFound)
+			return
+		case r.Method == http.MethodPost && r.URL.Query().Get("from") != "":
+			d := r.URL.Query().Get("mount")
+			if has[r.URL.Query().Get("from")+" "+d] {
+				mounts++
+				has[repo+" "+d] = true
+				w.Header().Set("Location", r.URL.Path+d)
+				w.Header().Set("Docker-Content-Digest", d)
+				w.WriteHeader(http.StatusCreated)
+				return
+			}
+		case r.Method == http.MethodPut && r.URL.Query().Get("digest") != "":
+			uploads++
+			has[repo+" "+r.URL.Query().Get("digest")] = true
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	t0 := time.Unix(0, 0)
+	plat := v1.Platform{OS: "linux", Architecture: "amd64"}
+	layer := func(name, data string) v1.Layer {
+		l, err := ociimage.NewLayer([]ociimage.File{{Name: name, Mode: 0o755, Data: []byte(data)}}, t0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	shared := ociimage.Part{Layer: layer("agnhost", strings.Repeat("agnhost", 1000))}
+	var imgs []builtImage
+	for _, c := range []struct {
+		name string
+		refs []string
+		own  ociimage.Part
+	}{
+		{"agnhost", []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1"}, ociimage.Part{Layer: layer("a", "a")}},
+		{"nginx", []string{"nginx:latest", "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"}, ociimage.Part{Layer: layer("n", "n")}},
+	} {
+		b := builtImage{name: c.name, refs: c.refs, parts: []ociimage.Part{shared, c.own}, plat: plat, cfg: v1.Config{Cmd: []string{"x"}}, created: t0}
+		img, err := b.mounting(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.img = img
+		imgs = append(imgs, b)
+	}
+	out, err := pushBuilt(context.Background(), host, imgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ri := range out {
+		want, _ := imgs[i].img.Digest()
+		if ri.Digest != want || len(ri.Refs) != len(imgs[i].refs) {
+			t.Errorf("%s: pushed %v as %v, want digest %v", imgs[i].name, ri.Refs, ri.Digest, want)
+		}
+		for _, r := range ri.Refs {
+			d, err := remote.Head(r)
+			if err != nil || d.Digest != want {
+				t.Errorf("%s: %v, %v; want %v", r, d, err, want)
+			}
+		}
+	}
+	// 3 repositories: agnhost's takes the shared layer, its own and its config; library/nginx
+	// mounts the shared layer and takes its own and its config; e2e-test-images/nginx mounts both
+	// layers and takes the config (configs are not mounted: they are a few hundred bytes).
+	if uploads != 6 || mounts != 3 {
+		t.Errorf("%d uploads, %d mounts; want 6 uploads (the shared layer once) and 3 mounts", uploads, mounts)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -374,9 +375,30 @@ type labImageStats struct {
 
 // builtImage is one image of the catalogue, built.
 type builtImage struct {
-	name string
-	img  v1.Image
-	refs []string
+	name    string
+	img     v1.Image
+	refs    []string
+	parts   []ociimage.Part
+	plat    v1.Platform
+	cfg     v1.Config
+	created time.Time
+}
+
+// mounting is the image with each layer that from says another repository of the registry has
+// marked for a cross-repository mount from there (the registry links the blob instead of taking
+// it again); the manifest, so the digest, is the same.
+func (b builtImage) mounting(from map[v1.Hash]name.Reference) (v1.Image, error) {
+	parts := slices.Clone(b.parts)
+	for i, p := range parts {
+		d, err := p.Layer.Digest()
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := from[d]; ok {
+			parts[i].Layer = &remote.MountableLayer{Layer: p.Layer, Reference: r}
+		}
+	}
+	return ociimage.NewImage(b.plat, b.cfg, b.created, parts...)
 }
 
 // buildLabImages builds the catalogue's images (labimages.go) that this host has the inputs for,
@@ -420,7 +442,7 @@ func buildLabImages(in imageInputs, plat v1.Platform, created time.Time, cacheDi
 		if err != nil {
 			return nil, st, fmt.Errorf("%s image: %w", li.name, err)
 		}
-		imgs = append(imgs, builtImage{li.name, img, li.refs})
+		imgs = append(imgs, builtImage{name: li.name, img: img, refs: li.refs, parts: parts, plat: plat, cfg: cfg, created: created})
 	}
 	st.Build = time.Since(t0)
 	return imgs, st, nil
@@ -433,19 +455,55 @@ func (l *Lab) pushLabImages(ctx context.Context, plat v1.Platform, created time.
 	if err != nil {
 		return nil, st, err
 	}
-	reg := l.Plan.RegistryAddr().String()
 	t0 := time.Now()
-	var out []RuntimeImage
-	for _, b := range imgs {
-		if err := ctx.Err(); err != nil {
-			return nil, st, err
-		}
-		ri, err := pushTo(reg, b.img, b.refs, opts)
-		if err != nil {
-			return nil, st, err
-		}
-		out = append(out, ri)
+	out, err := pushBuilt(ctx, l.Plan.RegistryAddr().String(), imgs, opts)
+	if err != nil {
+		return nil, st, err
 	}
 	st.Push = time.Since(t0)
 	return out, st, nil
+}
+
+// pushBuilt pushes each image under the mirror names in registry reg of its upstream references,
+// a layer that one repository got mounted from there into the next (as one registry's blob).
+func pushBuilt(ctx context.Context, reg string, imgs []builtImage, opts []remote.Option) ([]RuntimeImage, error) {
+	var out []RuntimeImage
+	from := map[v1.Hash]name.Reference{} // layer -> a repository that has it
+	for _, b := range imgs {
+		ri := RuntimeImage{}
+		var err error
+		if ri.Digest, err = b.img.Digest(); err != nil {
+			return nil, err
+		}
+		for _, u := range b.refs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			m, err := MirrorName(reg, u)
+			if err != nil {
+				return nil, err
+			}
+			r, err := name.ParseReference(m, name.Insecure)
+			if err != nil {
+				return nil, err
+			}
+			img, err := b.mounting(from)
+			if err != nil {
+				return nil, err
+			}
+			if err := remote.Push(r, img, opts...); err != nil {
+				return nil, fmt.Errorf("pushing %s (%s): %w", u, r, err)
+			}
+			for _, p := range b.parts {
+				if d, err := p.Layer.Digest(); err == nil {
+					if _, ok := from[d]; !ok {
+						from[d] = r
+					}
+				}
+			}
+			ri.Refs = append(ri.Refs, r)
+		}
+		out = append(out, ri)
+	}
+	return out, nil
 }
