@@ -123,7 +123,7 @@ func TestRuncLab(t *testing.T) {
 		})
 	}
 	if out, err := runErr(ironlb, "lab", "kubectl", "exec", "ag", "--", "sh", "-c",
-		"curl -s --max-time 3 http://localhost:8080/hostname && dig +short +time=2 kubernetes.default.svc.cluster.local"); err != nil ||
+		"curl -s --max-time 3 http://localhost:8080/hostname && echo && dig +short +time=2 kubernetes.default.svc.cluster.local"); err != nil ||
 		!strings.HasPrefix(out, "ag") || !answers(out, kubeIP) {
 		t.Errorf("curl and dig in agnhost's image: %v: %s", err, out)
 	}
