@@ -57,6 +57,13 @@ func TestParseJUnitParallel(t *testing.T) {
 	}
 }
 
+func TestFirstLineDropsColour(t *testing.T) {
+	in := "\x1b[1m\x1b[38;5;9mSynchronizedBeforeSuite failed on Ginkgo parallel process #1\x1b[0m\n  The first SynchronizedBeforeSuite function"
+	if got, want := firstLine(in), "SynchronizedBeforeSuite failed on Ginkgo parallel process #1"; got != want {
+		t.Errorf("firstLine = %q, want %q", got, want)
+	}
+}
+
 func TestParseJUnitSetupFailure(t *testing.T) {
 	want := []Result{{Name: "[SynchronizedBeforeSuite]", Status: Failed, Seconds: 600,
 		Message: "[FAILED] there are currently no ready, schedulable nodes in the cluster"}}
