@@ -65,10 +65,12 @@ registry:
 
 # The upstream [sig-network] e2e suite (e2e.test) and agnhost at the pinned Kubernetes version, cached
 # beside the Kubernetes binaries (hack/e2e-binaries.sh; the lab's agent runs agnhost for the suite's
-# images). A prerequisite of `make test`: the e2e suite runs the [Conformance] Services and Networking
+# images), and the ginkgo CLI at the version Kubernetes pins (hack/ginkgo-binary.sh), which runs the suite
+# in parallel processes (`lab conformance --procs`). A prerequisite of `make test`: the e2e suite runs the [Conformance] Services and Networking
 # tests on its ironlb-proxy lab (test/e2e/conformance_test.go).
 e2e-binaries:
 	@hack/e2e-binaries.sh >/dev/null
+	@hack/ginkgo-binary.sh >/dev/null
 
 # The [sig-network] suite on a kube-proxy (nftables) lab and on an ironlb-proxy lab, side by side:
 # `ironlb lab conformance --compare` brings each lab up and down (no lab may be up). Root; run by hand.

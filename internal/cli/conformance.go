@@ -24,8 +24,9 @@ func labConformanceCmd(cfg *lab.Config, load func() (*lab.Lab, error)) *cobra.Co
 		Use:   "conformance",
 		Short: "Run Kubernetes' [sig-network] e2e suite against the lab: a line per test, a table, N passed, N failed",
 		Long: `Runs the upstream e2e test binary (hack/e2e-binaries.sh builds e2e.test from the pinned Kubernetes
-module) against the lab that is up, from the lab's client namespace, with --provider=local. The default
---focus and --skip select issue 16's network scope (docs/conformance.md lists what is skipped and why).
+module) against the lab that is up, from the lab's client namespace, with --provider=local, in
+--procs parallel processes under the ginkgo CLI (hack/ginkgo-binary.sh builds it at the version
+Kubernetes pins; --procs 1 runs e2e.test alone). The default --focus and --skip select issue 16's network scope (docs/conformance.md lists what is skipped and why).
 It prints a line per test as it ends, then a table of every test and the closing line "N passed, N
 failed"; the JUnit file, the suite's output and its progress lines are written to --report-dir. It exits
 1 when a test failed.
@@ -73,6 +74,7 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 	f.StringVar(&o.Skip, "skip", conformance.DefaultSkip(), "ginkgo --skip: the tests to leave out")
 	f.StringVar(&o.ReportDir, "report-dir", filepath.Join(os.TempDir(), "ironlb-conformance"), "where the JUnit file (junit-PROXY.xml), the suite's output (e2e-PROXY.log) and its progress lines go")
 	f.DurationVar(&o.Timeout, "timeout", 90*time.Minute, "the whole suite's timeout (ginkgo --timeout)")
+	f.IntVar(&o.Procs, "procs", conformance.DefaultProcs, "parallel test processes (ginkgo --procs, as upstream's CI runs the suite; [Serial] tests run alone at the end); 1 runs e2e.test alone, one test at a time")
 	f.BoolVar(&compare, "compare", false, "run the selection on a kube-proxy (nftables) lab and on an ironlb-proxy lab, each brought up and down here, and compare")
 	return cmd
 }
@@ -80,7 +82,7 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 // runOne runs the selection on lab l, naming its report files after the lab's proxy.
 func runOne(ctx context.Context, l *lab.Lab, o conformance.Options, total int) ([]conformance.Result, error) {
 	o.Name, o.Out = l.Plan.Config.ProxyMode, os.Stdout
-	fmt.Printf("running %d tests on lab %s (proxy %s); output in %s\n", total, l.Plan.Config.Name, o.Name, o.LogFile())
+	fmt.Printf("running %d tests on lab %s (proxy %s) in %d processes; output in %s\n", total, l.Plan.Config.Name, o.Name, max(o.Procs, 1), o.LogFile())
 	t := time.Now()
 	rs, err := conformance.Run(ctx, l, o, total)
 	if err != nil {

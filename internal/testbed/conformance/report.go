@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -38,8 +39,12 @@ func status(ginkgo string) Status {
 	}
 }
 
+// ansi matches a terminal colour sequence: ginkgo colours some messages even with --no-color (a
+// parallel process's "SynchronizedBeforeSuite failed on Ginkgo parallel process #1").
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
 func firstLine(s string) string {
-	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	l, _, _ := strings.Cut(strings.TrimSpace(ansi.ReplaceAllString(s, "")), "\n")
 	return strings.TrimSpace(l)
 }
 

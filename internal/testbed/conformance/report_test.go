@@ -37,6 +37,33 @@ func TestParseJUnit(t *testing.T) {
 	}
 }
 
+// The report the ginkgo CLI (v2.32.0, the version Kubernetes v1.37.2 pins) merged from three parallel
+// processes (`ginkgo --procs=3 --output-dir=out --junit-report=junit-x.xml --skip='left out' s.test`, a
+// suite of six specs: two pass, one fails, one skips itself, one left out by --skip, one [Serial]).
+func TestParseJUnitParallel(t *testing.T) {
+	want := []Result{
+		{Name: "[sig-network] Services should pass on process B [Conformance]", Status: Passed, Seconds: 0.301002078},
+		{Name: "[sig-network] Services should run alone at the end", Status: Passed, Seconds: 0.000226665},
+		{Name: "[sig-network] Services should fail", Status: Failed, Seconds: 0.000937379, Message: "service is not reachable"},
+		{Name: "[sig-network] Services should skip itself", Status: Skipped, Seconds: 0.000425959, Message: "Only supported for providers [gce] (not local)"},
+		{Name: "[sig-network] Services should pass on process A", Status: Passed, Seconds: 0.242164697},
+	}
+	got := parseFile(t, "testdata/parallel.junit.xml")
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseJUnit mismatch (-want +got):\n%s", d)
+	}
+	if Summary(got) != "3 passed, 1 failed" {
+		t.Errorf("Summary = %q", Summary(got))
+	}
+}
+
+func TestFirstLineDropsColour(t *testing.T) {
+	in := "\x1b[1m\x1b[38;5;9mSynchronizedBeforeSuite failed on Ginkgo parallel process #1\x1b[0m\n  The first SynchronizedBeforeSuite function"
+	if got, want := firstLine(in), "SynchronizedBeforeSuite failed on Ginkgo parallel process #1"; got != want {
+		t.Errorf("firstLine = %q, want %q", got, want)
+	}
+}
+
 func TestParseJUnitSetupFailure(t *testing.T) {
 	want := []Result{{Name: "[SynchronizedBeforeSuite]", Status: Failed, Seconds: 600,
 		Message: "[FAILED] there are currently no ready, schedulable nodes in the cluster"}}

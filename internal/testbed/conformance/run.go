@@ -19,17 +19,24 @@ import (
 // Binary is the e2e test binary's name in the directory hack/e2e-binaries.sh fills.
 const Binary = "e2e.test"
 
+// GinkgoBinary is the ginkgo CLI's name in that directory (hack/ginkgo-binary.sh puts it there): it runs
+// the suite in parallel processes (Options.Procs).
+const GinkgoBinary = "ginkgo"
+
 // Options are one conformance run's settings.
 type Options struct {
 	E2EBin    string // directory with e2e.test (hack/e2e-binaries.sh)
 	ReportDir string // where the JUnit file, the suite's output and its progress lines go
 	Name      string // names the files in ReportDir (the proxy: nftables, ironlb, ...)
 	Timeout   time.Duration
+	Procs     int       // parallel test processes under the ginkgo CLI; 0 or 1 runs e2e.test alone
 	Out       io.Writer // progress lines
 	Selection
 }
 
 func (o Options) binary() string { return filepath.Join(o.E2EBin, Binary) }
+
+func (o Options) ginkgo() string { return filepath.Join(o.E2EBin, GinkgoBinary) }
 
 // JUnitFile is where the run's JUnit report goes.
 func (o Options) JUnitFile() string { return filepath.Join(o.ReportDir, "junit-"+o.Name+".xml") }
@@ -48,6 +55,14 @@ func (o Options) Check() error {
 	}
 	if _, err := os.Stat(o.binary()); err != nil {
 		return fmt.Errorf("no %s in %s: build it with hack/e2e-binaries.sh (make e2e-binaries) or pass --e2e-bin", Binary, o.E2EBin)
+	}
+	if o.Procs < 0 {
+		return fmt.Errorf("--procs %d: want 1 (serial) or more", o.Procs)
+	}
+	if o.Procs > 1 {
+		if _, err := os.Stat(o.ginkgo()); err != nil {
+			return fmt.Errorf("no %s in %s for --procs %d: build it with hack/ginkgo-binary.sh (make e2e-binaries), or run serially with --procs 1", GinkgoBinary, o.E2EBin, o.Procs)
+		}
 	}
 	return nil
 }
@@ -98,7 +113,8 @@ func lastLines(s string, n int) string {
 
 // Run runs the selection against the lab: e2e.test runs in the lab's client namespace (outside the
 // cluster, on the nodes' network, as a kind user's e2e run sits on docker's bridge) with the lab's
-// kubeconfig and kubectl. It prints a progress line per test to o.Out as each ends and returns the
+// kubeconfig and kubectl; with o.Procs > 1 under the ginkgo CLI, in that many processes (the CLI runs
+// the [Serial] tests alone at the end, and merges the processes' JUnit reports). It prints a progress line per test to o.Out as each ends and returns the
 // results read from the JUnit file. total is the number of selected tests (Select).
 func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error) {
 	if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
@@ -111,6 +127,8 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 	}
 	inv := Invocation{
 		Binary:     o.binary(),
+		Ginkgo:     o.ginkgo(),
+		Procs:      o.Procs,
 		Kubeconfig: l.State.InternalKubeconfig(),
 		Kubectl:    filepath.Join(l.Plan.Config.K8sBin, "kubectl"),
 		JUnit:      o.JUnitFile(),
@@ -172,7 +190,7 @@ wait:
 		}
 	}
 	tail.read()
-	_ = cg.Kill(5 * time.Second)
+	_ = cg.Kill(5 * time.Second) // what the suite left running (kubectl port-forward, ...)
 	_ = cg.Remove()
 	f, err := os.Open(o.JUnitFile())
 	if err != nil {

@@ -11,7 +11,9 @@ package conformance
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,9 +64,17 @@ func (s Selection) Validate() error {
 	return nil
 }
 
-// Invocation is one run of e2e.test.
+// DefaultProcs is `lab conformance`'s default --procs: the tests mostly wait (for pods, endpoints,
+// timeouts), so more processes than this machine's two cores pay. 12 is the one value measured so far
+// (docs/conformance.md: 110 of the scope's 120 tests in 15 minutes on kube-proxy, at load 10-14).
+const DefaultProcs = 12
+
+// Invocation is one run of e2e.test: on its own (Procs 0 or 1, or a dry run), or under the ginkgo CLI
+// with Procs parallel processes, as upstream's CI runs the suite (`ginkgo --procs=N e2e.test -- ...`).
 type Invocation struct {
 	Binary     string // e2e.test
+	Ginkgo     string // the ginkgo CLI (hack/ginkgo-binary.sh); used when Procs > 1
+	Procs      int    // parallel test processes; 0 or 1 runs e2e.test alone, serially
 	Kubeconfig string
 	Kubectl    string // the kubectl the tests run (kubectl exec, ...)
 	JUnit      string // where ginkgo writes its JUnit report
@@ -74,8 +84,34 @@ type Invocation struct {
 	Selection
 }
 
-// Argv is e2e.test's command line for inv.
+// Parallel says whether inv runs under the ginkgo CLI.
+func (inv Invocation) Parallel() bool { return inv.Procs > 1 && !inv.DryRun }
+
+// Argv is the command line for inv: e2e.test's, or (Parallel) the ginkgo CLI's.
+//
+// Under the CLI, ginkgo's own settings (focus, skip, report, timeout) are the CLI's flags, which it
+// hands to each process, and the suite's flags follow "--". The CLI has the processes' reports merged
+// into one JUnit file: it writes each suite's report into --output-dir, named after the suite, then
+// merges them into --output-dir/<--junit-report> (a name, not a path: the CLI joins it to the output
+// dir), so the JUnit file's directory is the output dir and its base name the report.
 func (inv Invocation) Argv() []string {
+	if inv.Parallel() {
+		argv := []string{inv.Ginkgo,
+			"--procs=" + strconv.Itoa(inv.Procs),
+			"--focus=" + inv.Focus,
+			"--no-color",
+			"--output-dir=" + filepath.Dir(inv.JUnit),
+			"--junit-report=" + filepath.Base(inv.JUnit),
+		}
+		if inv.Skip != "" {
+			argv = append(argv, "--skip="+inv.Skip)
+		}
+		if inv.Timeout > 0 {
+			argv = append(argv, "--timeout="+inv.Timeout.String())
+		}
+		argv = append(argv, inv.Binary, "--", "--provider=local")
+		return append(argv, inv.suiteFlags()...)
+	}
 	argv := []string{inv.Binary,
 		"--provider=local",
 		"--ginkgo.focus=" + inv.Focus,
@@ -88,19 +124,26 @@ func (inv Invocation) Argv() []string {
 	if inv.DryRun {
 		return append(argv, "--ginkgo.dry-run")
 	}
-	if inv.Kubeconfig != "" {
-		argv = append(argv, "--kubeconfig="+inv.Kubeconfig)
-	}
-	if inv.Kubectl != "" {
-		argv = append(argv, "--kubectl-path="+inv.Kubectl)
-	}
-	if inv.OutputDir != "" {
-		argv = append(argv, "--e2e-output-dir="+inv.OutputDir)
-	}
+	argv = append(argv, inv.suiteFlags()...)
 	if inv.Timeout > 0 {
 		argv = append(argv, "--ginkgo.timeout="+inv.Timeout.String())
 	}
 	return argv
+}
+
+// suiteFlags are e2e.test's own flags for a run against the lab.
+func (inv Invocation) suiteFlags() []string {
+	var f []string
+	if inv.Kubeconfig != "" {
+		f = append(f, "--kubeconfig="+inv.Kubeconfig)
+	}
+	if inv.Kubectl != "" {
+		f = append(f, "--kubectl-path="+inv.Kubectl)
+	}
+	if inv.OutputDir != "" {
+		f = append(f, "--e2e-output-dir="+inv.OutputDir)
+	}
+	return f
 }
 
 // PoolName names the IPAddressPool and L2Advertisement that Run applies before the suite (and removes

@@ -83,6 +83,37 @@ func TestArgv(t *testing.T) {
 	}
 }
 
+// Under the ginkgo CLI (Procs > 1): ginkgo's settings are the CLI's flags, the JUnit file is split into
+// the CLI's output dir and report name (it merges the processes' reports there), and the suite's own
+// flags follow "--". A dry run, or one process, stays e2e.test alone.
+func TestArgvParallel(t *testing.T) {
+	inv := Invocation{Binary: "/e2e/e2e.test", Ginkgo: "/e2e/ginkgo", Procs: 8, Kubeconfig: "/lab/kubeconfig-internal", Kubectl: "/k8s/kubectl",
+		JUnit: "/out/junit-ironlb.xml", OutputDir: "/out", Timeout: 30 * time.Minute, Selection: Selection{Focus: "F", Skip: "S"}}
+	want := []string{"/e2e/ginkgo", "--procs=8", "--focus=F", "--no-color", "--output-dir=/out", "--junit-report=junit-ironlb.xml",
+		"--skip=S", "--timeout=30m0s", "/e2e/e2e.test", "--", "--provider=local",
+		"--kubeconfig=/lab/kubeconfig-internal", "--kubectl-path=/k8s/kubectl", "--e2e-output-dir=/out"}
+	if !inv.Parallel() {
+		t.Error("Procs 8: not parallel")
+	}
+	if d := cmp.Diff(want, inv.Argv()); d != "" {
+		t.Errorf("Argv mismatch (-want +got):\n%s", d)
+	}
+	inv.Skip, inv.Timeout = "", 0
+	got := strings.Join(inv.Argv(), " ")
+	if want := "/e2e/ginkgo --procs=8 --focus=F --no-color --output-dir=/out --junit-report=junit-ironlb.xml /e2e/e2e.test -- --provider=local --kubeconfig=/lab/kubeconfig-internal --kubectl-path=/k8s/kubectl --e2e-output-dir=/out"; got != want {
+		t.Errorf("Argv without skip and timeout = %q, want %q", got, want)
+	}
+	for _, tt := range []struct {
+		procs  int
+		dryRun bool
+	}{{0, false}, {1, false}, {8, true}} {
+		inv.Procs, inv.DryRun = tt.procs, tt.dryRun
+		if argv := inv.Argv(); inv.Parallel() || argv[0] != "/e2e/e2e.test" {
+			t.Errorf("Procs %d, dry run %v: %v, want e2e.test alone", tt.procs, tt.dryRun, argv)
+		}
+	}
+}
+
 func TestLoadBalancerPool(t *testing.T) {
 	for _, tt := range []struct {
 		cidr, want, wantErr string

@@ -48,6 +48,8 @@ wait:
 		case <-hctx.Done():
 			<-done
 			break wait
+		case ev := <-w.events: // readiness probes go on while the hooks run
+			w.terminatingEvent(ctx, ev)
 		case <-tick.C:
 			p, removed := w.snapshot()
 			if removed || p != nil && p.DeletionGracePeriodSeconds != nil && time.Duration(*p.DeletionGracePeriodSeconds)*time.Second <= time.Since(start) {

@@ -307,7 +307,8 @@ func batch(ctx context.Context, ns string, lines []string) error {
 }
 
 // teardown runs the preStop hooks, stops every container (SIGTERM, then SIGKILL after what is left of
-// grace) and removes the sandbox.
+// grace) and removes the sandbox. Until the containers have stopped, readiness probes go on and the
+// Pod's status follows them, as the kubelet does (terminatingEvent).
 func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
 	grace = w.preStop(ctx, pod, grace)
 	running := 0
@@ -315,9 +316,6 @@ func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Du
 		if c.cmd != nil && c.st.Running {
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)
 			running++
-		}
-		if c.cancel != nil {
-			c.cancel()
 		}
 	}
 	if running > 0 {
@@ -331,8 +329,14 @@ wait:
 			if ev.exit != nil {
 				running--
 			}
+			w.terminatingEvent(ctx, ev)
 		case <-deadline:
 			break wait
+		}
+	}
+	for _, c := range w.ctrs {
+		if c.cancel != nil {
+			c.cancel() // the probes of what is left: it is killed with the Pod's cgroup below
 		}
 	}
 	if cg, err := w.a.lab.Cgroup(w.a.host.Name, "pods", string(w.uid)); err == nil {
@@ -351,6 +355,24 @@ wait:
 	_ = os.RemoveAll(w.a.lab.State.PodDir(string(w.uid)))
 	w.a.log.Info("pod removed", "pod", pod.Namespace+"/"+pod.Name)
 }
+
+// terminatingEvent applies a container event that came while the Pod terminates (its preStop hooks run,
+// or its containers have had SIGTERM and not stopped yet) and writes the status it leads to. The kubelet
+// goes on probing a terminating Pod's readiness until its containers stop: a server that fails its
+// readiness probe once it has had SIGTERM (agnhost netexec --delay-shutdown) turns the Pod unready, and
+// the EndpointSlice controller marks its endpoint serving=false, terminating=true. Liveness and startup
+// probes stop (probeRunsWhileTerminating).
+func (w *podWorker) terminatingEvent(ctx context.Context, ev ctrEvent) {
+	w.handle(ctx, ev)
+	if pod, removed := w.snapshot(); pod != nil && !removed {
+		w.writeStatus(ctx, pod)
+	}
+}
+
+// probeRunsWhileTerminating says whether a probe of this kind goes on once the Pod is being deleted: as
+// in the kubelet's prober, readiness does; liveness and startup stop (a terminating container is not
+// restarted for failing them).
+func probeRunsWhileTerminating(kind string) bool { return kind == "readiness" }
 
 // handle applies a container event.
 func (w *podWorker) handle(ctx context.Context, ev ctrEvent) {
@@ -376,7 +398,7 @@ func (w *podWorker) handle(ctx context.Context, ev ctrEvent) {
 		}
 		return
 	}
-	if !c.st.Running || pod == nil {
+	if !c.st.Running || pod == nil || pod.DeletionTimestamp != nil && !probeRunsWhileTerminating(ev.probe) {
 		return
 	}
 	probe := probeFor(c.spec, ev.probe)
@@ -690,6 +712,9 @@ func (w *podWorker) probeLoop(ctx context.Context, pod *corev1.Pod, c corev1.Con
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
+		if cur, _ := w.snapshot(); cur != nil && cur.DeletionTimestamp != nil && !probeRunsWhileTerminating(kind) {
+			return
+		}
 		ok, msg := w.probeOnce(ctx, pod, c, pid, p, timeout)
 		select {
 		case w.events <- ctrEvent{name: c.Name, gen: gen, probe: kind, ok: ok, msg: msg}:
