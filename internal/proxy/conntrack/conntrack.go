@@ -122,8 +122,12 @@ func staleOf(old, m *nftrules.Model, keys []nftrules.ServiceKey) []Filter {
 	return out
 }
 
-// diff turns two target -> endpoints views into filters.
-func diff(before, after map[target][]netip.Addr) []Filter {
+// diff turns two target -> endpoints views into filters. An endpoint is stale when its address and
+// port are gone: a targetPort change keeps the pod's address but not its port, and the entries the
+// old port got must go (upstream's "cleanup conntrack entries when UDP service target port changes"
+// test). The filter names the address only, as the kernel's reply source is matched by address;
+// entries already on the new port are made again by the next packet.
+func diff(before, after map[target][]netip.AddrPort) []Filter {
 	var out []Filter
 	var targets []target
 	for t := range before {
@@ -152,9 +156,11 @@ func diff(before, after map[target][]netip.Addr) []Filter {
 			out = append(out, Filter{IPv6: t.v6, Protocol: nftrules.UDP, OrigDst: t.addr, DPort: t.port})
 			continue
 		}
+		var gone []netip.Addr
 		for _, ep := range old {
-			if !slices.Contains(now, ep) {
-				out = append(out, Filter{IPv6: t.v6, Protocol: nftrules.UDP, OrigDst: t.addr, DPort: t.port, ReplySrc: ep})
+			if !slices.Contains(now, ep) && !slices.Contains(gone, ep.Addr()) {
+				gone = append(gone, ep.Addr())
+				out = append(out, Filter{IPv6: t.v6, Protocol: nftrules.UDP, OrigDst: t.addr, DPort: t.port, ReplySrc: ep.Addr()})
 			}
 		}
 	}
@@ -162,28 +168,28 @@ func diff(before, after map[target][]netip.Addr) []Filter {
 }
 
 // endpointsByTarget maps every UDP address:port and node port of svc in one family to the
-// endpoint addresses its rules may DNAT to, sorted. Targets without endpoints map to nil.
-func endpointsByTarget(svc *nftrules.Service, n *nftrules.Node, v6 bool) map[target][]netip.Addr {
+// endpoint addresses and ports its rules may DNAT to, sorted. Targets without endpoints map to nil.
+func endpointsByTarget(svc *nftrules.Service, n *nftrules.Node, v6 bool) map[target][]netip.AddrPort {
 	if svc == nil {
 		return nil
 	}
-	var out map[target][]netip.Addr
+	var out map[target][]netip.AddrPort
 	for i := range svc.Ports {
 		p := &svc.Ports[i]
 		if p.Protocol != nftrules.UDP {
 			continue
 		}
 		if out == nil {
-			out = map[target][]netip.Addr{}
+			out = map[target][]netip.AddrPort{}
 		}
 		sel := nftrules.SelectEndpoints(svc, p, n, v6)
-		var eps []netip.Addr
+		var eps []netip.AddrPort
 		for _, ep := range sel.Reachable() {
-			if !slices.Contains(eps, ep.Addr) {
-				eps = append(eps, ep.Addr)
+			if ap := netip.AddrPortFrom(ep.Addr, ep.Port); !slices.Contains(eps, ap) {
+				eps = append(eps, ap)
 			}
 		}
-		slices.SortFunc(eps, netip.Addr.Compare)
+		slices.SortFunc(eps, netip.AddrPort.Compare)
 		for _, list := range [][]netip.Addr{svc.ClusterIPs, svc.ExternalIPs, svc.LoadBalancerIPs} {
 			for _, a := range list {
 				if a = a.Unmap(); a.IsValid() && a.Is6() == v6 {

@@ -92,6 +92,30 @@ func TestStale(t *testing.T) {
 			"-p udp --orig-dst 192.168.1.240 --dport 53 --reply-src 10.244.2.5",
 		},
 	}, {
+		name: "targetPort changed: same pod address, another port",
+		old:  model(nil, dns(e1, e2)),
+		new: model(nil, dns(e1, func() nftrules.Endpoint {
+			e := e2
+			e.Port = 5354
+			return e
+		}())),
+		want: []string{
+			"-p udp --dport 30053 --reply-src 10.244.2.5",
+			"-p udp --orig-dst 10.96.0.10 --dport 53 --reply-src 10.244.2.5",
+		},
+	}, {
+		name: "two ports of one address gone: one filter",
+		old: model(nil, dns(e1, e2, func() nftrules.Endpoint {
+			e := e2
+			e.Port = 5354
+			return e
+		}())),
+		new: model(nil, dns(e1)),
+		want: []string{
+			"-p udp --dport 30053 --reply-src 10.244.2.5",
+			"-p udp --orig-dst 10.96.0.10 --dport 53 --reply-src 10.244.2.5",
+		},
+	}, {
 		name: "scaled to zero",
 		old:  model(nil, dns(e1)), new: model(nil, dns()),
 		want: []string{
