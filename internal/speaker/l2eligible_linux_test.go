@@ -7,17 +7,27 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestLayer2EligibilityKernel: in a throwaway namespace, the node address found on lo, on a tun
 // device (point-to-point, no MAC: what WireGuard looks like) and on a veth is judged as the speaker
 // judges it at start-up (interfaceWith, then layer2Eligibility with IFF_NOARP from netlink).
 func TestLayer2EligibilityKernel(t *testing.T) {
-	netnstest.Require(t, "ip")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip not installed")
+	}
 	ns := fmt.Sprintf("ilbt-l2e-%d", os.Getpid())
-	netnstest.Add(t, ns)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
+		}
+	})
 	ipns := func(args ...string) error {
 		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
@@ -57,14 +67,15 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			netnstest.In(t, ns, func() {
+			inNetns(t, ns, func() error {
 				ifi, err := interfaceWith(netip.MustParseAddr(r.addr))
 				if err != nil {
-					t.Fatal(err)
+					return err
 				}
 				if got := layer2Eligibility(*ifi, noARP(ifi.Index)); got != r.want {
-					t.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
+					return fmt.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
 				}
+				return nil
 			})
 		})
 	}

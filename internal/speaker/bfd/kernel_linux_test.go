@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestUDPConn checks the sockets of RFC 5881 on loopback in a throwaway namespace: ports, TTL 255,
@@ -16,7 +14,7 @@ import (
 func TestUDPConn(t *testing.T) {
 	needRoot(t)
 	n := newTestNet(t, "udp")
-	netnstest.Do(t, n.nsA, func() error {
+	inNetns(t, n.nsA, func() error {
 		c, err := Listen(ListenConfig{})
 		if err != nil {
 			return err
@@ -105,7 +103,7 @@ func TestKernelPair(t *testing.T) {
 	a.waitStates(t, 5*time.Second, map[netip.Addr]string{netB4: "Up", netB6: "Up"})
 
 	// Packets that look right but come with TTL 64 are dropped and change nothing.
-	netnstest.Do(t, n.nsA, func() error {
+	inNetns(t, n.nsA, func() error {
 		for _, dst := range []netip.Addr{netB4, netB6} {
 			family, level, opt := unix.AF_INET, unix.IPPROTO_IP, unix.IP_TTL
 			if dst.Is6() {
