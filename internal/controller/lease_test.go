@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // The leader-election tests (fence_test.go, ha_test.go) read and take over the replicas' lease
@@ -35,16 +36,23 @@ func (h *harness) waitHolderT(t *testing.T, id, what string) {
 
 // takeLeaseT writes id into the lease as its holder, acquired and renewed now, for secs seconds: what
 // another replica taking over does, or a thief, seen from the holder (whose next renewal fails).
+//
+// The holder keeps renewing while this runs, so an update can meet a newer version: it is read and
+// written again on a conflict (a CI run failed on "the object has been modified" once).
 func (h *harness) takeLeaseT(t *testing.T, id string, secs int32) {
 	t.Helper()
 	leases := h.cs.CoordinationV1().Leases(ns)
-	l, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = &id, &now, &now, &secs
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = &id, &now, &now, &secs
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
