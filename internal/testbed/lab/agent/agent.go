@@ -45,6 +45,9 @@ type Agent struct {
 	ipam   []*IPAM           // one per family of the node's pod CIDRs, once assigned
 	ready  bool              // podCIDR assigned and routes programmed
 	routes map[string]string // destination CIDR -> next hop, as programmed
+
+	podStore   cache.Store // this node's Pods, as the informer holds them
+	podsSynced func() bool // the informer's first list has reached podChanged
 }
 
 // Run registers node and serves it until ctx ends.
@@ -98,7 +101,9 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 	podInf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
-	podInf.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podInformer := podInf.Core().V1().Pods().Informer()
+	a.podStore = podInformer.GetStore()
+	reg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { a.podChanged(ctx, o.(*corev1.Pod)) },
 		UpdateFunc: func(_, o any) { a.podChanged(ctx, o.(*corev1.Pod)) },
 		DeleteFunc: func(o any) {
@@ -110,6 +115,10 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 			}
 		},
 	})
+	if err != nil {
+		return err
+	}
+	a.podsSynced = reg.HasSynced
 	nodeInf.Start(ctx.Done())
 	podInf.Start(ctx.Done())
 	<-ctx.Done()
@@ -356,6 +365,11 @@ func (a *Agent) syncNetwork(ctx context.Context, f informers.SharedInformerFacto
 		}
 	}
 	if becameReady {
+		// Pods get addresses only once every Pod of this node is known, so that none is handed an
+		// address another Pod still lists in its status (allocateIPs).
+		if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced) {
+			return
+		}
 		a.mu.Lock()
 		a.ready = true
 		workers := make([]*podWorker, 0, len(a.pods))
@@ -373,16 +387,30 @@ func (a *Agent) syncNetwork(ctx context.Context, f informers.SharedInformerFacto
 	}
 }
 
-// allocateIPs takes one address per family for a Pod.
-func (a *Agent) allocateIPs() ([]netip.Addr, []netip.Addr, error) {
+// allocateIPs takes one address per family for pod: the one it had before if it is free, else one no
+// other Pod of this node lists in its status (IPAM.AllocateFor).
+func (a *Agent) allocateIPs(pod *corev1.Pod) ([]netip.Addr, []netip.Addr, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.ready {
 		return nil, nil, errNetworkNotReady
 	}
+	var others []*corev1.Pod
+	for _, o := range a.podStore.List() {
+		if p, ok := o.(*corev1.Pod); ok {
+			others = append(others, p)
+		}
+	}
+	held := heldPodIPs(others, pod.UID)
 	var ips, gws []netip.Addr
 	for _, m := range a.ipam {
-		ip, err := m.Allocate()
+		var prev netip.Addr
+		for _, s := range pod.Status.PodIPs {
+			if ip, err := netip.ParseAddr(s.IP); err == nil && m.Prefix().Contains(ip) {
+				prev = ip
+			}
+		}
+		ip, err := m.AllocateFor(prev, func(x netip.Addr) bool { return held[x] })
 		if err != nil {
 			for i, got := range ips {
 				a.ipam[i].Release(got)
@@ -392,6 +420,23 @@ func (a *Agent) allocateIPs() ([]netip.Addr, []netip.Addr, error) {
 		ips, gws = append(ips, ip), append(gws, m.Gateway())
 	}
 	return ips, gws, nil
+}
+
+// heldPodIPs returns the addresses the Pods other than self list in their status, but for Pods that
+// have finished (their addresses are free in a kubelet too) or use the host's network.
+func heldPodIPs(pods []*corev1.Pod, self types.UID) map[netip.Addr]bool {
+	held := map[netip.Addr]bool{}
+	for _, p := range pods {
+		if p.UID == self || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, s := range p.Status.PodIPs {
+			if ip, err := netip.ParseAddr(s.IP); err == nil {
+				held[ip] = true
+			}
+		}
+	}
+	return held
 }
 
 func (a *Agent) releaseIPs(ips []netip.Addr) {

@@ -2,9 +2,14 @@ package agent
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestIPAM(t *testing.T) {
@@ -140,5 +145,92 @@ func TestIPAMFill24(t *testing.T) {
 	m.Release(netip.MustParseAddr("10.10.9.128"))
 	if a, err := m.Allocate(); err != nil || a != netip.MustParseAddr("10.10.9.128") {
 		t.Errorf("after releasing .128 in a full /24: Allocate() = %s, %v", a, err)
+	}
+}
+
+func TestIPAMAllocateFor(t *testing.T) {
+	a := netip.MustParseAddr
+	tests := []struct {
+		name string
+		used []string // allocated before
+		prev string   // the Pod's address from before ("" none)
+		held []string // other Pods' addresses from before
+		want string   // "" exhausted
+	}{
+		{name: "keeps its own address", prev: "10.10.1.7", want: "10.10.1.7"},
+		{name: "keeps it though others hold lower ones", prev: "10.10.1.7", held: []string{"10.10.1.2", "10.10.1.3"}, want: "10.10.1.7"},
+		{name: "no address before: lowest not held", held: []string{"10.10.1.2", "10.10.1.4"}, want: "10.10.1.3"},
+		{name: "its address taken meanwhile: lowest free not held", used: []string{"10.10.1.2"}, prev: "10.10.1.2", held: []string{"10.10.1.3"}, want: "10.10.1.4"},
+		{name: "address from another CIDR: ignored", prev: "10.10.2.7", want: "10.10.1.2"},
+		{name: "the gateway is never kept", prev: "10.10.1.1", want: "10.10.1.2"},
+		{name: "the network address is never kept", prev: "10.10.1.0", want: "10.10.1.2"},
+		{name: "the broadcast address is never kept", prev: "10.10.1.255", want: "10.10.1.2"},
+		{name: "held addresses are not free", held: heldRange(2, 254), want: ""},
+		{name: "held but its own: kept", prev: "10.10.1.9", held: []string{"10.10.1.9"}, want: "10.10.1.9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewIPAM(netip.MustParsePrefix("10.10.1.0/24"))
+			for _, u := range tt.used {
+				if got, err := m.AllocateFor(a(u), nil); err != nil || got != a(u) {
+					t.Fatalf("setup: AllocateFor(%s) = %s, %v", u, got, err)
+				}
+			}
+			held := map[netip.Addr]bool{}
+			for _, h := range tt.held {
+				held[a(h)] = true
+			}
+			var prev netip.Addr
+			if tt.prev != "" {
+				prev = a(tt.prev)
+			}
+			got, err := m.AllocateFor(prev, func(x netip.Addr) bool { return held[x] && x != prev })
+			if tt.want == "" {
+				if !errors.Is(err, ErrExhausted) {
+					t.Fatalf("AllocateFor = %s, %v, want ErrExhausted", got, err)
+				}
+				return
+			}
+			if err != nil || got != a(tt.want) {
+				t.Fatalf("AllocateFor = %s, %v, want %s", got, err, tt.want)
+			}
+			if again, err := m.AllocateFor(got, nil); err == nil && again == got {
+				t.Errorf("%s handed out twice", got)
+			}
+		})
+	}
+}
+
+func heldRange(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, netip.AddrFrom4([4]byte{10, 10, 1, byte(i)}).String())
+	}
+	return out
+}
+
+func TestHeldPodIPs(t *testing.T) {
+	pod := func(uid, phase string, host bool, ips ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}, Spec: corev1.PodSpec{HostNetwork: host},
+			Status: corev1.PodStatus{Phase: corev1.PodPhase(phase)}}
+		for _, ip := range ips {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		return p
+	}
+	pods := []*corev1.Pod{
+		pod("self", "Running", false, "10.10.1.2"),
+		pod("running", "Running", false, "10.10.1.3", "fd00::3"),
+		pod("pending-from-before", "Pending", false, "10.10.1.4"),
+		pod("done", "Succeeded", false, "10.10.1.5"),
+		pod("failed", "Failed", false, "10.10.1.6"),
+		pod("host", "Running", true, "172.18.0.3"),
+		pod("no-address", "Pending", false),
+		pod("garbage", "Running", false, "not-an-ip"),
+	}
+	got := heldPodIPs(pods, "self")
+	want := map[netip.Addr]bool{netip.MustParseAddr("10.10.1.3"): true, netip.MustParseAddr("fd00::3"): true, netip.MustParseAddr("10.10.1.4"): true}
+	if !maps.Equal(got, want) {
+		t.Errorf("heldPodIPs = %v, want %v", got, want)
 	}
 }

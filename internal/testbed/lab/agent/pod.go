@@ -207,7 +207,7 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 			w.ips = append(w.ips, a.host.Addr6)
 		}
 	} else if w.netns == "" {
-		ips, gws, err := a.allocateIPs()
+		ips, gws, err := a.allocateIPs(pod)
 		if err != nil {
 			return err
 		}
@@ -218,6 +218,7 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 			return fmt.Errorf("creating pod network: %w", err)
 		}
 		w.netns, w.ips = ns, ips
+		a.log.Info("pod network created", "pod", pod.Namespace+"/"+pod.Name, "ips", ips, "before", pod.Status.PodIPs)
 	}
 	if err := a.hostPorts.set(ctx, pod, w.ips); err != nil {
 		return err
