@@ -33,6 +33,9 @@ func TestDefaultSelection(t *testing.T) {
 
 		{"[sig-network] Networking Granular Checks: Services should function for pod-Service: sctp [Feature:SCTPConnectivity]", false},
 		{"[sig-network] Services should be rejected for evicted pods (no endpoints exist)", false},
+		{"[sig-network] LoadBalancers [Feature:LoadBalancer] should handle load balancer cleanup finalizer for service [Slow]", false},
+		{"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to switch session affinity for LoadBalancer service with Local traffic policy [LinuxOnly] [Slow]", false},
+		{"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to switch session affinity for LoadBalancer service with Cluster traffic policy [LinuxOnly] [Slow]", true},
 		{"[sig-network] Networking should recreate its iptables rules if they are deleted [Disruptive]", false},
 		{"[sig-network] Networking IPerf2 [Feature:NetworkingPerformance] should run iperf2", false},
 		{"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]", false},
