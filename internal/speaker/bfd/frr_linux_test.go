@@ -299,18 +299,29 @@ func TestFRRInterop(t *testing.T) {
 
 	// The router shuts the IPv4 session down administratively: we go Down knowing it was on
 	// purpose (RFC 5882 §3.2), and come back when it is re-enabled.
+	// A loaded machine can starve either end past the 150 ms detection time just then (CI saw
+	// both sessions time out together, remote Up, before FRR's AdminDown came): such a Down is a
+	// flap, not the answer to the shutdown, so the step is tried again, at most three times.
 	peerCmd := fmt.Sprintf("peer %s local-address %s", netB4, netA4)
-	if out, err := router.vtysh(t, "configure terminal", "bfd", peerCmd, "shutdown"); err != nil {
-		t.Fatalf("shutdown: %v: %s", err, out)
+	for try := 1; ; try++ {
+		if out, err := router.vtysh(t, "configure terminal", "bfd", peerCmd, "shutdown"); err != nil {
+			t.Fatalf("shutdown: %v: %s", err, out)
+		}
+		ch := ours.waitChange(t, netA4, "Down", 2*time.Second)
+		adminDown := ch.RemoteState == "AdminDown" && ch.Diag == DiagNeighborSignaledSessionDown.String()
+		flap := ch.RemoteState == "Up" && ch.Diag == DiagControlDetectionTimeExpired.String()
+		if !adminDown && !(flap && try < 3) {
+			t.Errorf("on FRR's shutdown (try %d): %+v, want Down with remote AdminDown", try, ch)
+		}
+		if out, err := router.vtysh(t, "configure terminal", "bfd", peerCmd, "no shutdown"); err != nil {
+			t.Fatalf("no shutdown: %v: %s", err, out)
+		}
+		ours.waitChange(t, netA4, "Up", 5*time.Second)
+		if adminDown || !flap || try >= 3 {
+			break
+		}
+		t.Logf("try %d: a detection timeout with the remote Up came before FRR's AdminDown (a flap under load): again", try)
 	}
-	ch := ours.waitChange(t, netA4, "Down", 2*time.Second)
-	if ch.RemoteState != "AdminDown" || ch.Diag != DiagNeighborSignaledSessionDown.String() {
-		t.Errorf("on FRR's shutdown: %+v, want Down with remote AdminDown", ch)
-	}
-	if out, err := router.vtysh(t, "configure terminal", "bfd", peerCmd, "no shutdown"); err != nil {
-		t.Fatalf("no shutdown: %v: %s", err, out)
-	}
-	ours.waitChange(t, netA4, "Up", 5*time.Second)
 
 	// We stop gracefully: FRR hears AdminDown at once (neighbor-down), not a timeout.
 	stopped := time.Now()
