@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the upstream [sig-network] e2e test binary (e2e.test, from hack/e2esuite: k8s.io/kubernetes'
-# test/e2e/network unchanged, under a TestMain like test/e2e/e2e_test.go) and agnhost (the image the suite
-# runs: netexec, serve-hostname, pause, porter, ...) from the Go module proxy at the pinned Kubernetes
+# test/e2e/network unchanged, under a TestMain like test/e2e/e2e_test.go), agnhost (the image the suite
+# runs: netexec, serve-hostname, pause, porter, ...) and regression-issue-74839 (the Conntrack test's
+# server for kubernetes#74839, the invalid-conntrack-state bug) from the Go module proxy at the pinned Kubernetes
 # version, into a cache outside the repository keyed by that version:
 #   ${IRONLB_CACHE:-$HOME/.cache/ironlb}/kubernetes/e2e-<KUBE_VERSION>/bin
 # (its own directory, so hack/k8s-binaries.sh's cache stays valid; the lab's agent finds agnhost there).
@@ -29,7 +30,10 @@ cp "$here/e2esuite/suite_test.go" "$mod/suite/suite_test.go"
   echo
   echo "package tools"
   echo
-  echo "import _ \"k8s.io/kubernetes/test/images/agnhost\""
+  echo "import ("
+  echo "	_ \"k8s.io/kubernetes/test/images/agnhost\""
+  echo "	_ \"k8s.io/kubernetes/test/images/regression-issue-74839\""
+  echo ")"
 } >"$mod/tools.go"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
@@ -41,14 +45,16 @@ ldflags=$(k8s_ldflags)
 # agnhost in one `go build -v`, whose output is the progress; `go test -c` then links from the build cache
 # (without vet, which would analyse all ~2000 packages first).
 deps=$(go list -deps -test -f '{{if not .ForTest}}{{.ImportPath}}{{end}}' ./suite | grep -v '^ironlb.local/e2ebuild/suite')
-total=$( (echo "$deps"; go list -deps k8s.io/kubernetes/test/images/agnhost) | sort -u | wc -l)
+images="k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/regression-issue-74839"
+# shellcheck disable=SC2086 # images is a list of import paths
+total=$( (echo "$deps"; go list -deps $images) | sort -u | wc -l)
 echo "e2e-binaries: compiling e2e.test and agnhost (${total} packages)" >&2
 start=$(date +%s)
 # shellcheck disable=SC2086 # deps is a list of import paths
-go build -v -trimpath -ldflags "$ldflags" -o "$bin/" k8s.io/kubernetes/test/images/agnhost $deps 2> >(progress e2e-binaries 100 "$total" "$start" all)
+go build -v -trimpath -ldflags "$ldflags" -o "$bin/" $images $deps 2> >(progress e2e-binaries 100 "$total" "$start" all)
 echo "e2e-binaries: linking e2e.test ($(( $(date +%s) - start ))s)" >&2
 go test -c -vet=off -trimpath -ldflags "$ldflags" -o "$bin/e2e.test" ./suite
-for c in e2e.test agnhost; do [ -x "$bin/$c" ] || { echo "e2e-binaries: $c was not built" >&2; exit 1; }; done
+for c in e2e.test agnhost regression-issue-74839; do [ -x "$bin/$c" ] || { echo "e2e-binaries: $c was not built" >&2; exit 1; }; done
 "$bin/e2e.test" --version >&2
 echo "e2e-binaries: built in $(( $(date +%s) - start ))s into $bin" >&2
 echo "$key" >"$bin/.complete"

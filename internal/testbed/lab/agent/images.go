@@ -73,6 +73,10 @@ var shellTools = map[string]string{
 
 func agnhost(p Programs) []string { return []string{path.Join(p.E2EBin, "agnhost")} }
 
+func regression74839(p Programs) []string {
+	return []string{path.Join(p.E2EBin, "regression-issue-74839")}
+}
+
 // webStandIn runs agnhost netexec on port 80 (HTTP only) for web server images (nginx, httpd): the e2e
 // suite only needs them to accept connections there. Their own arguments (nginx -g 'daemon off;') are
 // dropped.
@@ -119,6 +123,12 @@ var images = map[string]imageEntry{
 	"registry.k8s.io/pause": {
 		entrypoint: func(p Programs) []string { return append(agnhost(p), "pause") },
 		commands:   map[string]program{"pause": fixed(func(p Programs) []string { return append(agnhost(p), "pause") })},
+	},
+	// regression-issue-74839: ENTRYPOINT ["/regression-issue-74839"], the Conntrack test's server
+	// (kubernetes#74839), built by hack/e2e-binaries.sh beside agnhost.
+	"registry.k8s.io/e2e-test-images/regression-issue-74839": {
+		entrypoint: regression74839,
+		commands:   map[string]program{"regression-issue-74839": fixed(regression74839)},
 	},
 	// busybox: no ENTRYPOINT, CMD ["sh"].
 	"busybox": {cmd: []string{"sh"}, shell: true},

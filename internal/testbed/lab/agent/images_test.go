@@ -73,7 +73,7 @@ func TestImageRepo(t *testing.T) {
 
 func TestKnownImages(t *testing.T) {
 	want := []string{"busybox", "httpd", "ironlb/ironlb", "nginx", "quay.io/metallb/controller", "quay.io/metallb/speaker",
-		"registry.k8s.io/coredns/coredns", "registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "traefik/whoami"}
+		"registry.k8s.io/coredns/coredns", "registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/e2e-test-images/regression-issue-74839", "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "traefik/whoami"}
 	if d := cmp.Diff(want, KnownImages(), cmpOpts); d != "" {
 		t.Errorf("KnownImages() mismatch (-want +got):\n%s", d)
 	}
@@ -119,6 +119,9 @@ func TestArgv(t *testing.T) {
 			wantInErr: []string{`"redis:7"`, "ironlb/ironlb", "registry.k8s.io/kube-proxy", "traefik/whoami"}},
 		{name: "unknown image with command", image: "alpine", command: []string{"sh"}, wantErr: ErrImageUnknown,
 			wantInErr: []string{`"alpine"`}},
+
+		{name: "regression-issue-74839 entrypoint", image: "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5",
+			want: []string{strings.TrimSuffix(agn, "agnhost") + "regression-issue-74839"}},
 
 		// agnhost: ENTRYPOINT /agnhost, CMD pause; args are the subcommand, command overrides.
 		{name: "agnhost CMD", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", want: []string{agn, "pause"}},
