@@ -7,27 +7,17 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestLayer2EligibilityKernel: in a throwaway namespace, the node address found on lo, on a tun
 // device (point-to-point, no MAC: what WireGuard looks like) and on a veth is judged as the speaker
 // judges it at start-up (interfaceWith, then layer2Eligibility with IFF_NOARP from netlink).
 func TestLayer2EligibilityKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip not installed")
-	}
+	netnstest.Require(t, "ip")
 	ns := fmt.Sprintf("ilbt-l2e-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-		}
-	})
+	netnstest.Add(t, ns)
 	ipns := func(args ...string) error {
 		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
@@ -67,15 +57,14 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			inNetns(t, ns, func() error {
+			netnstest.In(t, ns, func() {
 				ifi, err := interfaceWith(netip.MustParseAddr(r.addr))
 				if err != nil {
-					return err
+					t.Fatal(err)
 				}
 				if got := layer2Eligibility(*ifi, noARP(ifi.Index)); got != r.want {
-					return fmt.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
+					t.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
 				}
-				return nil
 			})
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // The interop test runs FRR's bfdd in namespace A (the router) and a Manager in namespace B (the
@@ -278,7 +280,7 @@ func TestFRRInterop(t *testing.T) {
 	// The link goes down somewhere between starting and finishing `ip link set down` (starting a
 	// process can take a while on a busy machine): measure from both ends.
 	cutStart := time.Now()
-	n.mustExec(t, n.nsA, "ip", "link", "set", ifA, "down")
+	netnstest.Run(t, n.nsA, "ip", "link", "set", ifA, "down")
 	cutDone := time.Now()
 	for range 2 {
 		select {
@@ -293,7 +295,7 @@ func TestFRRInterop(t *testing.T) {
 			t.Fatal("we did not notice the link failure")
 		}
 	}
-	n.mustExec(t, n.nsA, "ip", "link", "set", ifA, "up")
+	netnstest.Run(t, n.nsA, "ip", "link", "set", ifA, "up")
 	ours.waitBothUp(t, 5*time.Second)
 	router.waitUp(t, 3*time.Second)
 
