@@ -34,18 +34,13 @@ func TestDataplaneKernel(t *testing.T) {
 	netnstest.Add(t, ns)
 	ipns := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-		}
+		netnstest.Run(t, ns, append([]string{"ip"}, args...)...)
 	}
 	macs := []string{"02:12:00:00:00:0a", "02:12:00:00:00:1a"} // dpa's MAC, and after it is created again
 	veth := func(mac string) {
 		t.Helper()
-		ipns("link", "add", "dpa", "address", mac, "type", "veth", "peer", "name", "dpb", "address", "02:12:00:00:00:0b")
-		ipns("addr", "add", "192.0.2.1/24", "dev", "dpa")
-		ipns("addr", "add", "192.0.2.2/24", "dev", "dpb")
-		ipns("link", "set", "dpa", "up")
-		ipns("link", "set", "dpb", "up")
+		netnstest.Veth(t, netnstest.End{NS: ns, Name: "dpa", MAC: mac, Addrs: []string{"192.0.2.1/24"}},
+			netnstest.End{NS: ns, Name: "dpb", MAC: "02:12:00:00:00:0b", Addrs: []string{"192.0.2.2/24"}})
 	}
 	ipns("link", "set", "lo", "up")
 	veth(macs[0])
@@ -54,19 +49,20 @@ func TestDataplaneKernel(t *testing.T) {
 	e := newOwnerEnv(t, true, Config{})
 	var s *speaker
 	var m *layer2.Managed
-	netnstest.In(t, ns, func() {
+	netnstest.Do(t, ns, func() error {
 		ifi, err := layer2.LookupUp("dpa")
 		if err != nil {
-			t.Fatalf("in namespace %s: %v", ns, err)
+			return err
 		}
 		m, err = dialManaged(ifi, layer2.DialARP, layer2.Config{OnNetDown: func(err error) { s.onSocketError(responderARP)(err) }},
 			func(err error) { s.onSocketError(responderARP)(err) })
 		if err != nil {
-			t.Fatalf("in namespace %s: %v", ns, err)
+			return err
 		}
 		s = newSpeaker(e.s.cfg, deps{Log: slog.New(slog.DiscardHandler), Interface: ifi, ARP: m, Heartbeats: e.hb, Status: e.status,
 			Recorder: e.rec, Objects: e.objs, Metrics: newMetrics(prometheus.NewRegistry()),
 			Reopen: map[string]reopener{responderARP: nsReopener{t: t, ns: ns, r: m}}})
+		return nil
 	})
 	t.Cleanup(func() { _ = m.Close() })
 	m.SetAnswerFunc(s.sp.answer)

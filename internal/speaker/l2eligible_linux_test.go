@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
@@ -18,17 +16,9 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 	netnstest.Require(t, "ip")
 	ns := fmt.Sprintf("ilbt-l2e-%d", os.Getpid())
 	netnstest.Add(t, ns)
-	ipns := func(args ...string) error {
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
 	must := func(args ...string) {
 		t.Helper()
-		if err := ipns(args...); err != nil {
-			t.Fatal(err)
-		}
+		netnstest.Run(t, ns, append([]string{"ip"}, args...)...)
 	}
 	must("link", "set", "lo", "up")
 	must("addr", "add", "2001:db8:100::1/128", "dev", "lo", "nodad") // a routed fabric's node address on lo
@@ -45,7 +35,7 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 		{"loopback, IPv4", "127.0.0.1", Layer2Loopback},
 	}
 	// A tun device, where the kernel has them (ip tuntap): point-to-point, no MAC.
-	if ipns("tuntap", "add", "dev", "tun0", "mode", "tun") == nil {
+	if _, err := netnstest.Output(ns, "ip", "tuntap", "add", "dev", "tun0", "mode", "tun"); err == nil {
 		must("addr", "add", "2001:db8:200::1/128", "dev", "tun0", "nodad")
 		rows = append(rows, struct {
 			name string
