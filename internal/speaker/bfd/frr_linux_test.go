@@ -15,11 +15,14 @@ import (
 	"time"
 
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
+	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
 )
 
 // The interop test runs FRR's bfdd in namespace A (the router) and a Manager in namespace B (the
 // node), at 50 ms × 3 over IPv4 and IPv6, and measures how fast each side sees the other fail.
-// bfdd runs without zebra, with its sockets, config, pid and log in the test's temporary directory.
+// bfdd runs without zebra, with its sockets, config, pid and log in the test's temporary directory,
+// at SCHED_FIFO priority (frrtest.BFDDPriority) so that a loaded machine does not starve it past
+// the detection time: the test measures our side, not the test router's scheduling.
 
 const bfddPath = "/usr/lib/frr/bfdd"
 
@@ -34,7 +37,7 @@ type bfdd struct {
 
 func needBFDD(t *testing.T) {
 	t.Helper()
-	needRoot(t, "vtysh")
+	needRoot(t, "vtysh", "chrt")
 	if _, err := os.Stat(bfddPath); err != nil {
 		t.Skipf("FRR's bfdd not installed (apt-get install frr): %v", err)
 	}
@@ -73,8 +76,8 @@ bfd
 	return dir
 }
 
-// startBFDD starts bfdd in ns with the config from bfddDir, at SCHED_FIFO priority 10 if
-// prio is set (through chrt).
+// startBFDD starts bfdd in ns with the config from bfddDir, at SCHED_FIFO priority prio[0] if
+// given (through chrt), at normal priority otherwise.
 func startBFDD(t *testing.T, ns, dir string, prio ...string) *bfdd {
 	t.Helper()
 	f := &bfdd{ns: ns, dir: dir, exited: make(chan struct{})}
@@ -234,7 +237,7 @@ func TestFRRInterop(t *testing.T) {
 	start := time.Now()
 	n := newTestNet(t, "frr")
 	dir := bfddDir(t)
-	router := startBFDD(t, n.nsA, dir)
+	router := startBFDD(t, n.nsA, dir, frrtest.BFDDPriority)
 	ours := startChild(t, n.nsB, ourPeers())
 
 	// Up on both sides, with our timers seen by FRR and no echo asked for.
@@ -274,7 +277,7 @@ func TestFRRInterop(t *testing.T) {
 	}
 
 	// bfdd returns; then the link goes down, and we detect that too.
-	router = startBFDD(t, n.nsA, dir)
+	router = startBFDD(t, n.nsA, dir, frrtest.BFDDPriority)
 	ours.waitBothUp(t, 5*time.Second)
 	router.waitUp(t, 3*time.Second)
 	// The link goes down somewhere between starting and finishing `ip link set down` (starting a
@@ -360,7 +363,7 @@ func TestFRRUnderLoad(t *testing.T) {
 	}
 	n := newTestNet(t, "load")
 	dir := bfddDir(t)
-	prio := []string{"10"}
+	prio := []string{frrtest.BFDDPriority}
 	if os.Getenv("IRONLB_BFD_LOAD_FRR_NORMAL") == "1" {
 		prio = nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -118,7 +119,9 @@ func TestHelperSpeaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	sp := New(Config{BFD: conn, BFDRealtime: true, OnState: func(st SessionStatus) {
+	// Its logs and GoBGP's (info and up) go to stderr, which the test logs: shown when it fails.
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	sp := New(Config{Log: log, GoBGPLogLevel: slog.LevelInfo, BFD: conn, BFDRealtime: true, OnState: func(st SessionStatus) {
 		print(helperLine{Status: &st, At: time.Now().UnixNano()})
 	}})
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
