@@ -25,16 +25,7 @@ gomod=$(k8s_gomod e2e-binaries ironlb.local/e2ebuild)
 echo "$gomod" >"$mod/go.mod"
 mkdir -p "$mod/suite"
 cp "$here/e2esuite/suite_test.go" "$mod/suite/suite_test.go"
-{
-  echo "//go:build tools"
-  echo
-  echo "package tools"
-  echo
-  echo "import ("
-  echo "	_ \"k8s.io/kubernetes/test/images/agnhost\""
-  echo "	_ \"k8s.io/kubernetes/test/images/regression-issue-74839\""
-  echo ")"
-} >"$mod/tools.go"
+tools_go k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/regression-issue-74839 >"$mod/tools.go"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 cd "$mod"

@@ -29,13 +29,7 @@ want=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2; exit }' "$kmod")
 mkdir -p "$dir/ginkgo-mod" "$bin"
 mod="$dir/ginkgo-mod"
 k8s_gomod ginkgo-binary ironlb.local/ginkgobuild "github.com/onsi/ginkgo/v2 ${want}" >"$mod/go.mod"
-{
-  echo "//go:build tools"
-  echo
-  echo "package tools"
-  echo
-  echo "import _ \"github.com/onsi/ginkgo/v2/ginkgo\""
-} >"$mod/tools.go"
+tools_go github.com/onsi/ginkgo/v2/ginkgo >"$mod/tools.go"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 cd "$mod"

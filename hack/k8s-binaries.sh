@@ -17,24 +17,15 @@ mkdir -p "$dir/mod" "$bin"
 mod="$dir/mod"
 gomod=$(k8s_gomod k8s-binaries ironlb.local/k8sbuild "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}")
 echo "$gomod" >"$mod/go.mod"
-{
-  echo "//go:build tools"
-  echo
-  echo "package tools"
-  echo
-  echo "import ("
-  for c in "${cmds[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/$c\""; done
-  echo "	_ \"go.etcd.io/etcd/server/v3\""
-  echo ")"
-} >"$mod/tools.go"
+pkgs=()
+for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+tools_go "${pkgs[@]}" go.etcd.io/etcd/server/v3 >"$mod/tools.go"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 cd "$mod"
 echo "k8s-binaries: resolving modules for Kubernetes ${KUBE_VERSION} and etcd ${ETCD_VERSION} (first time: ~800 MB download)" >&2
 go mod tidy >&2
 ldflags=$(k8s_ldflags)
-pkgs=()
-for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
 total=$(go list -deps "${pkgs[@]}" go.etcd.io/etcd/server/v3 2>/dev/null | wc -l)
 echo "k8s-binaries: compiling ${#cmds[@]} Kubernetes commands and etcd (${total} packages; cold build takes ~12 min on 2 cores)" >&2
 start=$(date +%s)

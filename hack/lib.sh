@@ -40,6 +40,15 @@ k8s_gomod() {
   echo ")"
 }
 
+# tools_go IMPORT...: a tools.go (build tag tools, package tools) that imports each IMPORT for its side
+# effects only, so that `go mod tidy` in a helper module keeps what building those packages needs.
+tools_go() {
+  local p
+  printf '//go:build tools\n\npackage tools\n\nimport (\n'
+  for p in "$@"; do printf '\t_ "%s"\n' "$p"; done
+  echo ")"
+}
+
 # k8s_ldflags: the -ldflags that stamp KUBE_VERSION into what is built from k8s.io/kubernetes (what
 # `kube-apiserver --version`, `e2e.test --version` and the client's user agent say).
 k8s_ldflags() {

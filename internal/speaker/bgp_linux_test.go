@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ironlb/ironlb/api/v1beta2"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 	frrtest "github.com/ironlb/ironlb/internal/testbed/testenv/frr"
 	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
@@ -40,26 +41,10 @@ func TestBGPModeWithFRR(t *testing.T) {
 	env, cs, dyn := startAPI(t)
 	ctx := context.Background()
 	nsR, nsN := fmt.Sprintf("ironlbt-bgpw-%d-r", os.Getpid()), fmt.Sprintf("ironlbt-bgpw-%d-n", os.Getpid())
-	for _, ns := range []string{nsR, nsN} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-			}
-		})
-	}
-	for _, c := range [][]string{
-		{"-n", nsR, "link", "set", "lo", "up"}, {"-n", nsN, "link", "set", "lo", "up"},
-		{"-n", nsR, "link", "add", "bgpr", "type", "veth", "peer", "name", "bgpn", "netns", nsN},
-		{"-n", nsR, "addr", "add", "192.0.2.1/24", "dev", "bgpr"}, {"-n", nsN, "addr", "add", "192.0.2.2/24", "dev", "bgpn"},
-		{"-n", nsR, "link", "set", "bgpr", "up"}, {"-n", nsN, "link", "set", "bgpn", "up"},
-	} {
-		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(c, " "), err, out)
-		}
-	}
+	netnstest.Add(t, nsR, nsN)
+	netnstest.Run(t, nsR, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, nsN, "ip", "link", "set", "lo", "up")
+	netnstest.Veth(t, netnstest.End{NS: nsR, Name: "bgpr", Addrs: []string{"192.0.2.1/24"}}, netnstest.End{NS: nsN, Name: "bgpn", Addrs: []string{"192.0.2.2/24"}})
 	dir := frrtest.Config(t, func(dir string) map[string]string {
 		return map[string]string{
 			"zebra.conf": fmt.Sprintf("hostname router\nlog file %s/zebra.log\n", dir),

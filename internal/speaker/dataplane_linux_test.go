@@ -9,16 +9,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sys/unix"
 
 	"github.com/ironlb/ironlb/internal/speaker/layer2"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestDataplaneKernel runs the owner over a real ARP responder (layer2.Managed) and link watcher
@@ -27,38 +26,21 @@ import (
 // then deleted and created again with another MAC: the speaker's readiness (heartbeat, /readyz,
 // gauge) follows, and once back it answers ARP for its address from the new interface's MAC.
 func TestDataplaneKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace, a veth pair and packet sockets")
-	}
 	if testing.Short() {
 		t.Skip("kernel test skipped in -short mode")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip not installed")
-	}
+	netnstest.Require(t, "ip")
 	ns := fmt.Sprintf("ilbt-dp-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-		}
-	})
+	netnstest.Add(t, ns)
 	ipns := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-		}
+		netnstest.Run(t, ns, append([]string{"ip"}, args...)...)
 	}
 	macs := []string{"02:12:00:00:00:0a", "02:12:00:00:00:1a"} // dpa's MAC, and after it is created again
 	veth := func(mac string) {
 		t.Helper()
-		ipns("link", "add", "dpa", "address", mac, "type", "veth", "peer", "name", "dpb", "address", "02:12:00:00:00:0b")
-		ipns("addr", "add", "192.0.2.1/24", "dev", "dpa")
-		ipns("addr", "add", "192.0.2.2/24", "dev", "dpb")
-		ipns("link", "set", "dpa", "up")
-		ipns("link", "set", "dpb", "up")
+		netnstest.Veth(t, netnstest.End{NS: ns, Name: "dpa", MAC: mac, Addrs: []string{"192.0.2.1/24"}},
+			netnstest.End{NS: ns, Name: "dpb", MAC: "02:12:00:00:00:0b", Addrs: []string{"192.0.2.2/24"}})
 	}
 	ipns("link", "set", "lo", "up")
 	veth(macs[0])
@@ -67,7 +49,7 @@ func TestDataplaneKernel(t *testing.T) {
 	e := newOwnerEnv(t, true, Config{})
 	var s *speaker
 	var m *layer2.Managed
-	inNetns(t, ns, func() error {
+	netnstest.Do(t, ns, func() error {
 		ifi, err := layer2.LookupUp("dpa")
 		if err != nil {
 			return err
@@ -90,8 +72,7 @@ func TestDataplaneKernel(t *testing.T) {
 	done := make(chan struct{}, 3)
 	go func() { _ = m.Run(ctx); done <- struct{}{} }()
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := enterNetns(ns); err != nil {
+		if err := netnstest.Enter(ns); err != nil { // for good: the thread ends with the goroutine
 			t.Error(err)
 		} else if err := layer2.WatchLink(ctx, "dpa", s.onLink, slog.New(slog.DiscardHandler)); err != nil {
 			t.Error(err)
@@ -197,8 +178,7 @@ func (n nsReopener) Reopen() (*net.Interface, error) {
 	}
 	c := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := enterNetns(n.ns); err != nil {
+		if err := netnstest.Enter(n.ns); err != nil { // for good: the thread ends with the goroutine
 			c <- result{err: err}
 			return
 		}
@@ -207,34 +187,4 @@ func (n nsReopener) Reopen() (*net.Interface, error) {
 	}()
 	r := <-c
 	return r.ifi, r.err
-}
-
-// inNetns runs fn on a fresh OS thread in namespace ns, so that the sockets it opens are there.
-func inNetns(t *testing.T, ns string, fn func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := enterNetns(ns); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in namespace %s: %v", ns, err)
-	}
-}
-
-// enterNetns moves the calling thread, locked to its goroutine, into namespace ns.
-func enterNetns(ns string) error {
-	f, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("setns %s: %w", ns, err)
-	}
-	return nil
 }

@@ -4,41 +4,21 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestLayer2EligibilityKernel: in a throwaway namespace, the node address found on lo, on a tun
 // device (point-to-point, no MAC: what WireGuard looks like) and on a veth is judged as the speaker
 // judges it at start-up (interfaceWith, then layer2Eligibility with IFF_NOARP from netlink).
 func TestLayer2EligibilityKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip not installed")
-	}
+	netnstest.Require(t, "ip")
 	ns := fmt.Sprintf("ilbt-l2e-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-		}
-	})
-	ipns := func(args ...string) error {
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
+	netnstest.Add(t, ns)
 	must := func(args ...string) {
 		t.Helper()
-		if err := ipns(args...); err != nil {
-			t.Fatal(err)
-		}
+		netnstest.Run(t, ns, append([]string{"ip"}, args...)...)
 	}
 	must("link", "set", "lo", "up")
 	must("addr", "add", "2001:db8:100::1/128", "dev", "lo", "nodad") // a routed fabric's node address on lo
@@ -55,7 +35,7 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 		{"loopback, IPv4", "127.0.0.1", Layer2Loopback},
 	}
 	// A tun device, where the kernel has them (ip tuntap): point-to-point, no MAC.
-	if ipns("tuntap", "add", "dev", "tun0", "mode", "tun") == nil {
+	if _, err := netnstest.Output(ns, "ip", "tuntap", "add", "dev", "tun0", "mode", "tun"); err == nil {
 		must("addr", "add", "2001:db8:200::1/128", "dev", "tun0", "nodad")
 		rows = append(rows, struct {
 			name string
@@ -67,15 +47,14 @@ func TestLayer2EligibilityKernel(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			inNetns(t, ns, func() error {
+			netnstest.In(t, ns, func() {
 				ifi, err := interfaceWith(netip.MustParseAddr(r.addr))
 				if err != nil {
-					return err
+					t.Fatal(err)
 				}
 				if got := layer2Eligibility(*ifi, noARP(ifi.Index)); got != r.want {
-					return fmt.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
+					t.Errorf("%s on %s (flags %v, mac %q): %q, want %q", r.addr, ifi.Name, ifi.Flags, ifi.HardwareAddr, got, r.want)
 				}
-				return nil
 			})
 		})
 	}

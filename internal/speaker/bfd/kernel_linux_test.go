@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // TestUDPConn checks the sockets of RFC 5881 on loopback in a throwaway namespace: ports, TTL 255,
@@ -14,7 +16,7 @@ import (
 func TestUDPConn(t *testing.T) {
 	needRoot(t)
 	n := newTestNet(t, "udp")
-	inNetns(t, n.nsA, func() error {
+	netnstest.Do(t, n.nsA, func() error {
 		c, err := Listen(ListenConfig{})
 		if err != nil {
 			return err
@@ -103,7 +105,7 @@ func TestKernelPair(t *testing.T) {
 	a.waitStates(t, 5*time.Second, map[netip.Addr]string{netB4: "Up", netB6: "Up"})
 
 	// Packets that look right but come with TTL 64 are dropped and change nothing.
-	inNetns(t, n.nsA, func() error {
+	netnstest.Do(t, n.nsA, func() error {
 		for _, dst := range []netip.Addr{netB4, netB6} {
 			family, level, opt := unix.AF_INET, unix.IPPROTO_IP, unix.IP_TTL
 			if dst.Is6() {

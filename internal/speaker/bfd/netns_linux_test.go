@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 	"io"
 	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
 
 // The kernel tests run Managers on real sockets in two throwaway network namespaces joined by a
@@ -41,19 +39,13 @@ var (
 
 const ifA, ifB = "bfda", "bfdb"
 
+// needRoot skips the test unless it runs as root with ip and tools, and not in -short mode.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
 	if testing.Short() {
 		t.Skip("kernel test skipped in -short mode")
 	}
-	for _, tool := range append([]string{"ip"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	netnstest.Require(t, append([]string{"ip"}, tools...)...)
 }
 
 func newTestNet(t *testing.T, tag string) *testNet {
@@ -62,82 +54,15 @@ func newTestNet(t *testing.T, tag string) *testNet {
 		nsA: fmt.Sprintf("ironlb-bfdt-%d-%s-a", os.Getpid(), tag),
 		nsB: fmt.Sprintf("ironlb-bfdt-%d-%s-b", os.Getpid(), tag),
 	}
+	netnstest.Add(t, n.nsA, n.nsB)
 	for _, ns := range []string{n.nsA, n.nsB} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		n.mustExec(t, ns, "ip", "link", "set", "lo", "up")
+		netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 		// Keep IPv6 addresses across a link down (the kernel flushes them by default).
-		n.mustExec(t, ns, "sysctl", "-qw", "net.ipv6.conf.all.keep_addr_on_down=1")
+		netnstest.Run(t, ns, "sysctl", "-qw", "net.ipv6.conf.all.keep_addr_on_down=1")
 	}
-	n.mustExec(t, n.nsA, "ip", "link", "add", ifA, "type", "veth", "peer", "name", ifB, "netns", n.nsB)
-	for _, c := range [][]string{
-		{n.nsA, "ip", "addr", "add", netA4.String() + "/24", "dev", ifA},
-		{n.nsA, "ip", "addr", "add", netA6.String() + "/64", "dev", ifA, "nodad"},
-		{n.nsB, "ip", "addr", "add", netB4.String() + "/24", "dev", ifB},
-		{n.nsB, "ip", "addr", "add", netB6.String() + "/64", "dev", ifB, "nodad"},
-		{n.nsA, "ip", "link", "set", ifA, "up"},
-		{n.nsB, "ip", "link", "set", ifB, "up"},
-	} {
-		n.mustExec(t, c[0], c[1], c[2:]...)
-	}
+	netnstest.Veth(t, netnstest.End{NS: n.nsA, Name: ifA, Addrs: []string{netA4.String() + "/24", netA6.String() + "/64"}},
+		netnstest.End{NS: n.nsB, Name: ifB, Addrs: []string{netB4.String() + "/24", netB6.String() + "/64"}})
 	return n
-}
-
-func (n *testNet) exec(ns, name string, args ...string) (string, error) {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...).CombinedOutput()
-	return string(out), err
-}
-
-func (n *testNet) mustExec(t *testing.T, ns, name string, args ...string) string {
-	t.Helper()
-	out, err := n.exec(ns, name, args...)
-	if err != nil {
-		t.Fatalf("in %s: %s %s: %v: %s", ns, name, strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-// inNetns runs fn on a thread switched into namespace ns, and switches the thread back after.
-func inNetns(t *testing.T, ns string, fn func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			if restored {
-				runtime.UnlockOSThread()
-			} // else the thread, stuck in ns, dies with this goroutine
-		}()
-		err := errors.New("failed") // if fn calls t.FailNow
-		defer func() { errc <- err }()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			return
-		}
-		defer self.Close()
-		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			return
-		}
-		defer target.Close()
-		if err = unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			err = fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		defer func() { restored = unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil }()
-		err = errors.New("failed")
-		err = fn()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in namespace %s: %v", ns, err)
-	}
 }
 
 // startKilledWithUs starts cmd so that it is killed if the test binary dies.

@@ -38,7 +38,10 @@
 //
 // A session whose BFD session goes from Up to Down, unless the peer took BFD down administratively
 // (RFC 5882 §3.2), is disabled at once (GoBGP DisablePeer: a Cease NOTIFICATION and no reconnection)
-// and released when BFD is Up again, or after the session's hold time if BFD stays down. The router,
+// and released when BFD is Up again, or after the session's hold time if BFD stays down. GoBGP
+// takes one admin state request at a time and silently drops one made while the last is pending
+// (a BFD flap of a millisecond: hold and release back to back), so 500 ms after each request the
+// speaker reads GoBGP's admin state and asks again until it is what it last asked for. The router,
 // running BFD too, drops this node's routes within its own detection time (receive interval ×
 // multiplier) when the node dies.
 //

@@ -278,7 +278,10 @@ func TestFRR(t *testing.T) {
 
 	// The node hangs (SIGSTOP: it sends nothing, and its TCP connections stay open, as when a node
 	// loses power): FRR's BFD drops the iBGP path within its detection time; the eBGP path,
-	// without BFD, lasts until the hold time (9 s).
+	// without BFD, lasts until the hold time (9 s). The check is that BFD is what drops the iBGP
+	// path (FRR's reason for the reset, within seconds where the iBGP hold time is 90 s); how fast
+	// the router's zebra then moves its kernel route is logged, not checked: that is FRR's
+	// scheduling (on a loaded machine it took 520 ms with BFD down after 139 ms, 2026-11-27).
 	if gw := n.routeVia(t, "198.51.100.1/32"); gw != "192.0.2.12 192.0.2.2" && gw != "192.0.2.2" && gw != "192.0.2.12" {
 		t.Errorf("router's kernel route to 198.51.100.1 via %q", gw)
 	}
@@ -290,8 +293,9 @@ func TestFRR(t *testing.T) {
 	t.Logf("node hung → FRR: BFD down after %v, BGP neighbor down after %v, kernel route moved off the node after %v, "+
 		"gone from `show bgp` after %v (vtysh polling)", bfdDown.Sub(frozen).Round(time.Millisecond), bgpDown.Sub(frozen).Round(time.Millisecond),
 		fib.Sub(frozen).Round(time.Millisecond), rib.Sub(frozen).Round(time.Millisecond))
-	if d := fib.Sub(frozen); d > 400*time.Millisecond {
-		t.Errorf("the router forwarded to the hung node for %v, want within a few hundred ms", d)
+	// FRR drops a session whose BFD goes down with a Cease NOTIFICATION, subcode BFD Down (RFC 9384).
+	if nb := router.Neighbors(t)["192.0.2.2"]; nb.LastResetDueTo != "BGP Notification send" || nb.LastNotificationReason != "Cease/BFD Down" {
+		t.Errorf("FRR dropped the hung node's iBGP session for %q (%q), want a Cease/BFD Down it sent", nb.LastResetDueTo, nb.LastNotificationReason)
 	}
 	holdGone := router.WaitRoutes(t, "node hung (hold time)", map[string][]string{}, 15*time.Second)
 	t.Logf("node hung → eBGP route without BFD gone after %v (hold time 9 s)", holdGone.Sub(frozen).Round(100*time.Millisecond))
@@ -299,7 +303,9 @@ func TestFRR(t *testing.T) {
 	// The node wakes up: both sessions come back by themselves.
 	// On a loaded machine the thawed node can first read the Cease (BFD down) that FRR sent while it
 	// hung, and its iBGP session then sat Idle for the whole 30 s this waited before (CI, 2026-11-27,
-	// three failures in six runs; not diagnosed): this checks that the sessions come back.
+	// three failures in six runs): its BFD went down and up within a millisecond, and GoBGP dropped
+	// the speaker's release made while the hold-down was pending (fixed: the speaker checks GoBGP's
+	// admin state). This checks that the sessions come back, not how fast.
 	thawed := node.signal(t, syscall.SIGCONT)
 	node.waitAfter(t, "ibgp", thawed, 90*time.Second, func(s SessionStatus) bool { return s.Established() && s.BFDStatus == "up" })
 	node.waitAfter(t, "ebgp", thawed, 90*time.Second, established)

@@ -187,6 +187,21 @@ func (g *gobgpServer) enablePeer(addr netip.Addr) error {
 	return nil
 }
 
+// adminDown reports whether GoBGP holds the neighbor addr administratively down.
+func (g *gobgpServer) adminDown(addr netip.Addr) (bool, error) {
+	found, down := false, false
+	err := g.s.ListPeer(context.Background(), &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+		found, down = true, p.GetState().GetAdminState() == api.PeerState_ADMIN_STATE_DOWN
+	})
+	if err != nil {
+		return false, fmt.Errorf("listing peer %v: %w", addr, err)
+	}
+	if !found {
+		return false, fmt.Errorf("listing peer %v: not found", addr)
+	}
+	return down, nil
+}
+
 // softResetOut sends a peer its paths again through the current export policy, withdrawing what
 // the policy now rejects.
 func (g *gobgpServer) softResetOut(addr netip.Addr) error {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/ironlb/ironlb/internal/bgpconfig"
 	"github.com/ironlb/ironlb/internal/speaker/bfd"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
+	"github.com/ironlb/ironlb/internal/testbed/testenv/proc"
 )
 
 // The kernel tests run in two throwaway network namespaces joined by a veth pair created inside
@@ -32,19 +34,13 @@ type testNet struct {
 
 const ifR, ifN = "bgpr", "bgpn"
 
+// needRoot skips the test unless it runs as root with ip and tools, and not in -short mode.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
 	if testing.Short() {
 		t.Skip("kernel test skipped in -short mode")
 	}
-	for _, tool := range append([]string{"ip"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	netnstest.Require(t, append([]string{"ip"}, tools...)...)
 }
 
 // newTestNet creates the namespaces, with routerAddrs on the router's end and nodeAddrs on the
@@ -55,36 +51,19 @@ func newTestNet(t *testing.T, tag string, routerAddrs, nodeAddrs []string) *test
 		nsR: fmt.Sprintf("ironlb-bgpt-%d-%s-r", os.Getpid(), tag),
 		nsN: fmt.Sprintf("ironlb-bgpt-%d-%s-n", os.Getpid(), tag),
 	}
+	netnstest.Add(t, n.nsR, n.nsN)
 	for _, ns := range []string{n.nsR, n.nsN} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+		netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	}
+	prefixes := func(addrs []string) []string {
+		var out []string
+		for _, a := range addrs {
+			out = append(out, a+"/24")
 		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		n.mustExec(t, ns, "ip", "link", "set", "lo", "up")
+		return out
 	}
-	n.mustExec(t, n.nsR, "ip", "link", "add", ifR, "type", "veth", "peer", "name", ifN, "netns", n.nsN)
-	for _, a := range routerAddrs {
-		n.mustExec(t, n.nsR, "ip", "addr", "add", a+"/24", "dev", ifR)
-	}
-	for _, a := range nodeAddrs {
-		n.mustExec(t, n.nsN, "ip", "addr", "add", a+"/24", "dev", ifN)
-	}
-	n.mustExec(t, n.nsR, "ip", "link", "set", ifR, "up")
-	n.mustExec(t, n.nsN, "ip", "link", "set", ifN, "up")
+	netnstest.Veth(t, netnstest.End{NS: n.nsR, Name: ifR, Addrs: prefixes(routerAddrs)}, netnstest.End{NS: n.nsN, Name: ifN, Addrs: prefixes(nodeAddrs)})
 	return n
-}
-
-func (n *testNet) mustExec(t *testing.T, ns, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("in %s: %s %s: %v: %s", ns, name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // startKilledWithUs starts cmd so that it is killed if the test binary dies.
@@ -140,7 +119,9 @@ func TestHelperSpeaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	sp := New(Config{BFD: conn, BFDRealtime: true, OnState: func(st SessionStatus) {
+	// Its logs and GoBGP's (info and up) go to stderr, which the test logs: shown when it fails.
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	sp := New(Config{Log: log, GoBGPLogLevel: slog.LevelInfo, BFD: conn, BFDRealtime: true, OnState: func(st SessionStatus) {
 		print(helperLine{Status: &st, At: time.Now().UnixNano()})
 	}})
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)

@@ -83,7 +83,12 @@ type peerRec struct {
 	// we give up waiting and enable it anyway.
 	disabled DownReason
 	enableAt time.Time
-	status   SessionStatus
+	// checkAt is when to check that GoBGP's admin state is what we last asked for (zero: no check
+	// due). GoBGP takes one admin state request at a time and drops one made while the last is
+	// pending (EnablePeer still returns nil): a BFD flap shorter than a scheduling delay held the
+	// session down for good.
+	checkAt time.Time
+	status  SessionStatus
 }
 
 type bfdSpec struct {
@@ -291,8 +296,10 @@ func (s *Speaker) post(ctx context.Context, ev event) {
 func (s *Speaker) arm(t *time.Timer) {
 	next := s.retryAt
 	for _, r := range s.peers {
-		if !r.enableAt.IsZero() && (next.IsZero() || r.enableAt.Before(next)) {
-			next = r.enableAt
+		for _, at := range []time.Time{r.enableAt, r.checkAt} {
+			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
 		}
 	}
 	if !t.Stop() {
@@ -318,7 +325,40 @@ func (s *Speaker) onTimer() {
 			s.log.Warn("re-enabling bgp session still held down", "peer", r.sess.Addr, "name", r.sess.Name, "reason", r.disabled)
 			s.enable(r)
 		}
+		if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
+			s.checkAdmin(r)
+		}
 	}
+}
+
+// adminCheckDelay is how long after asking GoBGP to hold a session down or release it the
+// speaker checks that it did.
+const adminCheckDelay = 500 * time.Millisecond
+
+// checkAdmin asks GoBGP again to hold r down or release it if its admin state is not what we
+// asked for, and checks again later until it is.
+func (s *Speaker) checkAdmin(r *peerRec) {
+	r.checkAt = time.Time{}
+	if s.srv == nil || !r.added {
+		return
+	}
+	down, err := s.srv.adminDown(r.sess.Addr)
+	switch {
+	case err != nil:
+		s.log.Error("could not read bgp session's admin state", "peer", r.sess.Addr, "err", err)
+	case down == (r.disabled != ""):
+		return
+	case r.disabled != "":
+		s.log.Warn("gobgp dropped our request to hold the bgp session down; asking again", "peer", r.sess.Addr, "name", r.sess.Name)
+		err = s.srv.disablePeer(r.sess.Addr, r.status.Message)
+	default:
+		s.log.Warn("gobgp dropped our request to release the bgp session; asking again", "peer", r.sess.Addr, "name", r.sess.Name)
+		err = s.srv.enablePeer(r.sess.Addr)
+	}
+	if err != nil {
+		s.log.Error("could not set bgp session's admin state", "peer", r.sess.Addr, "err", err)
+	}
+	r.checkAt = time.Now().Add(adminCheckDelay)
 }
 
 // reconcile applies the desired State; after a failure it stops GoBGP, so that the next attempt
@@ -652,7 +692,7 @@ func (s *Speaker) disable(r *peerRec, why DownReason, msg string, hold time.Dura
 		return
 	}
 	s.log.Warn("bgp session held down", "peer", r.sess.Addr, "name", r.sess.Name, "reason", why, "message", msg, "atMost", hold)
-	r.disabled, r.enableAt = why, time.Now().Add(hold)
+	r.disabled, r.enableAt, r.checkAt = why, time.Now().Add(hold), time.Now().Add(adminCheckDelay)
 	st := r.status
 	st.Reason, st.Message = why, msg
 	r.status = s.report(st)
@@ -666,6 +706,7 @@ func (s *Speaker) enable(r *peerRec) {
 	if err := s.srv.enablePeer(r.sess.Addr); err != nil {
 		s.log.Error("could not release bgp session", "peer", r.sess.Addr, "err", err)
 	}
+	r.checkAt = time.Now().Add(adminCheckDelay)
 }
 
 // report publishes a status if it changed, calls OnState, and returns it.

@@ -401,6 +401,26 @@ func TestSpeakerLoopback(t *testing.T) {
 		t.Errorf("session b flapped: %+v", b)
 	}
 
+	// GoBGP takes one admin state request at a time and drops one made while the last is pending:
+	// in TestFRR on a loaded machine BFD went down and up within a millisecond, the speaker held
+	// session a down and released it back to back, and GoBGP kept the hold only. Here GoBGP holds
+	// the session down behind the speaker's back, as after such a dropped release, and the speaker's
+	// next check of what it last asked for (released) brings it back.
+	flapAt := time.Now()
+	onRun := func(f func() error) {
+		t.Helper()
+		done := make(chan error)
+		sp.events <- func() { done <- f() }
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	onRun(func() error { return sp.srv.disablePeer(ra.addr, "a hold whose release GoBGP dropped") })
+	waitFor(t, sp, "a", 10*time.Second, func(st SessionStatus) bool { return !st.Established() })
+	onRun(func() error { sp.peers[ra.addr].checkAt = time.Now(); return nil })
+	waitFor(t, sp, "a", 30*time.Second, func(st SessionStatus) bool { return st.Established() && st.Since.After(flapAt) })
+	ra.waitRoutes(t, "released again", map[netip.Prefix]route{p1: ibgp2}, 10*time.Second)
+
 	// Removing the misconfigured peers reports them removed.
 	in.Peers = in.Peers[:2]
 	sp.Set(mustBuild(t, in))

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +17,8 @@ import (
 
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
-	"golang.org/x/sys/unix"
+
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
 // The kernel test runs responders on one end of a veth pair between two
@@ -40,23 +40,16 @@ type link struct {
 }
 
 func TestKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and packet sockets")
-	}
 	if testing.Short() {
 		t.Skip("kernel test skipped in -short mode")
 	}
-	for _, tool := range []string{"ip", "arping", "ndisc6"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	netnstest.Require(t, "ip", "arping", "ndisc6")
 	l := newLink(t)
 
 	var conflicts conflictLog
 	cfg := Config{OnConflict: conflicts.add}
 	var r4, r6 *Responder
-	l.inNetns(t, l.nsA, func() error {
+	netnstest.Do(t, l.nsA, func() error {
 		ifi, err := net.InterfaceByName(l.ifA)
 		if err != nil {
 			return err
@@ -139,7 +132,7 @@ func TestKernel(t *testing.T) {
 		ns := NDP{EthDst: macA, EthSrc: macB, Src: client, Dst: vip, HopLimit: 255,
 			Message: &ndp.NeighborSolicitation{TargetAddress: vip}}
 		var got NDP
-		l.inNetns(t, l.nsB, func() error {
+		netnstest.Do(t, l.nsB, func() error {
 			ifi, err := net.InterfaceByName(l.ifB)
 			if err != nil {
 				return err
@@ -229,7 +222,7 @@ func TestKernel(t *testing.T) {
 	t.Run("conflict", func(t *testing.T) {
 		// A second responder in B, with B's MAC, announces the same VIPs.
 		var b4, b6 *Responder
-		l.inNetns(t, l.nsB, func() error {
+		netnstest.Do(t, l.nsB, func() error {
 			ifi, err := net.InterfaceByName(l.ifB)
 			if err != nil {
 				return err
@@ -312,31 +305,14 @@ func newLink(t *testing.T) *link {
 		ifA: "l2a",
 		ifB: "l2b",
 	}
+	netnstest.Add(t, l.nsA, l.nsB)
 	for _, ns := range []string{l.nsA, l.nsB} {
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("deleting namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-		}
 		l.mustExec(t, ns, "ip", "link", "set", "lo", "up")
 		// Addresses are usable at once: no duplicate address detection wait.
 		l.mustExec(t, ns, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 	}
-	l.mustExec(t, l.nsA, "ip", "link", "add", l.ifA, "address", macA.String(), "type", "veth",
-		"peer", "name", l.ifB, "address", macB.String(), "netns", l.nsB)
-	for _, c := range [][]string{
-		{l.nsA, "ip", "addr", "add", "192.0.2.1/24", "dev", l.ifA},
-		{l.nsA, "ip", "addr", "add", "2001:db8::1/64", "dev", l.ifA, "nodad"},
-		{l.nsB, "ip", "addr", "add", "192.0.2.2/24", "dev", l.ifB},
-		{l.nsB, "ip", "addr", "add", "2001:db8::2/64", "dev", l.ifB, "nodad"},
-		{l.nsA, "ip", "link", "set", l.ifA, "up"},
-		{l.nsB, "ip", "link", "set", l.ifB, "up"},
-	} {
-		l.mustExec(t, c[0], c[1], c[2:]...)
-	}
+	netnstest.Veth(t, netnstest.End{NS: l.nsA, Name: l.ifA, MAC: macA.String(), Addrs: []string{"192.0.2.1/24", "2001:db8::1/64"}},
+		netnstest.End{NS: l.nsB, Name: l.ifB, MAC: macB.String(), Addrs: []string{"192.0.2.2/24", "2001:db8::2/64"}})
 	l.waitLinkLocal(t, l.nsA, l.ifA)
 	l.waitLinkLocal(t, l.nsB, l.ifB)
 	return l
@@ -374,31 +350,6 @@ func (l *link) mustExec(t *testing.T, ns, name string, args ...string) string {
 		t.Fatalf("in %s: %s %s: %v\n%s", ns, name, strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-// inNetns runs fn on a fresh OS thread that has entered namespace ns, so
-// the sockets fn opens belong to ns. The thread is never unlocked: it exits
-// with its goroutine, and no other goroutine ever runs in ns.
-func (l *link) inNetns(t *testing.T, ns string, fn func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in namespace %s: %v", ns, err)
-	}
 }
 
 // waitNeigh waits until B's neighbour table has ip at mac.

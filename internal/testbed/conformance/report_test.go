@@ -23,6 +23,19 @@ func parseFile(t *testing.T, name string) []Result {
 	return rs
 }
 
+// checkJUnit parses the JUnit report in file name and checks that it gives want, which Summary
+// sums up as summary.
+func checkJUnit(t *testing.T, name string, want []Result, summary string) {
+	t.Helper()
+	got := parseFile(t, name)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseJUnit(%s) mismatch (-want +got):\n%s", name, d)
+	}
+	if s := Summary(got); s != summary {
+		t.Errorf("Summary = %q, want %q", s, summary)
+	}
+}
+
 func TestParseJUnit(t *testing.T) {
 	want := []Result{
 		{Name: "[sig-network] Services should serve a basic endpoint from pods [Conformance]", Status: Passed, Seconds: 21.4},
@@ -32,9 +45,7 @@ func TestParseJUnit(t *testing.T) {
 			Message: "Only supported for providers [gce gke aws] (not local)"},
 		{Name: "[sig-network] DNS should provide DNS for services [Conformance]", Status: Failed, Seconds: 13.2, Message: "A suite timeout occurred"},
 	}
-	if d := cmp.Diff(want, parseFile(t, "testdata/run.junit.xml")); d != "" {
-		t.Errorf("ParseJUnit mismatch (-want +got):\n%s", d)
-	}
+	checkJUnit(t, "testdata/run.junit.xml", want, "1 passed, 2 failed")
 }
 
 // The report the ginkgo CLI (v2.32.0, the version Kubernetes v1.37.2 pins) merged from three parallel
@@ -48,13 +59,7 @@ func TestParseJUnitParallel(t *testing.T) {
 		{Name: "[sig-network] Services should skip itself", Status: Skipped, Seconds: 0.000425959, Message: "Only supported for providers [gce] (not local)"},
 		{Name: "[sig-network] Services should pass on process A", Status: Passed, Seconds: 0.242164697},
 	}
-	got := parseFile(t, "testdata/parallel.junit.xml")
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("ParseJUnit mismatch (-want +got):\n%s", d)
-	}
-	if Summary(got) != "3 passed, 1 failed" {
-		t.Errorf("Summary = %q", Summary(got))
-	}
+	checkJUnit(t, "testdata/parallel.junit.xml", want, "3 passed, 1 failed")
 }
 
 func TestFirstLineDropsColour(t *testing.T) {
@@ -67,13 +72,7 @@ func TestFirstLineDropsColour(t *testing.T) {
 func TestParseJUnitSetupFailure(t *testing.T) {
 	want := []Result{{Name: "[SynchronizedBeforeSuite]", Status: Failed, Seconds: 600,
 		Message: "[FAILED] there are currently no ready, schedulable nodes in the cluster"}}
-	got := parseFile(t, "testdata/setupfail.junit.xml")
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("ParseJUnit mismatch (-want +got):\n%s", d)
-	}
-	if Summary(got) != "0 passed, 1 failed" {
-		t.Errorf("Summary = %q", Summary(got))
-	}
+	checkJUnit(t, "testdata/setupfail.junit.xml", want, "0 passed, 1 failed")
 }
 
 func TestParseJUnitBad(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 // DaemonDir holds Debian's FRR daemons.
 const DaemonDir = "/usr/lib/frr"
 
-// Need skips the test unless it runs as root (network namespaces) with ip, vtysh and FRR's zebra,
-// bfdd and bgpd installed, and not in -short mode.
+// Need skips the test unless it runs as root (network namespaces) with ip, vtysh, chrt and FRR's
+// zebra, bfdd and bgpd installed, and not in -short mode.
 func Need(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -32,7 +32,7 @@ func Need(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kernel test skipped in -short mode")
 	}
-	for _, tool := range []string{"ip", "vtysh"} {
+	for _, tool := range []string{"ip", "vtysh", "chrt"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
 		}
@@ -120,14 +120,26 @@ func Tail(s string, lines int) string {
 	return strings.Join(ls, "\n")
 }
 
+// BFDDPriority is the SCHED_FIFO priority bfdd runs at (through chrt), as if the router were
+// another machine. At normal priority (or at the nice value the test binary was started with, which
+// the daemons inherit) a saturated two-CPU machine starves bfdd for more than a 50 ms × 3 detection
+// time: it stops sending and, when it runs again, expires our session before reading our queued
+// packets (bfdd.log: "up -> down reason:control-expired", then "init -> up" within a millisecond),
+// and bgpd drops the iBGP session with it. The speaker's own loop runs at SCHED_FIFO too.
+const BFDDPriority = "10"
+
 // Start starts one daemon with everything in f.Dir. bgpd stays root (-S), so that it dies with the
 // test binary; zebra and bfdd insist on dropping to user frr, which clears the parent-death
-// signal: the test's cleanup kills them.
+// signal: the test's cleanup kills them. bfdd runs at BFDDPriority.
 func (f *Router) Start(t *testing.T, daemon string) {
 	t.Helper()
-	args := []string{"netns", "exec", f.NS, filepath.Join(DaemonDir, daemon),
+	args := []string{"netns", "exec", f.NS}
+	if daemon == "bfdd" {
+		args = append(args, "chrt", "-f", BFDDPriority)
+	}
+	args = append(args, filepath.Join(DaemonDir, daemon),
 		"-f", filepath.Join(f.Dir, daemon+".conf"), "-i", filepath.Join(f.Dir, daemon+".pid"),
-		"--vty_socket", f.Dir, "-P", "0", "-z", filepath.Join(f.Dir, "zserv.api")}
+		"--vty_socket", f.Dir, "-P", "0", "-z", filepath.Join(f.Dir, "zserv.api"))
 	switch daemon {
 	case "bgpd":
 		args = append(args, "-S")
