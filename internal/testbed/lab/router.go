@@ -19,6 +19,13 @@ import (
 // FRRDir is where Debian's frr package puts its daemons.
 const FRRDir = "/usr/lib/frr"
 
+// routerBFDDPriority is the SCHED_FIFO priority the router's bfdd runs at (through chrt), as if the
+// router were another machine: at normal priority a saturated two-CPU machine starves it past a
+// 50 ms × 3 detection time, and it declares every node down at once (bench-connections' BGP trials at
+// load 12-15: "the router's BFD declared ... (not the cut node) down" in most trials), withdrawing
+// the paths of nodes that are up. The tests' FRR runs the same way (frrtest.BFDDPriority).
+const routerBFDDPriority = "10"
+
 // routerDaemons in start order: bgpd and bfdd connect to zebra's socket.
 var routerDaemons = []string{"zebra", "bfdd", "bgpd"}
 
@@ -91,6 +98,11 @@ func (l *Lab) startRouter(ctx context.Context) error {
 			argv = append(argv, "-S") // stays root: binds port 179
 		case "bfdd":
 			argv = append(argv, "--bfdctl", filepath.Join(dir, "bfdd.sock"), "-u", "frr", "-g", "frr")
+			chrt, err := exec.LookPath("chrt")
+			if err != nil {
+				return fmt.Errorf("the router's bfdd runs under chrt (util-linux): %w", err)
+			}
+			argv = append([]string{chrt, "-f", routerBFDDPriority}, argv...)
 		default:
 			argv = append(argv, "-u", "frr", "-g", "frr")
 		}
