@@ -553,6 +553,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("CreateContainerConfigError", err)
 		return
 	}
+	mounts = append(w.imageFileMounts(pod, c.spec.Image), mounts...) // the image's files first, volumes over them
 	hostname, _ := PodHostname(pod, lab.ClusterDomain)
 	if pod.Spec.HostNetwork {
 		hostname = a.host.Name
@@ -603,6 +604,32 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	w.track(ctx, pod, c, cmd, cmd.Process.Pid, exited, nil, strings.Join(argv, " "))
+}
+
+// imageFileMounts binds the image's programs at their paths (ImageFiles: agnhost's /agnhost) in the
+// container's mount namespace, where the container and `kubectl exec` into it find them; outside it the
+// target is an empty file the agent makes on the host, as for a volume's mount point (EnsurePath; lab
+// down removes it). A program the lab has not built is left out (then the path is not found, as
+// without this), as is a target the host has as something other than a file.
+func (w *podWorker) imageFileMounts(pod *corev1.Pod, image string) []lab.Mount {
+	var out []lab.Mount
+	for _, f := range ImageFiles(w.a.progs, image) {
+		if st, err := os.Stat(f.Source); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		err := w.a.lab.State.EnsurePath(f.Path, false)
+		if err == nil {
+			if st, serr := os.Lstat(f.Path); serr != nil || !st.Mode().IsRegular() {
+				err = fmt.Errorf("%s is not a regular file on the host", f.Path)
+			}
+		}
+		if err != nil {
+			w.a.log.Warn("image file not bound in the container", "pod", pod.Namespace+"/"+pod.Name, "image", image, "path", f.Path, "err", err)
+			continue
+		}
+		out = append(out, lab.Mount{Source: f.Source, Target: f.Path, ReadOnly: true})
+	}
+	return out
 }
 
 // startLogged starts a container run's process with its output going to the run's CRI log file
