@@ -139,3 +139,20 @@ func planContainers(policy corev1.RestartPolicy, initDone bool, ctrs []planCtr, 
 	}
 	return p
 }
+
+// stopOrder splits a terminating Pod's running containers (ctrs in the Pod's order) into those stopped
+// first (the regular containers, and a regular init container still running) and the sidecars, stopped
+// once those have exited, the last declared first, as the kubelet stops them (KEP-753).
+func stopOrder(ctrs []planCtr) (first, sidecars []string) {
+	for _, c := range ctrs {
+		if !c.Running {
+			continue
+		}
+		if c.Sidecar {
+			sidecars = append([]string{c.Name}, sidecars...)
+		} else {
+			first = append(first, c.Name)
+		}
+	}
+	return first, sidecars
+}

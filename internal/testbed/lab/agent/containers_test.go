@@ -335,3 +335,32 @@ func TestReconcileStopsSidecarWhenDone(t *testing.T) {
 		t.Errorf("exited sidecar of a running Pod: waiting %v reason %q nextStart %v; want CrashLoopBackOff", proxy.st.Waiting, proxy.st.WaitReason, proxy.nextStart)
 	}
 }
+
+func TestStopOrder(t *testing.T) {
+	run := func(name string) planCtr { return planCtr{Name: name, Running: true} }
+	side := func(name string) planCtr { return planCtr{Name: name, Init: true, Sidecar: true, Running: true} }
+	for _, tt := range []struct {
+		name            string
+		ctrs            []planCtr
+		first, sidecars []string
+	}{
+		{name: "no sidecars: all at once", ctrs: []planCtr{run("a"), run("b")}, first: []string{"a", "b"}},
+		{name: "sidecars after the containers, the last declared first",
+			ctrs:  []planCtr{side("s1"), side("s2"), run("a"), run("b")},
+			first: []string{"a", "b"}, sidecars: []string{"s2", "s1"}},
+		{name: "only what runs", ctrs: []planCtr{side("s1"), {Name: "s2", Init: true, Sidecar: true}, {Name: "a"}, run("b")},
+			first: []string{"b"}, sidecars: []string{"s1"}},
+		{name: "a regular init container still running goes first", ctrs: []planCtr{side("s"), {Name: "i", Init: true, Running: true}, {Name: "a"}},
+			first: []string{"i"}, sidecars: []string{"s"}},
+		{name: "only sidecars left", ctrs: []planCtr{side("s"), {Name: "a", Terminated: true}}, sidecars: []string{"s"}},
+		{name: "nothing runs", ctrs: []planCtr{{Name: "a", Terminated: true}}},
+	} {
+		first, sidecars := stopOrder(tt.ctrs)
+		if d := cmp.Diff(tt.first, first); d != "" {
+			t.Errorf("%s: first (-want +got):\n%s", tt.name, d)
+		}
+		if d := cmp.Diff(tt.sidecars, sidecars); d != "" {
+			t.Errorf("%s: sidecars (-want +got):\n%s", tt.name, d)
+		}
+	}
+}

@@ -308,20 +308,35 @@ func batch(ctx context.Context, ns string, lines []string) error {
 	return nil
 }
 
-// teardown runs the preStop hooks, stops every container (SIGTERM, then SIGKILL after what is left of
-// grace) and removes the sandbox. Until the containers have stopped, readiness probes go on and the
-// Pod's status follows them, as the kubelet does (terminatingEvent).
+// teardown runs the preStop hooks, stops every container (SIGTERM, the sidecars once the other
+// containers have exited; SIGKILL for what is left when grace is up) and removes the sandbox. Until the
+// containers have stopped, readiness probes go on and the Pod's status follows them, as the kubelet does
+// (terminatingEvent).
 func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
 	grace = w.preStop(ctx, pod, grace)
-	running := 0
-	for _, c := range w.ctrs {
-		if c.cmd != nil && c.st.Running {
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
-			running++
+	// the containers first, then the sidecars (stopOrder)
+	var in []planCtr
+	for _, name := range w.order {
+		if c := w.ctrs[name]; c.cmd != nil && c.st.Running {
+			in = append(in, planCtr{Name: name, Sidecar: c.st.Sidecar, Running: true})
 		}
 	}
+	first, sidecars := stopOrder(in)
+	signal := func(names []string) {
+		for _, n := range names {
+			if c := w.ctrs[n]; c.cmd != nil && c.st.Running {
+				_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+	}
+	running, firstLeft := len(first)+len(sidecars), len(first)
 	if running > 0 {
 		w.a.event(ctx, pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping %d container(s) (grace period %s)", running, grace))
+	}
+	signal(first)
+	if firstLeft == 0 {
+		signal(sidecars)
+		sidecars = nil
 	}
 	deadline := time.After(grace)
 wait:
@@ -330,8 +345,15 @@ wait:
 		case ev := <-w.events:
 			if ev.exit != nil {
 				running--
+				if c := w.ctrs[ev.name]; c != nil && ev.gen == c.gen && !c.st.Sidecar {
+					firstLeft--
+				}
 			}
 			w.terminatingEvent(ctx, ev)
+			if firstLeft <= 0 && sidecars != nil {
+				signal(sidecars)
+				sidecars = nil
+			}
 		case <-deadline:
 			break wait
 		}
