@@ -56,7 +56,13 @@ type imageEntry struct {
 	// shell: the image's shell and its usual tools (sh, sleep, nc, wget, ...) run as the host's own,
 	// found on the container's PATH, as the lab gives containers the host's file system.
 	shell bool
+	// files are the image's programs at fixed paths that a shell in the container (or `kubectl exec ...
+	// sh -c`) names by path, as the path and the local program bound there (ImageFiles).
+	files func(p Programs) []ImageFile
 }
+
+// ImageFile is a program an image has at Path, stood for by the local program Source.
+type ImageFile struct{ Path, Source string }
 
 // shellTools are the programs of a busybox or alpine image that a container's command can name when its
 // image has a shell; each runs as the host program of that name (or, for ash, the host's sh). A tool the
@@ -76,6 +82,8 @@ func agnhost(p Programs) []string { return []string{path.Join(p.E2EBin, "agnhost
 func regression74839(p Programs) []string {
 	return []string{path.Join(p.E2EBin, "regression-issue-74839")}
 }
+
+func coredns(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} }
 
 // webStandIn runs agnhost netexec on port 80 (HTTP only) for web server images (nginx, httpd): the e2e
 // suite only needs them to accept connections there. Their own arguments (nginx -g 'daemon off;') are
@@ -104,20 +112,23 @@ var images = map[string]imageEntry{
 		commands:   map[string]program{"controller": fixed(func(p Programs) []string { return []string{path.Join(p.MetalLB, "controller")} })},
 	},
 	"registry.k8s.io/coredns/coredns": { // kubeadm's image: ENTRYPOINT ["/coredns"]
-		entrypoint: func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} },
-		commands:   map[string]program{"coredns": fixed(func(p Programs) []string { return []string{path.Join(p.CoreDNS, "coredns")} })},
+		entrypoint: coredns,
+		commands:   map[string]program{"coredns": fixed(coredns)},
 	},
 	"ironlb/ironlb": {
 		entrypoint: func(p Programs) []string { return []string{p.Self} },
 		commands:   map[string]program{"ironlb": fixed(func(p Programs) []string { return []string{p.Self} })},
 	},
-	// agnhost's image: ENTRYPOINT ["/agnhost"], CMD ["pause"], /agnhost-2 a link to it, on alpine with
-	// bash, curl, netcat, bind-tools and socat.
+	// agnhost's image: ENTRYPOINT ["/agnhost"], CMD ["pause"], /agnhost-2 a link to it, /coredns (the DNS
+	// tests' server pod runs it), on alpine with bash, curl, netcat, bind-tools and socat.
 	"registry.k8s.io/e2e-test-images/agnhost": {
 		entrypoint: agnhost,
 		cmd:        []string{"pause"},
-		commands:   map[string]program{"agnhost": fixed(agnhost), "agnhost-2": fixed(agnhost)},
+		commands:   map[string]program{"agnhost": fixed(agnhost), "agnhost-2": fixed(agnhost), "coredns": fixed(coredns)},
 		shell:      true,
+		files: func(p Programs) []ImageFile {
+			return []ImageFile{{"/agnhost", agnhost(p)[0]}, {"/agnhost-2", agnhost(p)[0]}, {"/coredns", coredns(p)[0]}}
+		},
 	},
 	// pause: ENTRYPOINT ["/pause"]; agnhost's pause does the same (sleeps until a signal, reaps children).
 	"registry.k8s.io/pause": {
@@ -224,6 +235,18 @@ func KnownImages() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ImageFiles lists the programs an image has at fixed paths (agnhost's /agnhost, /agnhost-2 and
+// /coredns), each with the local program that stands for it. The node agent binds each at its path in the
+// container's mount namespace, so a command that names it by path inside the container (upstream's
+// `kubectl exec execpod -- /bin/sh -x -c '/agnhost connect ...'`) finds it; nil for an image without.
+func ImageFiles(p Programs, image string) []ImageFile {
+	e, ok := images[ImageRepo(image)]
+	if !ok || e.files == nil {
+		return nil
+	}
+	return e.files(p)
 }
 
 // Argv maps a container's image, command and args to a local command line, as a container runtime

@@ -137,6 +137,9 @@ func TestArgv(t *testing.T) {
 			command: []string{"/agnhost-2", "pause"}, want: []string{agn, "pause"}},
 		{name: "agnhost shell", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
 			command: []string{"/bin/sh", "-c", "sleep 1"}, want: []string{"sh", "-c", "sleep 1"}},
+		{name: "agnhost /coredns (the DNS tests' server pod)", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+			command: []string{"/coredns"}, args: []string{"-conf", "/etc/coredns/Corefile"},
+			want: []string{"/cache/coredns/bin/coredns", "-conf", "/etc/coredns/Corefile"}},
 		{name: "agnhost unknown command", image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
 			command: []string{"/usr/bin/python3"}, wantErr: ErrNoCommand, wantInErr: []string{`"/usr/bin/python3"`, "agnhost"}},
 
@@ -278,4 +281,24 @@ func FuzzImageRepo(f *testing.F) {
 			t.Errorf("ImageRepo(%q) = %q grew an unknown name", in, got)
 		}
 	})
+}
+
+func TestImageFiles(t *testing.T) {
+	progs := Programs{Self: "/usr/local/bin/ironlb", E2EBin: "/opt/e2e/bin", CoreDNS: "/cache/coredns/bin"}
+	agnhostFiles := []ImageFile{{"/agnhost", "/opt/e2e/bin/agnhost"}, {"/agnhost-2", "/opt/e2e/bin/agnhost"}, {"/coredns", "/cache/coredns/bin/coredns"}}
+	for _, tt := range []struct {
+		image string
+		want  []ImageFile
+	}{
+		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", agnhostFiles},
+		{"k8s.gcr.io/e2e-test-images/agnhost:2.20", agnhostFiles},
+		{"172.18.255.253:5000/registry.k8s.io/e2e-test-images/agnhost:2.66.1", agnhostFiles},
+		{"busybox:1.37", nil},
+		{"registry.k8s.io/pause:3.10.2", nil},
+		{"redis:7", nil},
+	} {
+		if d := cmp.Diff(tt.want, ImageFiles(progs, tt.image)); d != "" {
+			t.Errorf("ImageFiles(%q) (-want +got):\n%s", tt.image, d)
+		}
+	}
 }

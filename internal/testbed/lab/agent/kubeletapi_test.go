@@ -77,6 +77,8 @@ type kubeletFixture struct {
 	pki    lab.PKI
 	echo   int // port of an echo server on the pod's loopback
 	follow ctrRun
+	// imageFile is an empty file on the host with a program bound over it in the container (as /agnhost)
+	imageFile string
 }
 
 // startKubeletFixture creates a network namespace (ilbkubelet-*, loopback only), starts a container in
@@ -101,10 +103,20 @@ func startKubeletFixture(t testing.TB) kubeletFixture {
 	netnstest.Add(t, ns)
 	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 	dir := t.TempDir()
+	// an image's program at a fixed path (as /agnhost, imageFileMounts): an empty file on the host, the
+	// program bound over it in the container's mount namespace
+	imageFile, prog := filepath.Join(dir, "agnhost"), filepath.Join(dir, "agnhost-program")
+	if err := os.WriteFile(imageFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"agnhost $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	start := func(name string, argv ...string) ctrRun {
 		spec := lab.ExecSpec{NetNS: ns, Hostname: "web-0", MountNS: true, Argv: argv,
 			Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GREETING=hello from web"},
-			Caps: lab.EffectiveCaps(nil, nil), DropCaps: true}
+			Caps: lab.EffectiveCaps(nil, nil), DropCaps: true,
+			Mounts: []lab.Mount{{Source: prog, Target: imageFile, ReadOnly: true}}}
 		cmd, err := lab.Command(self, spec, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +185,7 @@ func startKubeletFixture(t testing.TB) kubeletFixture {
 		}
 	})
 	base := "https://" + kl.Addr().String()
-	return kubeletFixture{base: base, pki: pki, echo: ln.Addr().(*net.TCPAddr).Port, follow: follow,
+	return kubeletFixture{base: base, pki: pki, echo: ln.Addr().(*net.TCPAddr).Port, follow: follow, imageFile: imageFile,
 		cfg: &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{
 			CAFile: pki.CACert(), CertFile: pki.KubeletClientCert(), KeyFile: pki.KubeletClientKey()}}}
 }
@@ -254,6 +266,9 @@ func TestKubeletExec(t *testing.T) {
 			{name: "exit code", cmd: []string{"sh", "-c", "exit 3"}, want: result{code: 3}},
 			{name: "killed by a signal", cmd: []string{"sh", "-c", "kill -9 $$"}, want: result{code: 137}},
 			{name: "tty", cmd: []string{"sh", "-c", "test -t 0 && test -t 1 && echo terminal"}, tty: true, want: result{stdout: "terminal\r\n"}},
+			// upstream's "should be rejected when no endpoints exist": sh -c '/agnhost connect ...'
+			{name: "image file bound in the container", cmd: []string{"/bin/sh", "-x", "-c", f.imageFile + " connect --timeout=3s no-pods:80"},
+				want: result{stdout: "agnhost connect --timeout=3s no-pods:80\n", stderr: "+ " + f.imageFile + " connect --timeout=3s no-pods:80\n"}},
 		} {
 			t.Run(proto+"/"+tt.name, func(t *testing.T) {
 				if got := run(t, proto, tt.cmd, tt.stdin, tt.tty); got != tt.want {
@@ -261,6 +276,9 @@ func TestKubeletExec(t *testing.T) {
 				}
 			})
 		}
+	}
+	if b, err := os.ReadFile(f.imageFile); err != nil || len(b) != 0 {
+		t.Errorf("the image file on the host: %q, %v; want it empty (the program is bound only in the container)", b, err)
 	}
 	// stdin: SPDY closes the stdin stream at EOF (the v4 WebSocket protocol cannot signal it)
 	t.Run("spdy/stdin", func(t *testing.T) {

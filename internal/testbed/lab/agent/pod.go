@@ -53,7 +53,7 @@ type podWorker struct {
 	tokens     map[string]token // projected token (volume/path) -> last token
 	ctrs       map[string]*ctr
 	order      []string // init containers first, then containers
-	initDone   bool
+	initDone   bool     // the Pod is initialized: init containers completed, sidecars started (planContainers)
 	startTime  time.Time
 	lastStatus *corev1.PodStatus
 	dnsWarned  bool // DNSConfigForming events sent
@@ -81,6 +81,7 @@ type ctr struct {
 	nextStart   time.Time
 	probeOK     map[string]int // consecutive successes/failures per probe kind (+ for ok, - for fail)
 	exitPending bool
+	stopAt      time.Time // when a sidecar had SIGTERM because the Pod's containers are done
 }
 
 type ctrEvent struct {
@@ -96,7 +97,7 @@ func newPodWorker(a *Agent, p *corev1.Pod) *podWorker {
 	w := &podWorker{a: a, uid: p.UID, wake: make(chan struct{}, 1), events: make(chan ctrEvent, 64),
 		ctrs: map[string]*ctr{}, tokens: map[string]token{}}
 	for _, c := range p.Spec.InitContainers {
-		w.ctrs[c.Name] = &ctr{spec: c, init: true, st: ctrState{Name: c.Name, Image: c.Image, Init: true, Waiting: true, WaitReason: "PodInitializing"}}
+		w.ctrs[c.Name] = &ctr{spec: c, init: true, st: ctrState{Name: c.Name, Image: c.Image, Init: true, Sidecar: IsSidecar(c), Waiting: true, WaitReason: "PodInitializing"}}
 		w.order = append(w.order, c.Name)
 	}
 	for _, c := range p.Spec.Containers {
@@ -307,20 +308,35 @@ func batch(ctx context.Context, ns string, lines []string) error {
 	return nil
 }
 
-// teardown runs the preStop hooks, stops every container (SIGTERM, then SIGKILL after what is left of
-// grace) and removes the sandbox. Until the containers have stopped, readiness probes go on and the
-// Pod's status follows them, as the kubelet does (terminatingEvent).
+// teardown runs the preStop hooks, stops every container (SIGTERM, the sidecars once the other
+// containers have exited; SIGKILL for what is left when grace is up) and removes the sandbox. Until the
+// containers have stopped, readiness probes go on and the Pod's status follows them, as the kubelet does
+// (terminatingEvent).
 func (w *podWorker) teardown(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
 	grace = w.preStop(ctx, pod, grace)
-	running := 0
-	for _, c := range w.ctrs {
-		if c.cmd != nil && c.st.Running {
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
-			running++
+	// the containers first, then the sidecars (stopOrder)
+	var in []planCtr
+	for _, name := range w.order {
+		if c := w.ctrs[name]; c.cmd != nil && c.st.Running {
+			in = append(in, planCtr{Name: name, Sidecar: c.st.Sidecar, Running: true})
 		}
 	}
+	first, sidecars := stopOrder(in)
+	signal := func(names []string) {
+		for _, n := range names {
+			if c := w.ctrs[n]; c.cmd != nil && c.st.Running {
+				_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+	}
+	running, firstLeft := len(first)+len(sidecars), len(first)
 	if running > 0 {
 		w.a.event(ctx, pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping %d container(s) (grace period %s)", running, grace))
+	}
+	signal(first)
+	if firstLeft == 0 {
+		signal(sidecars)
+		sidecars = nil
 	}
 	deadline := time.After(grace)
 wait:
@@ -329,8 +345,15 @@ wait:
 		case ev := <-w.events:
 			if ev.exit != nil {
 				running--
+				if c := w.ctrs[ev.name]; c != nil && ev.gen == c.gen && !c.st.Sidecar {
+					firstLeft--
+				}
 			}
 			w.terminatingEvent(ctx, ev)
+			if firstLeft <= 0 && sidecars != nil {
+				signal(sidecars)
+				sidecars = nil
+			}
 		case <-deadline:
 			break wait
 		}
@@ -456,68 +479,56 @@ func probeFor(c corev1.Container, kind string) *corev1.Probe {
 	return nil
 }
 
-// reconcileContainers starts what should run: init containers one by one, then all containers, and
-// restarts exited ones per restartPolicy with kubelet's back-off.
+// reconcileContainers starts what should run (planContainers decides: init containers in order, with
+// sidecars kept running, then the containers), restarts exited ones with the kubelet's back-off, and
+// stops the sidecars once the containers are done.
 func (w *podWorker) reconcileContainers(ctx context.Context, pod *corev1.Pod) {
-	policy := pod.Spec.RestartPolicy
+	in := make([]planCtr, 0, len(w.order))
 	for _, name := range w.order {
 		c := w.ctrs[name]
-		if c.init && w.initDone {
-			continue
-		}
-		if !c.init && !w.initDone {
-			return
-		}
-		if c.st.Running {
-			if c.init {
-				return // wait for this init container
+		in = append(in, planCtr{Name: name, Init: c.init, Sidecar: c.st.Sidecar, Running: c.st.Running, Started: c.st.Started,
+			Terminated: c.st.Terminated, ExitCode: c.st.ExitCode, Restarts: c.st.Restarts, NextStart: c.nextStart})
+	}
+	now := time.Now()
+	plan := planContainers(pod.Spec.RestartPolicy, w.initDone, in, now)
+	w.initDone = plan.InitDone
+	for _, act := range plan.Actions {
+		c := w.ctrs[act.Name]
+		switch act.Kind {
+		case actStart:
+			if act.Restart {
+				c.st.Restarts++
 			}
-			continue
-		}
-		if c.st.Terminated {
-			restart := policy == corev1.RestartPolicyAlways && !c.init ||
-				policy != corev1.RestartPolicyNever && c.st.ExitCode != 0
-			if c.init && c.st.ExitCode == 0 {
-				continue // done
-			}
-			if !restart {
-				if c.init { // failed init container with restartPolicy Never: the pod fails
-					return
-				}
-				continue
-			}
-			if c.nextStart.IsZero() {
-				delay := 10 * time.Second << min(c.st.Restarts, 5)
-				delay = min(delay, 5*time.Minute)
-				c.nextStart = time.Now().Add(delay)
-				c.st.Waiting, c.st.WaitReason = true, "CrashLoopBackOff"
-				c.st.WaitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", delay, name, pod.Name, pod.Namespace)
-			}
-			if time.Now().Before(c.nextStart) {
-				if c.init {
-					return
-				}
-				continue
-			}
-			c.st.Restarts++
-		}
-		w.start(ctx, pod, c)
-		if c.init {
-			return
+			c.stopAt = time.Time{}
+			w.start(ctx, pod, c)
+		case actBackOff:
+			c.nextStart = now.Add(act.Delay)
+			c.st.Waiting, c.st.WaitReason = true, "CrashLoopBackOff"
+			c.st.WaitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", act.Delay, act.Name, pod.Name, pod.Namespace)
+		case actStop:
+			w.stopSidecar(ctx, pod, c, now)
 		}
 	}
-	if !w.initDone {
-		done := true
-		for _, name := range w.order {
-			c := w.ctrs[name]
-			if c.init && !(c.st.Terminated && c.st.ExitCode == 0) {
-				done = false
-			}
-		}
-		if done {
-			w.initDone = true
-			w.reconcileContainers(ctx, pod)
-		}
+}
+
+// stopSidecar stops a sidecar once the Pod's containers are done, as the kubelet does: SIGTERM, then
+// SIGKILL when it is still running after the Pod's termination grace period.
+func (w *podWorker) stopSidecar(ctx context.Context, pod *corev1.Pod, c *ctr, now time.Time) {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	if c.stopAt.IsZero() {
+		c.stopAt = now
+		w.a.event(ctx, pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s (the Pod's containers are done)", c.spec.Name))
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		return
+	}
+	grace := 30 * time.Second
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	if now.Sub(c.stopAt) > grace {
+		_ = c.cmd.Process.Kill()
 	}
 }
 
@@ -564,6 +575,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("CreateContainerConfigError", err)
 		return
 	}
+	mounts = append(w.imageFileMounts(pod, c.spec.Image), mounts...) // the image's files first, volumes over them
 	hostname, _ := PodHostname(pod, lab.ClusterDomain)
 	if pod.Spec.HostNetwork {
 		hostname = a.host.Name
@@ -616,6 +628,32 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 	w.track(ctx, pod, c, cmd, cmd.Process.Pid, exited, nil, strings.Join(argv, " "))
 }
 
+// imageFileMounts binds the image's programs at their paths (ImageFiles: agnhost's /agnhost) in the
+// container's mount namespace, where the container and `kubectl exec` into it find them; outside it the
+// target is an empty file the agent makes on the host, as for a volume's mount point (EnsurePath; lab
+// down removes it). A program the lab has not built is left out (then the path is not found, as
+// without this), as is a target the host has as something other than a file.
+func (w *podWorker) imageFileMounts(pod *corev1.Pod, image string) []lab.Mount {
+	var out []lab.Mount
+	for _, f := range ImageFiles(w.a.progs, image) {
+		if st, err := os.Stat(f.Source); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		err := w.a.lab.State.EnsurePath(f.Path, false)
+		if err == nil {
+			if st, serr := os.Lstat(f.Path); serr != nil || !st.Mode().IsRegular() {
+				err = fmt.Errorf("%s is not a regular file on the host", f.Path)
+			}
+		}
+		if err != nil {
+			w.a.log.Warn("image file not bound in the container", "pod", pod.Namespace+"/"+pod.Name, "image", image, "path", f.Path, "err", err)
+			continue
+		}
+		out = append(out, lab.Mount{Source: f.Source, Target: f.Path, ReadOnly: true})
+	}
+	return out
+}
+
 // startLogged starts a container run's process with its output going to the run's CRI log file
 // (for the kubelet API) and appended to the node's combined log for the container. It returns the
 // log's writer and the container's log directory.
@@ -648,7 +686,7 @@ func (w *podWorker) track(ctx context.Context, pod *corev1.Pod, c *ctr, cmd *exe
 	c.st.StartedAt = time.Now()
 	c.st.ContainerID = fmt.Sprintf("ironlb://%s-%s-%d", shortUID(w.uid), name, c.st.Restarts)
 	c.st.Started = c.spec.StartupProbe == nil
-	c.st.Ready = c.spec.ReadinessProbe == nil && c.st.Started && !c.init
+	c.st.Ready = c.spec.ReadinessProbe == nil && c.st.Started && (!c.init || c.st.Sidecar)
 	c.probeOK = map[string]int{}
 	go func() {
 		err := <-exited

@@ -12,6 +12,7 @@ type ctrState struct {
 	Name, Image, ContainerID string
 	ImageID                  string // the image's repo digest (runc runtime); "" reports Image
 	Init                     bool
+	Sidecar                  bool // an init container with restartPolicy Always: it keeps running (KEP-753)
 	Waiting                  bool // not running: never started, backing off, or failed to start
 	WaitReason, WaitMessage  string
 	Running                  bool
@@ -83,6 +84,9 @@ func BuildStatus(old corev1.PodStatus, readinessGates []corev1.PodReadinessGate,
 		}
 		if c.Init {
 			st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+			if c.Sidecar { // a sidecar's readiness counts in the Pod's, as in the kubelet
+				allReady = allReady && c.Ready && c.Running
+			}
 			continue
 		}
 		regular++

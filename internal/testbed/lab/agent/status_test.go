@@ -192,6 +192,56 @@ func TestBuildStatus(t *testing.T) {
 			},
 		},
 		{
+			name: "sidecar (restartable init container) running and ready beside the container: Pod ready",
+			old:  oldWithScheduledOnly,
+			s: podState{Sandbox: true, InitDone: true, RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []ctrState{
+					func() ctrState { c := runningCtr("sidecar"); c.Init, c.Sidecar = true, true; return c }(),
+					runningCtr("web"),
+				}},
+			wantPhase: corev1.PodRunning,
+			wantConds: withScheduled(allTrue),
+			check: func(t *testing.T, st corev1.PodStatus) {
+				if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].State.Running == nil || !st.InitContainerStatuses[0].Ready {
+					t.Errorf("InitContainerStatuses = %+v, want the sidecar running and ready", st.InitContainerStatuses)
+				}
+			},
+		},
+		{
+			name: "sidecar running but not ready (readiness probe failing): Pod not ready",
+			old:  oldWithScheduledOnly,
+			s: podState{Sandbox: true, InitDone: true, RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []ctrState{
+					func() ctrState { c := runningCtr("sidecar"); c.Init, c.Sidecar, c.Ready = true, true, false; return c }(),
+					runningCtr("web"),
+				}},
+			wantPhase: corev1.PodRunning,
+			wantConds: withScheduled(runningButNotReady),
+		},
+		{
+			name: "sidecar restarting after the Pod was initialized: Pod running, not ready",
+			old:  oldWithScheduledOnly,
+			s: podState{Sandbox: true, InitDone: true, RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []ctrState{
+					{Name: "sidecar", Init: true, Sidecar: true, Terminated: true, ExitCode: 1, TermReason: "Error",
+						Waiting: true, WaitReason: "CrashLoopBackOff", Restarts: 1},
+					runningCtr("web"),
+				}},
+			wantPhase: corev1.PodRunning,
+			wantConds: withScheduled(runningButNotReady),
+		},
+		{
+			name: "completed (non-restartable) init container does not count in readiness",
+			old:  oldWithScheduledOnly,
+			s: podState{Sandbox: true, InitDone: true, RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []ctrState{
+					{Name: "init", Init: true, Terminated: true, ExitCode: 0, TermReason: "Completed"},
+					runningCtr("web"),
+				}},
+			wantPhase: corev1.PodRunning,
+			wantConds: withScheduled(allTrue),
+		},
+		{
 			name: "restartPolicy Never, all exited 0",
 			old:  oldWithScheduledOnly,
 			s: podState{Sandbox: true, InitDone: true, RestartPolicy: corev1.RestartPolicyNever,
