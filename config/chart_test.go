@@ -126,7 +126,8 @@ func TestChartSchema(t *testing.T) {
 }
 
 // clusterScoped are the kinds the chart renders that have no namespace.
-var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
+var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 // elsewhere are the objects that stay in their namespace wherever ironlb is installed: what lets the
 // controller read the apiserver's EndpointSlices (default) and the speaker kube-proxy's ConfigMap

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
 
@@ -113,5 +116,89 @@ func TestSyncDSR(t *testing.T) {
 	}
 	if got := d.plans[len(d.plans)-1].String(); len(d.plans[len(d.plans)-1].Ports) != 2 {
 		t.Errorf("with --external-mode=dsr: ports\n%s want web and plain", got)
+	}
+}
+
+// TestSyncDSRPeerMACs: the loop guard's peers are the MACs the other nodes' proxies published on
+// their Nodes; a node whose annotation does not parse is left out (and logged), this node's own are
+// not peers.
+func TestSyncDSRPeerMACs(t *testing.T) {
+	web, webES := dsrService("web", "192.168.1.240", map[string]string{"ironlb.io/external-mode": "dsr"}, false)
+	a, b, c := dsrNode("node-a", "192.168.0.10"), dsrNode("node-b", "192.168.0.11"), dsrNode("node-c", "192.168.0.12")
+	a.Annotations = map[string]string{convert.AnnotationDSRMACs: "02:00:00:00:00:0a"}
+	b.Annotations = map[string]string{convert.AnnotationDSRMACs: "02:00:00:00:00:0b,02:00:00:00:00:bb"}
+	c.Annotations = map[string]string{convert.AnnotationDSRMACs: "not a mac"}
+	src := &staticSource{svcs: []*corev1.Service{web}, slices: []*discoveryv1.EndpointSlice{webES}, nodes: []*corev1.Node{a, b, c}}
+	p := testProxier(t, src, &recordingSyncer{}, loopConfig{})
+	d := &fakeDSR{}
+	p.dsr = d
+	if err := p.sync(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.plans[0].PeerMACs, []string{"02:00:00:00:00:0b", "02:00:00:00:00:bb"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("peer MACs %v, want %v", got, want)
+	}
+	if p.dsrBadMACs["node-c"] == "" {
+		t.Errorf("node-c's bad annotation not recorded: %v", p.dsrBadMACs)
+	}
+}
+
+// fakeNodes records status patches.
+type fakeNodes struct {
+	patches []string
+	err     error
+}
+
+func (f *fakeNodes) PatchStatus(_ context.Context, name string, data []byte) (*corev1.Node, error) {
+	f.patches = append(f.patches, name+" "+string(data))
+	return nil, f.err
+}
+
+// TestMACPublisher: the proxy publishes the MACs of the interfaces that carry its Node's
+// InternalIPs on its own Node, and patches only when they differ from the annotation.
+func TestMACPublisher(t *testing.T) {
+	mac := nftrules.EtherAddr{0x02, 0, 0, 0, 0, 0x0a}
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		local      []nftrules.EtherAddr
+		localErr   error
+		want       []string
+		wantErr    string
+	}{
+		{name: "none yet", local: []nftrules.EtherAddr{mac},
+			want: []string{`node-a {"metadata":{"annotations":{"ironlb.io/dsr-macs":"02:00:00:00:00:0a"}}}`}},
+		{name: "already published", annotation: "02:00:00:00:00:0A", local: []nftrules.EtherAddr{mac}},
+		{name: "changed", annotation: "02:00:00:00:00:0b", local: []nftrules.EtherAddr{mac, {0x02, 0, 0, 0, 0, 0x0c}},
+			want: []string{`node-a {"metadata":{"annotations":{"ironlb.io/dsr-macs":"02:00:00:00:00:0a,02:00:00:00:00:0c"}}}`}},
+		{name: "a bad annotation is replaced", annotation: "junk", local: []nftrules.EtherAddr{mac},
+			want: []string{`node-a {"metadata":{"annotations":{"ironlb.io/dsr-macs":"02:00:00:00:00:0a"}}}`}},
+		{name: "no interface found: the annotation stays", annotation: "02:00:00:00:00:0b", wantErr: "no interface with an Ethernet address carries [192.168.0.10]"},
+		{name: "interfaces not readable", localErr: fmt.Errorf("netlink: boom"), wantErr: "netlink: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := dsrNode("node-a", "192.168.0.10")
+			if tc.annotation != "" {
+				n.Annotations = map[string]string{convert.AnnotationDSRMACs: tc.annotation}
+			}
+			nodes := &fakeNodes{}
+			var asked []netip.Addr
+			pub := &macPublisher{node: "node-a", src: &staticSource{nodes: []*corev1.Node{n}}, nodes: nodes, log: slog.New(slog.DiscardHandler),
+				local: func(ips []netip.Addr) ([]nftrules.EtherAddr, error) { asked = ips; return tc.local, tc.localErr }}
+			err := pub.publish(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(asked) != "[192.168.0.10]" {
+				t.Errorf("asked for the interfaces of %v, want the InternalIP 192.168.0.10", asked)
+			}
+			if fmt.Sprint(nodes.patches) != fmt.Sprint(tc.want) {
+				t.Errorf("patches %q, want %q", nodes.patches, tc.want)
+			}
+		})
 	}
 }

@@ -105,6 +105,7 @@ type proxier struct {
 	dsrDefault nftrules.ExternalMode
 	dsrRefused map[nftrules.ServiceKey]string // refusals already reported
 	dsrPlan    *nftrules.DSRPlan              // last plan applied
+	dsrBadMACs map[string]string              // nodes whose published MACs did not parse, logged
 	badCIDRs   string                         // ServiceCIDRs that did not parse, logged
 }
 
@@ -675,12 +676,27 @@ func (p *proxier) setEcho(e echoer) {
 // Services whose DSR request is refused (once per reason, as a Warning event).
 func (p *proxier) syncDSR(ctx context.Context, m *nftrules.Model) error {
 	ips := map[string]netip.Addr{}
+	macs := map[string][]nftrules.EtherAddr{}
+	bad := map[string]string{}
 	for _, n := range p.src.Nodes() {
 		if ip, ok := convert.InternalIP(n, true); ok {
 			ips[n.Name] = ip
 		}
+		// The loop guard's peers: the MACs each node's proxy published on its own Node.
+		ms, err := convert.NodeMACs(n)
+		if err != nil {
+			bad[n.Name] = err.Error()
+			if p.dsrBadMACs[n.Name] != bad[n.Name] {
+				p.log.Warn("direct server return: a node's published MACs do not parse; it is left out of the loop guard", "node", n.Name, "err", err)
+			}
+			continue
+		}
+		if len(ms) > 0 {
+			macs[n.Name] = ms
+		}
 	}
-	plan := nftrules.PlanDSR(m, nftrules.DSRConfig{Default: p.dsrDefault, NodeIPs: ips, Slots: p.dsr.Slots()})
+	p.dsrBadMACs = bad
+	plan := nftrules.PlanDSR(m, nftrules.DSRConfig{Default: p.dsrDefault, NodeIPs: ips, NodeMACs: macs, Slots: p.dsr.Slots()})
 	err := p.dsr.Apply(ctx, &plan)
 	for _, w := range p.dsr.Warnings() {
 		p.log.Warn("direct server return", "err", w)

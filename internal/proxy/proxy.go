@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -247,6 +249,19 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		p.dsr, p.dsrDefault = a, extMode
+		// Publish this node's MACs for the other nodes' loop guard (any Service may ask for DSR).
+		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+			log.Warn("this node's MACs not published: other nodes' DSR loop guard will not know it", "err", err)
+		} else {
+			pub := &macPublisher{node: cfg.Node, src: src, nodes: cs.CoreV1().Nodes(), period: 30 * time.Second,
+				local: func(ips []netip.Addr) ([]nftrules.EtherAddr, error) { return dsrapply.LocalMACs(h, ips) }, log: log}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer h.Close()
+				_ = pub.Run(ioctx)
+			}()
+		}
 	} else if extMode == nftrules.ExternalDSR {
 		log.Warn("--external-mode=dsr needs IPv4; external traffic stays snat")
 	}

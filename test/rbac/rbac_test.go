@@ -79,7 +79,7 @@ func matrix() []resource {
 		ns("", "services", ""), ns("", "services", "status"), ns("", "endpoints", ""), ns("", "pods", ""),
 		ns("", "secrets", ""), ns("", "configmaps", ""), ns("", "events", ""), ns("", "serviceaccounts", "token"),
 		ns("events.k8s.io", "events", ""), ns("discovery.k8s.io", "endpointslices", ""), ns("coordination.k8s.io", "leases", ""),
-		cl("", "nodes"), cl("", "namespaces"), cl("networking.k8s.io", "servicecidrs"),
+		cl("", "nodes"), {resource: "nodes", sub: "status", clusterScoped: true, namespaces: []string{""}}, cl("", "namespaces"), cl("networking.k8s.io", "servicecidrs"),
 		cl("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 		cl("apiextensions.k8s.io", "customresourcedefinitions"),
 		cl("authentication.k8s.io", "tokenreviews"), cl("authorization.k8s.io", "subjectaccessreviews"),

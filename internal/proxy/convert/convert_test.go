@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -585,6 +586,54 @@ func TestServiceCIDRs(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantBad, bad, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("bad (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNodeMACs(t *testing.T) {
+	e := func(last byte) nftrules.EtherAddr { return nftrules.EtherAddr{0x02, 0x42, 0xac, 0x12, 0, last} }
+	for _, tc := range []struct {
+		name, value string
+		absent      bool
+		want        []nftrules.EtherAddr
+		wantErr     string
+	}{
+		{name: "absent", absent: true},
+		{name: "empty", value: ""},
+		{name: "one", value: "02:42:ac:12:00:03", want: []nftrules.EtherAddr{e(3)}},
+		{name: "sorted, once, any case, spaces", value: "02:42:AC:12:00:04, 02:42:ac:12:00:03,02:42:ac:12:00:04", want: []nftrules.EtherAddr{e(3), e(4)}},
+		{name: "not a MAC", value: "02:42:ac:12:00:03,bogus", wantErr: `node n1: annotation ironlb.io/dsr-macs: "bogus" is not an Ethernet address`},
+		{name: "EUI-64", value: "02:42:ac:12:00:03:00:01", wantErr: `"02:42:ac:12:00:03:00:01" is not an Ethernet address`},
+		{name: "dashes", value: "02-42-ac-12-00-03", wantErr: `"02-42-ac-12-00-03" is not an Ethernet address`},
+		{name: "empty item", value: "02:42:ac:12:00:03,", wantErr: `"" is not an Ethernet address`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+			if !tc.absent {
+				n.Annotations = map[string]string{AnnotationDSRMACs: tc.value}
+			}
+			got, err := NodeMACs(n)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				if got != nil {
+					t.Errorf("got %v with the error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if len(got) > 0 {
+				back, err := ParseMACs(FormatMACs(got))
+				if err != nil || !cmp.Equal(back, got) {
+					t.Errorf("FormatMACs does not round-trip: %v, %v", back, err)
+				}
 			}
 		})
 	}

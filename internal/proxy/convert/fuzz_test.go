@@ -78,3 +78,29 @@ func FuzzService(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseMACs: any annotation value either parses into addresses that FormatMACs writes back to a
+// value parsing to the same list, or is refused; never a panic.
+func FuzzParseMACs(f *testing.F) {
+	for _, s := range []string{"02:42:ac:12:00:03", "02:42:AC:12:00:04, 02:42:ac:12:00:03", "", ",", "zz:zz:zz:zz:zz:zz", "02:42:ac:12:00:03:00:01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		macs, err := ParseMACs(s)
+		if err != nil {
+			return
+		}
+		if len(macs) == 0 {
+			t.Fatalf("%q parsed into no address without an error", s)
+		}
+		back, err := ParseMACs(FormatMACs(macs))
+		if err != nil || len(back) != len(macs) {
+			t.Fatalf("%q: %v does not round-trip: %v, %v", s, macs, back, err)
+		}
+		for i := range back {
+			if back[i] != macs[i] {
+				t.Fatalf("%q: %v does not round-trip: %v", s, macs, back)
+			}
+		}
+	})
+}

@@ -262,3 +262,84 @@ func ServiceCIDRs(objs []*networkingv1.ServiceCIDR) (cidrs []netip.Prefix, bad [
 	})
 	return cidrs, bad
 }
+
+// AnnotationDSRMACs is the annotation on a Node in which that node's proxy publishes the Ethernet
+// addresses of its interfaces that carry its InternalIPs, comma-separated, lowercase, sorted
+// ("02:42:ac:12:00:03,02:42:ac:12:00:04"): the direct-server-return loop guard's peers
+// (nftrules.DSRConfig.NodeMACs). Only the node's own proxy may write it (the proxy's
+// ValidatingAdmissionPolicy, config/proxy); a host on the segment cannot, as it can the
+// neighbour table with a gratuitous ARP.
+const AnnotationDSRMACs = "ironlb.io/dsr-macs"
+
+// NodeMACs returns the Ethernet addresses node's proxy published (AnnotationDSRMACs); none if the
+// annotation is absent or empty. A value that is not a list of Ethernet (EUI-48) addresses is an
+// error naming the node, and gives none.
+func NodeMACs(node *corev1.Node) ([]nftrules.EtherAddr, error) {
+	v := strings.TrimSpace(node.Annotations[AnnotationDSRMACs])
+	if v == "" {
+		return nil, nil
+	}
+	macs, err := ParseMACs(v)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: annotation %s: %w", node.Name, AnnotationDSRMACs, err)
+	}
+	return macs, nil
+}
+
+// ParseMACs parses a comma-separated list of Ethernet addresses (as FormatMACs writes it; case and
+// spaces around the commas do not matter), sorted, each once.
+func ParseMACs(s string) ([]nftrules.EtherAddr, error) {
+	var out []nftrules.EtherAddr
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		e, ok := parseEther(f)
+		if !ok {
+			return nil, fmt.Errorf("%q is not an Ethernet address (want 6 hex pairs separated by colons)", f)
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b nftrules.EtherAddr) int { return strings.Compare(a.String(), b.String()) })
+	return slices.Compact(out), nil
+}
+
+// FormatMACs is the annotation value of macs: sorted, each once, comma-separated.
+func FormatMACs(macs []nftrules.EtherAddr) string {
+	s := make([]string, 0, len(macs))
+	for _, m := range macs {
+		s = append(s, m.String())
+	}
+	slices.Sort(s)
+	return strings.Join(slices.Compact(s), ",")
+}
+
+// parseEther parses "aa:bb:cc:dd:ee:ff" (hex digits in either case).
+func parseEther(s string) (nftrules.EtherAddr, bool) {
+	var e nftrules.EtherAddr
+	if len(s) != 17 {
+		return e, false
+	}
+	for i := range 6 {
+		if i > 0 && s[3*i-1] != ':' {
+			return e, false
+		}
+		hi, ok1 := unhex(s[3*i])
+		lo, ok2 := unhex(s[3*i+1])
+		if !ok1 || !ok2 {
+			return e, false
+		}
+		e[i] = hi<<4 | lo
+	}
+	return e, true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

@@ -4,6 +4,29 @@
 // TABLE` and one `default via NODE-IP` route per node, through vishvananda/netlink), or, for a
 // node behind a gateway, through the vxlan device nftrules.DSRVXLANDevice; and the sysctls the
 // path needs. [Applier.Cleanup] removes all of it.
+//
+// # The loop guard's peers, and who can change them
+//
+// A packet a peer node forwarded is served by the node it reaches (nftrules.WriteDSR, set
+// peer-macs): the guard knows a peer by the source MAC of its frames. Which MACs are peers' must
+// come from where only the nodes write. Until issue 19's fix, Apply read them from the kernel's
+// neighbour table, which every host on the segment writes with one gratuitous ARP: a host that
+// claimed a node's address (the chaos soak's replayed-heartbeat attack does) put its own MAC in
+// the set, and from the next sync on the entry node served that host's packets to a DSR address
+// itself instead of sending them to their owner, breaking every connection another node served;
+// it could as well evict a real peer's MAC. Now each node's proxy publishes the MACs of its own
+// interfaces that carry its InternalIPs ([LocalMACs]) on its own Node (annotation
+// convert.AnnotationDSRMACs, written through nodes/status; config/proxy's
+// ValidatingAdmissionPolicy lets a proxy change that one annotation of its own Node only, by the
+// node name bound into its ServiceAccount token), and the plan takes them from the Nodes
+// (nftrules.DSRConfig.NodeMACs). Apply reads no neighbour entry.
+//
+// What a host on the segment can still do: send frames with a peer's source MAC. Those are served
+// by the node they reach, as a forwarded packet is; the host gets its own flows to a DSR address
+// served by a node of its choice (which has endpoints for the port), and nothing of anyone else's
+// flows. And, as on any shared segment without ARP inspection, a host that claims a node's address
+// receives what is sent to that address, DSR-forwarded packets included; the guard does not
+// change that (it is the segment's, and snat's node-to-pod traffic has it too).
 package dsrapply
 
 import (
@@ -32,7 +55,6 @@ type Routing interface {
 	RouteReplace(route *netlink.Route) error
 	RouteDel(route *netlink.Route) error
 	RouteGet(destination net.IP) ([]netlink.Route, error)
-	NeighList(linkIndex, family int) ([]netlink.Neigh, error)
 	NeighSet(neigh *netlink.Neigh) error
 	LinkByName(name string) (netlink.Link, error)
 	LinkAdd(link netlink.Link) error
@@ -145,13 +167,6 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	}
 	if len(plan.Ports) > 0 {
 		a.noRedirects(plan.Peers)
-	}
-	if len(plan.Ports) > 0 {
-		macs, err := a.peerMACs(plan.Peers)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		plan.PeerMACs = macs
 	}
 	tx := a.nft.NewTransaction()
 	// Delete and re-create: the table is small, and this drops per-port chains and maps of
@@ -298,28 +313,33 @@ func (a *Applier) encap(vx int, r nftrules.DSRRoute, rt *netlink.Route) error {
 	return nil
 }
 
-// peerMACs returns the link-layer addresses the neighbor table holds for peers, sorted. The
-// proxy's echo detector probes every node, so they are there once it has run; a peer not there
-// yet is left out of the loop guard until the next sync.
-func (a *Applier) peerMACs(peers []netip.Addr) ([]string, error) {
-	if len(peers) == 0 {
-		return nil, nil
-	}
-	neighs, err := a.rt.NeighList(0, netlink.FAMILY_V4)
+// LocalMACs returns the Ethernet addresses of this namespace's interfaces that carry one of ips,
+// sorted, each once: what the proxy publishes on its Node (convert.AnnotationDSRMACs) for the
+// other nodes' loop guard. A peer forwards to this node's InternalIP, so its frames leave from the
+// interface that has its own InternalIP; this node's frames to a peer likewise. Interfaces without
+// an Ethernet address (loopback, tunnels) are left out.
+func LocalMACs(rt Routing, ips []netip.Addr) ([]nftrules.EtherAddr, error) {
+	addrs, err := rt.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil, fmt.Errorf("listing neighbors for the loop guard: %w", err)
+		return nil, fmt.Errorf("listing addresses: %w", err)
 	}
-	var out []string
-	for _, n := range neighs {
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok || len(n.HardwareAddr) != 6 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 {
+	var out []nftrules.EtherAddr
+	seen := map[int]bool{}
+	for _, ad := range addrs {
+		ip, ok := netip.AddrFromSlice(ad.IP)
+		if !ok || !slices.Contains(ips, ip.Unmap()) || seen[ad.LinkIndex] {
 			continue
 		}
-		if _, found := slices.BinarySearchFunc(peers, ip.Unmap(), netip.Addr.Compare); found {
-			out = append(out, n.HardwareAddr.String())
+		seen[ad.LinkIndex] = true
+		l, err := rt.LinkByIndex(ad.LinkIndex)
+		if err != nil {
+			return nil, fmt.Errorf("link %d of %s: %w", ad.LinkIndex, ip, err)
+		}
+		if hw := l.Attrs().HardwareAddr; len(hw) == 6 {
+			out = append(out, nftrules.EtherAddr(hw))
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b nftrules.EtherAddr) int { return slices.Compare(a[:], b[:]) })
 	return slices.Compact(out), nil
 }
 

@@ -63,8 +63,21 @@ func TestKernelApply(t *testing.T) {
 			{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Node: "node-a", Ready: true, Local: true},
 		}}}}
 	m.Services[s.Key()] = s
+	// node-a publishes the MAC of d0, the interface with its InternalIP.
+	own, err := dsrapply.LocalMACs(h, []netip.Addr{netip.MustParseAddr("192.0.2.10")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, err := h.LinkByName("d0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != 1 || own[0].String() != d0.Attrs().HardwareAddr.String() {
+		t.Errorf("LocalMACs of 192.0.2.10: %v, want d0's %s only", own, d0.Attrs().HardwareAddr)
+	}
 	cfg := nftrules.DSRConfig{NodeIPs: map[string]netip.Addr{
-		"node-a": netip.MustParseAddr("192.0.2.10"), "node-b": netip.MustParseAddr("192.0.2.11"), "node-c": netip.MustParseAddr("192.0.2.12")}}
+		"node-a": netip.MustParseAddr("192.0.2.10"), "node-b": netip.MustParseAddr("192.0.2.11"), "node-c": netip.MustParseAddr("192.0.2.12")},
+		NodeMACs: map[string][]nftrules.EtherAddr{"node-a": own, "node-b": {{0x02, 0, 0, 0, 0, 0x0b}}}}
 	plan := nftrules.PlanDSR(m, cfg)
 	ctx := context.Background()
 	if err := a.Apply(ctx, &plan); err != nil {
@@ -88,7 +101,10 @@ func TestKernelApply(t *testing.T) {
 	}
 	table := in(nftPath, "list", "table", "ip", nftrules.DSRTableName)
 	if !strings.Contains(table, "02:00:00:00:00:0b") {
-		t.Errorf("peer-macs lacks node-b's link-layer address (loop guard):\n%s", table)
+		t.Errorf("peer-macs lacks node-b's published link-layer address (loop guard):\n%s", table)
+	}
+	if strings.Contains(table, d0.Attrs().HardwareAddr.String()) {
+		t.Errorf("peer-macs holds this node's own address:\n%s", table)
 	}
 	if !strings.Contains(table, "192.0.2.240 . tcp . 80 : goto dsr-") || !strings.Contains(table, "10.244.1.5 . 8080") {
 		t.Errorf("table lacks the Service:\n%s", table)

@@ -97,6 +97,11 @@ type DSRConfig struct {
 	Slots map[string]int
 	// TableSize is the Maglev table size (0: DefaultMaglevTableSize).
 	TableSize int
+	// NodeMACs are the link-layer addresses each node's proxy published for itself on its own
+	// Node object (the loop guard's peers). They must come from where only that node may write
+	// (docs/dsr.md, "Loop guard"), never from the neighbour table, which any host on the segment
+	// writes with a gratuitous ARP. A node without any is left out of the guard.
+	NodeMACs map[string][]EtherAddr
 }
 
 // DSRRefusal says why a Service asked for DSR but is served in snat mode (or why one of its
@@ -154,10 +159,18 @@ type DSRPlan struct {
 	// NodeIPs are the IPv4 addresses of the nodes in Slots.
 	NodeIPs map[string]netip.Addr
 	// Peers are the IPv4 addresses of every other node (any of them may be an entry node that
-	// forwards to this one), and PeerMACs their link-layer addresses ("02:42:ac:12:00:03"), which
-	// the caller fills in from the neighbor table before WriteDSR: the loop guard.
+	// forwards to this one), and PeerMACs the link-layer addresses ("02:42:ac:12:00:03") every
+	// other node published (DSRConfig.NodeMACs), sorted, each once: the loop guard.
 	Peers    []netip.Addr
 	PeerMACs []string
+}
+
+// EtherAddr is an Ethernet (EUI-48) address.
+type EtherAddr [6]byte
+
+// String is the address as nft and ip write it: "02:42:ac:12:00:03".
+func (e EtherAddr) String() string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", e[0], e[1], e[2], e[3], e[4], e[5])
 }
 
 // DSRRoute is one next hop of policy routing.
@@ -315,6 +328,7 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 	}
 	slices.SortFunc(plan.Peers, netip.Addr.Compare)
 	plan.Peers = slices.Compact(plan.Peers)
+	plan.PeerMACs = peerMACs(m.Node.Name, cfg.NodeMACs)
 	plan.NodeIPs = map[string]netip.Addr{}
 	for n, s := range plan.Slots {
 		plan.NodeIPs[n] = cfg.NodeIPs[n]
@@ -324,6 +338,31 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 	}
 	slices.SortFunc(plan.Routes, func(a, b DSRRoute) int { return a.Slot - b.Slot })
 	return plan
+}
+
+// peerMACs returns the Ethernet addresses published by every node but self, sorted, each once. A
+// MAC that self published too is left out: a packet from this node's own interface is not one a
+// peer forwarded (two nodes claiming one MAC is a misconfiguration or a lie, and the safe reading
+// of it is "not a peer").
+func peerMACs(self string, published map[string][]EtherAddr) []string {
+	own := map[string]bool{}
+	for _, hw := range published[self] {
+		own[hw.String()] = true
+	}
+	var out []string
+	for n, macs := range published {
+		if n == self {
+			continue
+		}
+		for _, hw := range macs {
+			if hw == (EtherAddr{}) || own[hw.String()] {
+				continue
+			}
+			out = append(out, hw.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // WeightedNodeTable is a Maglev table of size buckets over nodes, node i walking weights[i]

@@ -176,8 +176,8 @@ func TestAssignSlots(t *testing.T) {
 
 func TestWriteDSRGolden(t *testing.T) {
 	m, cfg := dsrModel()
+	cfg.NodeMACs = map[string][]nftrules.EtherAddr{"node-b": {{0x02, 0x42, 0xac, 0x12, 0, 3}}, "node-c": {{0x02, 0x42, 0xac, 0x12, 0, 4}}}
 	plan := nftrules.PlanDSR(m, cfg)
-	plan.PeerMACs = []string{"02:42:ac:12:00:03", "02:42:ac:12:00:04"}
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
 	tx := fake.NewTransaction()
 	nftrules.WriteDSR(tx, &plan)
@@ -244,5 +244,39 @@ func TestDSRLoopGuard(t *testing.T) {
 		case len(p.Local) == 0 && guard >= 0:
 			t.Errorf("%s has no local endpoints but a guard", p.Service)
 		}
+	}
+}
+
+// TestDSRPeerMACs: the loop guard's peers are the link-layer addresses the other nodes published
+// (DSRConfig.NodeMACs), and nothing else: not this node's own, not one this node published too.
+func TestDSRPeerMACs(t *testing.T) {
+	mac := func(last byte) nftrules.EtherAddr { return nftrules.EtherAddr{0x02, 0x42, 0xac, 0x12, 0, last} }
+	for _, tc := range []struct {
+		name      string
+		published map[string][]nftrules.EtherAddr
+		want      []string
+	}{
+		{"none published", nil, nil},
+		{"every other node's, sorted", map[string][]nftrules.EtherAddr{"node-c": {mac(4)}, "node-b": {mac(3)}, thisNode: {mac(2)}},
+			[]string{"02:42:ac:12:00:03", "02:42:ac:12:00:04"}},
+		{"a node with two interfaces", map[string][]nftrules.EtherAddr{"node-b": {mac(5), mac(3)}},
+			[]string{"02:42:ac:12:00:03", "02:42:ac:12:00:05"}},
+		{"one MAC claimed by two peers, once", map[string][]nftrules.EtherAddr{"node-b": {mac(3)}, "node-c": {mac(3)}},
+			[]string{"02:42:ac:12:00:03"}},
+		{"a MAC this node published is never a peer's", map[string][]nftrules.EtherAddr{thisNode: {mac(2)}, "node-b": {mac(2), mac(3)}},
+			[]string{"02:42:ac:12:00:03"}},
+		{"the zero address is left out", map[string][]nftrules.EtherAddr{"node-b": {{}, mac(3)}},
+			[]string{"02:42:ac:12:00:03"}},
+		{"a node that is no peer of DSR yet (no IPv4) still counts", map[string][]nftrules.EtherAddr{"node-x": {mac(9)}},
+			[]string{"02:42:ac:12:00:09"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, cfg := dsrModel()
+			cfg.NodeMACs = tc.published
+			plan := nftrules.PlanDSR(m, cfg)
+			if diff := cmp.Diff(tc.want, plan.PeerMACs); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
