@@ -26,7 +26,7 @@ import (
 
 // The runc runtime (`lab up --runtime=runc`): a container is its image, pulled from the lab's
 // registry (pull.go), run by runc from the OCI runtime spec ocispec.go writes, instead of a host
-// program standing in for it (images.go).
+// program standing in for it (images.go, the host runtime's).
 //
 // Per node, under <state>/nodes/<node>/:
 //
@@ -55,19 +55,10 @@ const (
 	RuntimeRunc = lab.RuntimeRunc
 )
 
-// builtImages are the images lab up builds and pushes in runc mode (lab.PushRuntimeImages); every
-// other image the host runtime knows (images.go) still runs as its host program there, because the
-// lab builds no image for it yet: kube-proxy (its image carries iptables), CoreDNS, MetalLB, agnhost
-// and the e2e suite's pause, busybox, nginx and httpd. An image neither knows is pulled (and fails
-// to pull with the registry's error when it is not there).
-var builtImages = map[string]bool{"traefik/whoami": true, "ironlb/ironlb": true}
-
-// runsOnHost says whether the runc runtime leaves image to the host runtime.
-func runsOnHost(image string) bool {
-	repo := ImageRepo(image)
-	_, known := images[repo]
-	return known && !builtImages[repo]
-}
+// In runc mode no container runs as a host program: lab up pushes an image for every image the lab's
+// Pods and the e2e suites run (lab.pushRuntimeImages: ironlb, whoami, kube-proxy, CoreDNS,
+// MetalLB, agnhost, pause, busybox, nginx, httpd, glibc-dns-testing), and an image the registry
+// lacks fails to pull with the registry's error. The host mapping (images.go) is --runtime=host's.
 
 // runcRuntime is one node's runc runtime. Its fields are set once; mu guards backoff.
 type runcRuntime struct {
