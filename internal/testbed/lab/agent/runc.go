@@ -67,6 +67,7 @@ type runcRuntime struct {
 	bundles    string // containers/
 	cgroupRoot string // the cgroup v2 mount point, which cgroupsPath is relative to
 	images     *imageStore
+	hostCaps   []string // the agent's effective capabilities: a privileged container's (OCIInput.HostCaps)
 
 	mu      sync.Mutex
 	backoff map[string]pullBackoff // "<pod uid>_<image>" -> pull back-off, as the kubelet keys it
@@ -93,12 +94,21 @@ func newRuncRuntime(l *lab.Lab, node string) (*runcRuntime, error) {
 	if err != nil {
 		return nil, err
 	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, err
+	}
+	hostCaps, err := ProcessCaps(status)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's capabilities (/proc/self/status): %w", err)
+	}
 	dir := filepath.Join(l.State.Dir, "nodes", node)
 	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, ResponseHeaderTimeout: 30 * time.Second}
 	return &runcRuntime{
 		runc: bin, root: filepath.Join(dir, "runc"), bundles: filepath.Join(dir, "containers"),
 		cgroupRoot: filepath.Dir(string(cg)),
 		images:     newImageStore(filepath.Join(dir, "images"), l.Plan.RegistryAddr().String(), tr, v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		hostCaps:   hostCaps,
 		backoff:    map[string]pullBackoff{},
 		hold:       map[string]time.Time{},
 	}, nil
@@ -206,7 +216,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	spec, err := OCISpec(OCIInput{
 		Pod: pod, Container: c.spec, Image: img.Config.Config, Env: kubeEnv(env, c.spec),
 		Passwd: passwd, Group: group, Rootfs: filepath.Join(bundle, "rootfs"), Mounts: binds,
-		NetNS: netns, Hostname: hostname, CgroupsPath: strings.TrimPrefix(string(ctrCg), r.cgroupRoot),
+		NetNS: netns, Hostname: hostname, CgroupsPath: strings.TrimPrefix(string(ctrCg), r.cgroupRoot), HostCaps: r.hostCaps,
 	})
 	switch {
 	case errors.Is(err, ErrContainerConfig):
