@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,7 +46,12 @@ func TestRuncLab(t *testing.T) {
 		t.Fatalf("building a static ironlb: %v\n%s", err, out)
 	}
 	t0 := time.Now()
-	out, err := runErr(static, "lab", "up", "--runtime=runc")
+	// runErr's 2 minutes are too short here: lab up also builds and pushes every image, and each of its
+	// waits gives up after 90 s with the not-ready Pods' reasons, which a kill at 2 minutes would hide.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, static, "lab", "up", "--runtime=runc").CombinedOutput()
+	out := string(b)
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {
