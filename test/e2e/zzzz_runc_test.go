@@ -108,9 +108,11 @@ func TestRuncLab(t *testing.T) {
 		}
 		return nil
 	})
+	// busybox's timeout applet, not wget -T: Debian 12's busybox-static (1.35.0, the lab's busybox
+	// image) segfaults in wget -T (exit 139, on the host too).
 	svcIP := strings.TrimSpace(kubectl(t, "get", "svc", "svc1", "-o", "jsonpath={.spec.clusterIP}"))
 	eventually(t, 30*time.Second, "busybox reaches svc1's ClusterIP (kube-proxy's rules)", func() error {
-		out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "wget", "-qO-", "-T", "3", "http://"+svcIP+"/")
+		out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "timeout", "3", "wget", "-qO-", "http://"+svcIP+"/")
 		if err != nil || !strings.HasPrefix(hostnameOf(out), "webpod") {
 			return fmt.Errorf("wget: %v: %s", err, out)
 		}
@@ -121,7 +123,7 @@ func TestRuncLab(t *testing.T) {
 		{"web", "http://" + podIP(t, "web") + ":80/hostname", "web"},
 	} {
 		eventually(t, 30*time.Second, c.pod+" answers from busybox", func() error {
-			out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "wget", "-qO-", "-T", "3", c.url)
+			out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "timeout", "3", "wget", "-qO-", c.url)
 			if err != nil || strings.TrimSpace(out) != c.want {
 				return fmt.Errorf("wget %s: %v: %q", c.url, err, out)
 			}
