@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 IRONLB=${IRONLB:-bin/ironlb}
 RUNS=${RUNS:-5}
 REST=${REST:-30}
+# More `lab up` flags, e.g. LAB_UP_ARGS=--runtime=runc (with a static IRONLB).
+read -r -a up_args <<<"${LAB_UP_ARGS:-}"
 trap '"$IRONLB" lab down >/dev/null 2>&1 || true' EXIT INT TERM
 "$IRONLB" lab down >/dev/null
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 ready=(); full=(); helmready=()
 for i in $(seq "$RUNS"); do
-  out=$("$IRONLB" lab up 2>&1)
+  out=$("$IRONLB" lab up "${up_args[@]}" 2>&1)
   r=$(sed -n 's/.*nodes Ready.*; \([0-9.]*\)s after start).*/\1/p' <<<"$out")
   f=$(sed -n 's/^lab .* is up in \([0-9.]*\)s$/\1/p' <<<"$out")
   # From helm upgrade --install (push, pull and install of the chart) to every ironlb pod Ready.

@@ -23,6 +23,8 @@ declare -A pkgs=(
   [runc]=runc
   # wrk, the HTTP load of `lab bench-proxy` and `lab bench-dsr-throughput`
   [wrk]=wrk
+  # the shell and applets of the runc lab's busybox, agnhost, nginx and httpd images (a static binary)
+  [busybox]=busybox-static
 )
 missing=()
 for tool in "${!pkgs[@]}"; do

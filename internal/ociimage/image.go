@@ -5,12 +5,9 @@
 package ociimage
 
 import (
-	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -19,7 +16,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -102,7 +98,7 @@ func labels(s Spec) map[string]string {
 
 // image is one platform's image: the base layer, the binary's layer and the config.
 func image(s Spec, p *v1.Platform, base v1.Layer, bin []byte) (v1.Image, error) {
-	binLayer, err := layer([]file{{name: strings.TrimPrefix(Entrypoint, "/"), mode: 0o755, data: bin}}, s.Created)
+	binLayer, err := layer([]File{{Name: strings.TrimPrefix(Entrypoint, "/"), Mode: 0o755, Data: bin}}, s.Created)
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
@@ -135,81 +131,38 @@ func image(s Spec, p *v1.Platform, base v1.Layer, bin []byte) (v1.Image, error) 
 	return mutate.CreatedAt(img, created)
 }
 
-// file is one tar entry: a regular file (data), a directory (dir) or a symlink (link).
-type file struct {
-	name     string // relative, without a leading or trailing slash
-	mode     int64
-	uid, gid int
-	dir      bool
-	link     string
-	data     []byte
-}
-
 // baseFiles are what the roles need from a filesystem beside the binary: users and groups for
 // the numeric IDs the manifests use (root for the speaker and the proxy, nobody 65534 for the
 // controller, nonroot 65532 the image's default), name resolution through /etc/hosts then DNS, and
 // a /tmp. No CA certificates: in a cluster the service account's CA is mounted, and ironlb
 // calls nothing else over TLS. No shell, no nft, no conntrack (see docs/image.md).
-func baseFiles() []file {
-	return []file{
-		{name: "etc", mode: 0o755, dir: true},
-		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
-		{name: "etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
-		{name: "etc/passwd", mode: 0o644, data: []byte(
+func baseFiles() []File {
+	return append(BaseFiles(), File{Name: "usr/local/bin/ironlb", Mode: 0o777, Link: Entrypoint})
+}
+
+// BaseFiles are the files every image of this package starts from (the lab's images share them):
+// /etc/passwd and /etc/group with root, nobody (65534) and nonroot (65532), /etc/nsswitch.conf
+// (hosts: files dns), /tmp, the users' homes and /usr/local/bin.
+func BaseFiles() []File {
+	return []File{
+		{Name: "etc", Mode: 0o755, Dir: true},
+		{Name: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Name: "etc/passwd", Mode: 0o644, Data: []byte(
 			"root:x:0:0:root:/root:/sbin/nologin\n" +
 				"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
 				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{name: "home", mode: 0o755, dir: true},
-		{name: "home/nonroot", mode: 0o700, uid: 65532, gid: 65532, dir: true},
-		{name: "root", mode: 0o700, dir: true},
-		{name: "tmp", mode: 0o1777, dir: true},
-		{name: "usr", mode: 0o755, dir: true},
-		{name: "usr/local", mode: 0o755, dir: true},
-		{name: "usr/local/bin", mode: 0o755, dir: true},
-		{name: "usr/local/bin/ironlb", mode: 0o777, link: Entrypoint},
+		{Name: "home", Mode: 0o755, Dir: true},
+		{Name: "home/nonroot", Mode: 0o700, UID: 65532, GID: 65532, Dir: true},
+		{Name: "root", Mode: 0o700, Dir: true},
+		{Name: "tmp", Mode: 0o1777, Dir: true},
+		{Name: "usr", Mode: 0o755, Dir: true},
+		{Name: "usr/local", Mode: 0o755, Dir: true},
+		{Name: "usr/local/bin", Mode: 0o755, Dir: true},
 	}
 }
 
-// layer is a gzip-compressed OCI layer of files, reproducible: entries in name order, every time
-// mtime, owners numeric without names, no gzip header time or name.
-func layer(files []file, mtime time.Time) (v1.Layer, error) {
-	files = slices.Clone(files)
-	slices.SortFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) })
-	var raw bytes.Buffer
-	tw := tar.NewWriter(&raw)
-	for _, f := range files {
-		h := &tar.Header{Name: f.name, Mode: f.mode, Uid: f.uid, Gid: f.gid, ModTime: mtime.UTC().Truncate(time.Second)}
-		switch {
-		case f.dir:
-			h.Typeflag, h.Name = tar.TypeDir, f.name+"/"
-		case f.link != "":
-			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
-		default:
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression) // zero Header: no name, no time
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(raw.Bytes()); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	compressed := gz.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(compressed)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+// layer is ironlb's reproducible layer of files, compressed as small as gzip makes it.
+func layer(files []File, mtime time.Time) (v1.Layer, error) {
+	return NewLayer(files, mtime, gzip.BestCompression)
 }

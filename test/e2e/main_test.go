@@ -30,6 +30,9 @@ var (
 	ironlb   string // the ironlb binary under test
 	stateDir = "/run/ironlb-lab"
 	enabled  = os.Getenv("IRONLB_E2E") == "1"
+	// suiteRuntime is the suite lab's --runtime ($IRONLB_E2E_RUNTIME: runc; empty, the default, is
+	// host).
+	suiteRuntime = os.Getenv("IRONLB_E2E_RUNTIME")
 )
 
 func TestMain(m *testing.M) {
@@ -83,6 +86,12 @@ func setup() (int, error) {
 	ironlb = filepath.Join(dir, "ironlb")
 	build := exec.Command("go", "build", "-o", ironlb, "github.com/ironlb/ironlb/cmd/ironlb")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if suiteRuntime != "" {
+		// IRONLB_E2E_RUNTIME=runc: the suite's lab runs every Pod from its image, ironlb's built from
+		// this binary, which must then be static (the image has no C library).
+		suiteUp = append(suiteUp, "--runtime="+suiteRuntime)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	if err := build.Run(); err != nil {
 		return 1, fmt.Errorf("building ironlb: %w", err)
 	}

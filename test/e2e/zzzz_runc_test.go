@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/ironlb/ironlb/internal/testbed/lab"
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,9 +25,11 @@ import (
 // images lab up built and pushed to the lab's registry; every such container's status carries the
 // registry's digest; the speaker and the controller run with the user and capabilities their
 // securityContext gives; `ironlb version` inside the controller's container is the chart's
-// appVersion; an image missing from the registry gives ErrImagePull, then ImagePullBackOff, with the
-// registry's own error. The suite's lab is taken down first and not restored (one lab at a time, as
-// TestIPv6OnlyLab).
+// appVersion; busybox, agnhost, nginx's stand-in and pause run from the images lab up built for
+// them, and their Pods reach CoreDNS and Services through kube-proxy, both from images too; every
+// container of every Pod (kube-system's included) has an imageID from the lab registry; an image
+// missing from the registry gives ErrImagePull, then ImagePullBackOff, with the registry's own
+// error. The suite's lab is taken down first and not restored (one lab at a time, as TestIPv6OnlyLab).
 func TestRuncLab(t *testing.T) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed (hack/deps.sh installs Debian's runc)")
@@ -41,7 +46,12 @@ func TestRuncLab(t *testing.T) {
 		t.Fatalf("building a static ironlb: %v\n%s", err, out)
 	}
 	t0 := time.Now()
-	out, err := runErr(static, "lab", "up", "--runtime=runc")
+	// runErr's 2 minutes are too short here: lab up also builds and pushes every image, and each of its
+	// waits gives up after 90 s with the not-ready Pods' reasons, which a kill at 2 minutes would hide.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, static, "lab", "up", "--runtime=runc").CombinedOutput()
+	out := string(b)
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {
@@ -81,8 +91,57 @@ func TestRuncLab(t *testing.T) {
 		return nil
 	})
 
-	// Every container run from an image reports the registry's digest as its imageID.
+	// The other images lab up built: busybox (its shell and applets), agnhost (netexec, and the
+	// tools its upstream image has), nginx's stand-in, pause; the cluster DNS (CoreDNS from its
+	// image, non-root with its file capability) and kube-proxy's Service rules (from its image, with
+	// the image's iptables) answer the busybox Pod.
+	kubectl(t, "run", "bb", "--image=busybox", "--restart=Never", "--command", "--", "sleep", "3600")
+	kubectl(t, "run", "ag", "--image=registry.k8s.io/e2e-test-images/agnhost:2.66.1", "--restart=Never", "--", "netexec", "--http-port=8080")
+	kubectl(t, "run", "web", "--image=nginx", "--restart=Never")
+	kubectl(t, "run", "pz", "--image=registry.k8s.io/pause:3.10.2", "--restart=Never")
+	waitReady(t, "pod/bb", "pod/ag", "pod/web", "pod/pz")
+	kubeIP := strings.TrimSpace(kubectl(t, "get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"))
+	eventually(t, 30*time.Second, "busybox resolves kubernetes.default through CoreDNS", func() error {
+		out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "nslookup", "kubernetes.default.svc.cluster.local")
+		if err != nil || !answers(out, kubeIP) {
+			return fmt.Errorf("nslookup: %v: %s", err, out)
+		}
+		return nil
+	})
+	// busybox's timeout applet, not wget -T: Debian 12's busybox-static (1.35.0, the lab's busybox
+	// image) segfaults in wget -T (exit 139, on the host too).
+	svcIP := strings.TrimSpace(kubectl(t, "get", "svc", "svc1", "-o", "jsonpath={.spec.clusterIP}"))
+	eventually(t, 30*time.Second, "busybox reaches svc1's ClusterIP (kube-proxy's rules)", func() error {
+		out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "timeout", "3", "wget", "-qO-", "http://"+svcIP+"/")
+		if err != nil || !strings.HasPrefix(hostnameOf(out), "webpod") {
+			return fmt.Errorf("wget: %v: %s", err, out)
+		}
+		return nil
+	})
+	for _, c := range []struct{ pod, url, want string }{
+		{"ag", "http://" + podIP(t, "ag") + ":8080/hostname", "ag"},
+		{"web", "http://" + podIP(t, "web") + ":80/hostname", "web"},
+	} {
+		eventually(t, 30*time.Second, c.pod+" answers from busybox", func() error {
+			out, err := runErr(ironlb, "lab", "kubectl", "exec", "bb", "--", "timeout", "3", "wget", "-qO-", c.url)
+			if err != nil || strings.TrimSpace(out) != c.want {
+				return fmt.Errorf("wget %s: %v: %q", c.url, err, out)
+			}
+			return nil
+		})
+	}
+	if out, err := runErr(ironlb, "lab", "kubectl", "exec", "ag", "--", "sh", "-c",
+		"curl -s --max-time 3 http://localhost:8080/hostname && echo && dig +short +time=2 kubernetes.default.svc.cluster.local"); err != nil ||
+		!strings.HasPrefix(out, "ag") || !answers(out, kubeIP) {
+		t.Errorf("curl and dig in agnhost's image: %v: %s", err, out)
+	}
+
+	// Every Pod of the lab, kube-system's included, runs from an image of the lab registry: each
+	// container's imageID is the repository the Pod named at the digest the registry serves for it.
 	reg := registryAddr(t)
+	checkAllImageIDs(t, reg)
+
+	// Every container run from an image reports the registry's digest as its imageID.
 	whoamiDigest := registryDigest(t, reg, "traefik/whoami", "latest")
 	ironlbDigest := registryDigest(t, reg, "ghcr.io/ironlb/ironlb", appVersion)
 	for _, p := range []string{"webpod1", "webpod2"} {
@@ -339,4 +398,80 @@ func procStatus(t *testing.T, ns, pod, container string) map[string]string {
 		t.Fatalf("no process of %s/%s %s under %s: %v", ns, pod, container, dir, seen)
 	}
 	return found
+}
+
+// checkAllImageIDs checks every container (init containers too) of every Pod in every namespace:
+// its imageID is <the repository the Pod named>@<digest>, and the digest is the one the lab
+// registry serves for the image's mirror name (lab.MirrorName; an image already naming the lab
+// registry as it is).
+func checkAllImageIDs(t *testing.T, reg string) {
+	t.Helper()
+	out := kubectl(t, "get", "pods", "-A", "-o", `jsonpath={range .items[*]}{range .status.initContainerStatuses[*]}{"init "}{.image}{" "}{.imageID}{"\n"}{end}{range .status.containerStatuses[*]}{"ctr "}{.image}{" "}{.imageID}{"\n"}{end}{end}`)
+	pods := kubectl(t, "get", "pods", "-A", "-o", `jsonpath={range .items[*]}{.metadata.namespace}{"/"}{.metadata.name}{" "}{.status.phase}{"\n"}{end}`)
+	t.Logf("pods:\n%s", pods)
+	digests := map[string]string{}
+	n, namespaces := 0, map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
+		if ns, _, ok := strings.Cut(line, "/"); ok {
+			namespaces[ns] = true
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Errorf("container %q: no imageID", line)
+			continue
+		}
+		n++
+		image, imageID := f[1], f[2]
+		mirror := image
+		if !strings.HasPrefix(image, reg+"/") {
+			m, err := lab.MirrorName(reg, image)
+			if err != nil {
+				t.Errorf("%s: %v", image, err)
+				continue
+			}
+			mirror = m
+		}
+		ref, err := name.ParseReference(mirror, name.Insecure)
+		if err != nil {
+			t.Errorf("%s: %v", mirror, err)
+			continue
+		}
+		if _, ok := digests[mirror]; !ok {
+			repo := strings.TrimPrefix(ref.Context().Name(), reg+"/")
+			digests[mirror] = registryDigest(t, reg, repo, ref.Identifier())
+		}
+		id, err := name.NewDigest(imageID)
+		if err != nil {
+			t.Errorf("%s: imageID %q is not repository@digest: %v", image, imageID, err)
+			continue
+		}
+		named, err := name.ParseReference(image)
+		if err != nil {
+			t.Errorf("%s: %v", image, err)
+			continue
+		}
+		if id.Context().Name() != named.Context().Name() || id.DigestStr() != digests[mirror] {
+			t.Errorf("%s: imageID %s, want %s@%s (the lab registry's %s)", image, imageID, named.Context().Name(), digests[mirror], mirror)
+		}
+	}
+	for _, ns := range []string{"kube-system", "metallb-system", "default"} {
+		if !namespaces[ns] {
+			t.Errorf("no Pod in %s", ns)
+		}
+	}
+	t.Logf("%d containers in %d namespaces, every imageID from the lab registry (%d images)", n, len(namespaces), len(digests))
+}
+
+// answers says whether a line of nslookup's or dig's output ends in the address ip ("Address: ip",
+// or ip alone), not in another address that starts with it.
+func answers(out, ip string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 && f[len(f)-1] == ip {
+			return true
+		}
+	}
+	return false
 }

@@ -430,11 +430,13 @@ func (l *Lab) WaitDeployment(ctx context.Context, ns, name string, timeout time.
 	if err != nil {
 		return err
 	}
-	return poll(ctx, timeout, func() (bool, string, error) {
+	var selector *metav1.LabelSelector
+	err = poll(ctx, timeout, func() (bool, string, error) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
+		selector = d.Spec.Selector
 		want := int32(1)
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
@@ -443,6 +445,10 @@ func (l *Lab) WaitDeployment(ctx context.Context, ns, name string, timeout time.
 		msg := fmt.Sprintf("deployment %s/%s: %d/%d available", ns, name, s.AvailableReplicas, want)
 		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want, msg, nil
 	})
+	if err != nil {
+		return withPodsNotReady(ctx, cs, ns, selector, err)
+	}
+	return nil
 }
 
 // WaitNodesReady waits until every planned node is Ready and has a pod CIDR.
@@ -480,15 +486,21 @@ func (l *Lab) WaitDaemonSet(ctx context.Context, ns, name string, timeout time.D
 	if err != nil {
 		return err
 	}
-	return poll(ctx, timeout, func() (bool, string, error) {
+	var selector *metav1.LabelSelector
+	err = poll(ctx, timeout, func() (bool, string, error) {
 		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
+		selector = ds.Spec.Selector
 		s := ds.Status
 		msg := fmt.Sprintf("daemonset %s/%s: %d/%d ready", ns, name, s.NumberReady, s.DesiredNumberScheduled)
 		return s.DesiredNumberScheduled > 0 && s.NumberReady == s.DesiredNumberScheduled && s.ObservedGeneration >= ds.Generation, msg, nil
 	})
+	if err != nil {
+		return withPodsNotReady(ctx, cs, ns, selector, err)
+	}
+	return nil
 }
 
 // poll calls check every 100 ms until it is done, fails, or timeout passes (the last message is reported).

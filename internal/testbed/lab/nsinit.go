@@ -226,6 +226,20 @@ func EffectiveCaps(add, drop []string) []string {
 	return out
 }
 
+// CapsOf are the names (without CAP_, sorted) of the capabilities whose bits are set in mask, as
+// /proc/<pid>/status shows a set (CapEff: 000001fffeffffff); bits of capabilities newer than capNames
+// are left out.
+func CapsOf(mask uint64) []string {
+	var out []string
+	for n, bit := range capNames {
+		if mask&(1<<uint(bit)) != 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // limitCaps drops every capability not in keep from the bounding set; a root process that execs then
 // holds exactly keep.
 func limitCaps(keep []string) error {

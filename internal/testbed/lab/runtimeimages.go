@@ -32,8 +32,8 @@ import (
 //   - traefik/whoami: the same layers with ENTRYPOINT ["/ironlb", "whoami"] and no USER (root, as the
 //     upstream image), under the tags the tests use, and containous/whoami's.
 //
-// kube-proxy, CoreDNS, MetalLB, agnhost and the e2e suite's other images have no image built here:
-// the runc runtime still runs them as host programs (agent/runc.go, builtImages).
+// and every other image a lab Pod runs (kube-proxy, CoreDNS, MetalLB, agnhost and the e2e suites'
+// pause, busybox, nginx, httpd and glibc-dns-testing): labimages.go.
 
 // whoamiRefs are the upstream names the whoami image is pushed under.
 var whoamiRefs = []string{"traefik/whoami:v1.10", "traefik/whoami:v1", "traefik/whoami:v2", "traefik/whoami:latest",
@@ -55,7 +55,7 @@ func (l *Lab) runtimePreflight() []error {
 	if err := staticBinary(l.Plan.Config.Self); err != nil {
 		errs = append(errs, fmt.Errorf("--runtime=runc: %w", err))
 	}
-	return errs
+	return append(errs, runcImagePreflight()...)
 }
 
 // staticBinary fails for a dynamically linked executable.
@@ -79,8 +79,8 @@ type RuntimeImage struct {
 	Digest v1.Hash
 }
 
-// pushRuntimeImages builds ironlb's and whoami's images from the lab's ironlb binary and pushes them
-// under the mirror names of the upstream names Pods use.
+// pushRuntimeImages builds ironlb's and whoami's images from the lab's ironlb binary, and the
+// catalogue's (labimages.go), and pushes them under the mirror names of the upstream names Pods use.
 func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	opts, err := l.registryOpts()
 	if err != nil {
@@ -160,7 +160,17 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, wi), nil
+	out = append(out, wi)
+	others, st, err := l.pushLabImages(ctx, v1.Platform{OS: "linux", Architecture: runtime.GOARCH}, time.Unix(epoch, 0).UTC(), opts)
+	if err != nil {
+		return nil, err
+	}
+	l.Log("  %d more images (kube-proxy, CoreDNS, MetalLB, agnhost, pause, busybox, nginx, httpd, glibc-dns-testing): %d layers, %.1f MB compressed, %d from the layer cache %s; built in %.1fs, pushed in %.1fs",
+		len(others), st.Layers, float64(st.Compressed)/1e6, st.CacheHits, layerCacheDir(), st.Build.Seconds(), st.Push.Seconds())
+	for _, s := range st.Skipped {
+		l.Log("  not built: %s; Pods naming it fail to pull", s)
+	}
+	return append(out, others...), nil
 }
 
 // pushTo pushes t (an image or an index) under the mirror names of upstream refs.

@@ -37,7 +37,11 @@ import (
 //   - runAsNonRoot refuses root the way the kubelet does (verifyRunAsNonRoot), with its messages; the
 //     container waits in CreateContainerConfigError.
 //   - Capabilities: containerd's default set with the securityContext's add and drop
-//     (lab.EffectiveCaps); privileged gives every capability. Bounding, effective and permitted get the
+//     (lab.EffectiveCaps); privileged gives every capability the runtime itself holds (HostCaps), as
+//     containerd's privileged containers get the current process's set (WithAllCurrentCapabilities):
+//     runc cannot raise a capability missing from its own bounding set and refuses the container
+//     ("unable to apply caps: operation not permitted"), which a full list would ask for on a host
+//     whose bounding set lacks one (this lab's machine lacks CAP_SYS_RESOURCE). Bounding, effective and permitted get the
 //     set, inheritable and ambient none: a non-root process therefore ends with none after execve, as
 //     under containerd (the manifests rely on it: docs/security.md).
 //   - allowPrivilegeEscalation: false sets no_new_privs. readOnlyRootFilesystem makes the rootfs read-only.
@@ -63,6 +67,9 @@ type OCIInput struct {
 	NetNS         string      // path of the network namespace to join (/run/netns/<name>)
 	Hostname      string
 	CgroupsPath   string // cgroup v2 path relative to the hierarchy's root
+	// HostCaps are the capabilities the runtime holds (names without CAP_; ProcessCaps of the
+	// agent's /proc/self/status): what a privileged container gets.
+	HostCaps []string
 }
 
 // ErrContainerConfig marks a container the kubelet would refuse to create: it waits in
@@ -118,7 +125,7 @@ func OCISpec(in OCIInput) (*specs.Spec, error) {
 	privileged := sc != nil && sc.Privileged != nil && *sc.Privileged
 	var caps []string
 	if privileged {
-		caps = lab.EffectiveCaps([]string{"ALL"}, nil)
+		caps = slices.Clone(in.HostCaps)
 	} else {
 		caps = unprivilegedCaps(sc)
 	}
@@ -159,6 +166,24 @@ func OCISpec(in OCIInput) (*specs.Spec, error) {
 		s.Linux.ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 	}
 	return s, nil
+}
+
+// ProcessCaps are the capability names (without CAP_, sorted) of the effective set in a
+// /proc/<pid>/status file's content (its CapEff line, hexadecimal).
+func ProcessCaps(status []byte) ([]string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != "CapEff" {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("CapEff %q: %w", strings.TrimSpace(v), err)
+		}
+		return lab.CapsOf(mask), nil
+	}
+	return nil, errors.New("no CapEff line in the process status")
 }
 
 // ContainerArgv combines an image's ENTRYPOINT and CMD with a container's command and args as

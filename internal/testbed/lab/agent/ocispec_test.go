@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -57,6 +58,23 @@ func TestContainerArgv(t *testing.T) {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestProcessCaps(t *testing.T) {
+	status := "Name:\tironlb\nCapInh:\t0000000000000000\nCapPrm:\t000001fffeffffff\nCapEff:\t0000000000003000\nCapBnd:\t000001fffeffffff\n"
+	got, err := ProcessCaps([]byte(status))
+	if err != nil || !slices.Equal(got, []string{"NET_ADMIN", "NET_RAW"}) {
+		t.Errorf("ProcessCaps = %v, %v; want [NET_ADMIN NET_RAW] (CapEff bits 12 and 13)", got, err)
+	}
+	all, err := ProcessCaps([]byte("CapEff:\t000001ffffffffff\n"))
+	if err != nil || len(all) != 41 {
+		t.Errorf("every capability: %d %v", len(all), err)
+	}
+	for _, bad := range []string{"Name:\tx\n", "CapEff:\tzz\n"} {
+		if _, err := ProcessCaps([]byte(bad)); err == nil {
+			t.Errorf("ProcessCaps(%q): no error", bad)
+		}
 	}
 }
 
@@ -247,11 +265,18 @@ func TestOCISpec(t *testing.T) {
 					t.Errorf("caps %+v, want none", c)
 				}
 			}},
-		{name: "privileged: every capability, /sys writable, no masked paths, every device",
-			in: testInput(sc(func(c *corev1.SecurityContext) { c.Privileged = ptr.To(true) })),
+		{name: "privileged: every capability the runtime holds, /sys writable, no masked paths, every device",
+			in: testInput(func(in *OCIInput) {
+				in.Container.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+				in.HostCaps = lab.CapsOf(0x000001fffeffffff) // all 41 but SYS_RESOURCE (bit 24), as this lab's machine
+			}),
 			check: func(t *testing.T, s *specs.Spec) {
-				if n := len(s.Process.Capabilities.Bounding); n != 41 {
-					t.Errorf("%d capabilities, want 41", n)
+				c := s.Process.Capabilities
+				if n := len(c.Bounding); n != 40 || slices.Contains(c.Bounding, "CAP_SYS_RESOURCE") || !slices.Contains(c.Bounding, "CAP_SYS_ADMIN") {
+					t.Errorf("%d capabilities %v, want the runtime's 40 (no CAP_SYS_RESOURCE)", n, c.Bounding)
+				}
+				if !slices.Equal(c.Bounding, c.Effective) || !slices.Equal(c.Bounding, c.Permitted) || len(c.Inheritable)+len(c.Ambient) != 0 {
+					t.Errorf("caps %+v: want bounding = effective = permitted, no inheritable or ambient", c)
 				}
 				if s.Linux.MaskedPaths != nil || s.Linux.ReadonlyPaths != nil {
 					t.Errorf("masked %v, read-only %v", s.Linux.MaskedPaths, s.Linux.ReadonlyPaths)

@@ -550,7 +550,7 @@ func (w *podWorker) start(ctx context.Context, pod *corev1.Pod, c *ctr) {
 		fail("CreateContainerConfigError", err)
 		return
 	}
-	if a.runc != nil && !runsOnHost(c.spec.Image) { // lab up --runtime=runc: the image, run by runc (runc.go)
+	if a.runc != nil { // lab up --runtime=runc: every container is its image, run by runc (runc.go)
 		w.startRunc(ctx, pod, c, env, fail)
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -293,12 +295,45 @@ func untar(dir string, r io.Reader) error {
 		if err := root.Chmod(n, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
+		// after chown, which clears a file capability
+		if err := setXattrs(root, n, h.PAXRecords); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
 		d := dirs[i]
 		_ = root.Chown(d.name, d.uid, d.gid)
 		if err := root.Chmod(d.name, d.mode); err != nil {
 			return fmt.Errorf("%s: %w", d.name, err)
+		}
+	}
+	return nil
+}
+
+// setXattrs sets a regular file's extended attributes from its tar entry's PAX records
+// (SCHILY.xattr.<name>, as image builders write them): security.capability gives an executable its
+// file capabilities (CoreDNS's cap_net_bind_service=+ep). Setting one needs CAP_SETFCAP (the agent
+// runs as root).
+func setXattrs(root *os.Root, name string, pax map[string]string) error {
+	var keys []string
+	for k := range pax {
+		if strings.HasPrefix(k, "SCHILY.xattr.") {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	f, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, k := range keys {
+		attr := strings.TrimPrefix(k, "SCHILY.xattr.")
+		if err := unix.Fsetxattr(int(f.Fd()), attr, []byte(pax[k]), 0); err != nil {
+			return fmt.Errorf("setting %s: %w", attr, err)
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -250,5 +251,32 @@ func TestImageStore(t *testing.T) {
 	// ... and IfNotPresent still runs what is on the node.
 	if _, _, err := s.get(ctx, "traefik/whoami:v1", corev1.PullIfNotPresent); err != nil {
 		t.Errorf("registry down, image present: %v", err)
+	}
+}
+
+// A file capability in the image (a PAX xattr record) is on the unpacked file, after its owner and
+// mode are set (chown clears it).
+func TestUntarFileCapability(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting security.capability needs CAP_SETFCAP")
+	}
+	capab := "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" // cap_net_bind_service=+ep
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	data := []byte("#!/bin/true\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "coredns", Typeflag: tar.TypeReg, Mode: 0o755, Uid: 65532, Gid: 65532, Size: int64(len(data)),
+		Format: tar.FormatPAX, PAXRecords: map[string]string{"SCHILY.xattr.security.capability": capab}}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(data)
+	tw.Close()
+	dir := t.TempDir()
+	if err := untar(dir, &buf); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	n, err := unix.Getxattr(filepath.Join(dir, "coredns"), "security.capability", got)
+	if err != nil || string(got[:n]) != capab {
+		t.Errorf("security.capability %x, %v; want %x", got[:max(n, 0)], err, capab)
 	}
 }

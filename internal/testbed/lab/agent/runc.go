@@ -26,7 +26,7 @@ import (
 
 // The runc runtime (`lab up --runtime=runc`): a container is its image, pulled from the lab's
 // registry (pull.go), run by runc from the OCI runtime spec ocispec.go writes, instead of a host
-// program standing in for it (images.go).
+// program standing in for it (images.go, the host runtime's).
 //
 // Per node, under <state>/nodes/<node>/:
 //
@@ -55,19 +55,10 @@ const (
 	RuntimeRunc = lab.RuntimeRunc
 )
 
-// builtImages are the images lab up builds and pushes in runc mode (lab.PushRuntimeImages); every
-// other image the host runtime knows (images.go) still runs as its host program there, because the
-// lab builds no image for it yet: kube-proxy (its image carries iptables), CoreDNS, MetalLB, agnhost
-// and the e2e suite's pause, busybox, nginx and httpd. An image neither knows is pulled (and fails
-// to pull with the registry's error when it is not there).
-var builtImages = map[string]bool{"traefik/whoami": true, "ironlb/ironlb": true}
-
-// runsOnHost says whether the runc runtime leaves image to the host runtime.
-func runsOnHost(image string) bool {
-	repo := ImageRepo(image)
-	_, known := images[repo]
-	return known && !builtImages[repo]
-}
+// In runc mode no container runs as a host program: lab up pushes an image for every image the lab's
+// Pods and the e2e suites run (lab.pushRuntimeImages: ironlb, whoami, kube-proxy, CoreDNS,
+// MetalLB, agnhost, pause, busybox, nginx, httpd, glibc-dns-testing), and an image the registry
+// lacks fails to pull with the registry's error. The host mapping (images.go) is --runtime=host's.
 
 // runcRuntime is one node's runc runtime. Its fields are set once; mu guards backoff.
 type runcRuntime struct {
@@ -76,6 +67,7 @@ type runcRuntime struct {
 	bundles    string // containers/
 	cgroupRoot string // the cgroup v2 mount point, which cgroupsPath is relative to
 	images     *imageStore
+	hostCaps   []string // the agent's effective capabilities: a privileged container's (OCIInput.HostCaps)
 
 	mu      sync.Mutex
 	backoff map[string]pullBackoff // "<pod uid>_<image>" -> pull back-off, as the kubelet keys it
@@ -102,12 +94,21 @@ func newRuncRuntime(l *lab.Lab, node string) (*runcRuntime, error) {
 	if err != nil {
 		return nil, err
 	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, err
+	}
+	hostCaps, err := ProcessCaps(status)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's capabilities (/proc/self/status): %w", err)
+	}
 	dir := filepath.Join(l.State.Dir, "nodes", node)
 	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, ResponseHeaderTimeout: 30 * time.Second}
 	return &runcRuntime{
 		runc: bin, root: filepath.Join(dir, "runc"), bundles: filepath.Join(dir, "containers"),
 		cgroupRoot: filepath.Dir(string(cg)),
 		images:     newImageStore(filepath.Join(dir, "images"), l.Plan.RegistryAddr().String(), tr, v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		hostCaps:   hostCaps,
 		backoff:    map[string]pullBackoff{},
 		hold:       map[string]time.Time{},
 	}, nil
@@ -215,7 +216,7 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	spec, err := OCISpec(OCIInput{
 		Pod: pod, Container: c.spec, Image: img.Config.Config, Env: kubeEnv(env, c.spec),
 		Passwd: passwd, Group: group, Rootfs: filepath.Join(bundle, "rootfs"), Mounts: binds,
-		NetNS: netns, Hostname: hostname, CgroupsPath: strings.TrimPrefix(string(ctrCg), r.cgroupRoot),
+		NetNS: netns, Hostname: hostname, CgroupsPath: strings.TrimPrefix(string(ctrCg), r.cgroupRoot), HostCaps: r.hostCaps,
 	})
 	switch {
 	case errors.Is(err, ErrContainerConfig):

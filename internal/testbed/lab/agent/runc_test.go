@@ -67,6 +67,14 @@ func TestRuncRunsImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCaps, err := ProcessCaps(status)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, _ := idx.Digest()
 	if img.ImageID != "ghcr.io/ironlb/ironlb@"+d.String() {
 		t.Errorf("imageID %s, want the index digest %s", img.ImageID, d)
@@ -85,6 +93,8 @@ func TestRuncRunsImage(t *testing.T) {
 				AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			"ironlb v", 0}, // the binary's own stamp, from inside the image
 		{"an unknown command exits 1", []string{"no-such-command"}, nil, "unknown command", 1},
+		// kube-proxy's securityContext: every capability the runtime holds (runc refuses one it lacks)
+		{"privileged: version", []string{"version"}, &corev1.SecurityContext{Privileged: ptr.To(true)}, "ironlb v", 0},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +103,7 @@ func TestRuncRunsImage(t *testing.T) {
 			bundle := filepath.Join(r.bundles, fmt.Sprint(i))
 			spec, err := OCISpec(OCIInput{Pod: pod, Container: c, Image: img.Config.Config, Passwd: imageFile(img.Rootfs, "etc/passwd"),
 				Group: imageFile(img.Rootfs, "etc/group"), Rootfs: filepath.Join(bundle, "rootfs"), Hostname: "p",
-				CgroupsPath: strings.TrimPrefix(filepath.Join(cg, "c"), "/sys/fs/cgroup")})
+				CgroupsPath: strings.TrimPrefix(filepath.Join(cg, "c"), "/sys/fs/cgroup"), HostCaps: hostCaps})
 			if err != nil {
 				t.Fatal(err)
 			}
