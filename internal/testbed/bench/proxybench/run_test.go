@@ -3,6 +3,7 @@ package proxybench
 import (
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,6 +32,10 @@ func TestDecodeProxyBundle(t *testing.T) {
 			kinds = append(kinds, "ClusterRole")
 		case *rbacv1.ClusterRoleBinding:
 			kinds = append(kinds, "ClusterRoleBinding")
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			kinds = append(kinds, "ValidatingAdmissionPolicy")
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			kinds = append(kinds, "ValidatingAdmissionPolicyBinding")
 		case *appsv1.DaemonSet:
 			kinds = append(kinds, "DaemonSet")
 			ds = o

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -196,6 +197,19 @@ func (b *bench) installIronLB(ctx context.Context) error {
 			_, err = b.cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 			b.pushDelete(err, kind, name, func(ctx context.Context) error {
 				return b.cs.RbacV1().ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			})
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			// It narrows the proxy's nodes/status writes to its own Node's ironlb.io/dsr-macs.
+			kind, name = "validatingadmissionpolicy", o.Name
+			_, err = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
+			b.pushDelete(err, kind, name, func(ctx context.Context) error {
+				return b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			})
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			kind, name = "validatingadmissionpolicybinding", o.Name
+			_, err = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
+			b.pushDelete(err, kind, name, func(ctx context.Context) error {
+				return b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
 			})
 		case *appsv1.DaemonSet:
 			kind, name = "daemonset", o.Name
