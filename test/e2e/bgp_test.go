@@ -143,7 +143,7 @@ func setupBGP(t *testing.T) {
 	t.Helper()
 	kubectlApply(t, "testdata/webpods.yaml")
 	waitReady(t, "pod/webpod1", "pod/webpod2")
-	if out, err := runStdin(bgpConfig, ironlb, "lab", "kubectl", "apply", "-f", "-"); err != nil {
+	if out, err := applyStdin(bgpConfig); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Cleanup(func() {

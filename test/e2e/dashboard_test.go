@@ -154,7 +154,7 @@ func dashboardSuite(t *testing.T) {
 	// BGP with BFD to the router, and a pool of one address that two Services ask for.
 	setupBGP(t)
 	applyBGPService(t, "dash-bgp", "172.30.1.9", "")
-	if out, err := runStdin(dashboardConfig, ironlb, "lab", "kubectl", "apply", "-f", "-"); err != nil {
+	if out, err := applyStdin(dashboardConfig); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Cleanup(func() {

@@ -205,6 +205,22 @@ func runStdin(stdin, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// applyStdin applies manifest with kubectl, again for up to a minute while the apiserver cannot
+// reach the admission webhook (CI: "failed calling webhook ... connection reset by peer" right after
+// the NodeLoss subtest's power cut, whose node ran a controller: the apiserver's pooled connection
+// to the webhook met the restarted pod). kubectl and GitOps tools retry such an apply too; any other
+// error is returned at once.
+func applyStdin(manifest string) (string, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := runStdin(manifest, ironlb, "lab", "kubectl", "apply", "-f", "-")
+		if err == nil || !strings.Contains(out, "failed calling webhook") || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	return run(t, ironlb, append([]string{"lab", "kubectl"}, args...)...)
