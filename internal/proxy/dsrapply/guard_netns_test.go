@@ -58,24 +58,7 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		// Each pod answers every line with its own address.
 		ln := listenIn(t, p.pod, "tcp", p.addr+":8080")
 		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer conn.Close()
-					r := bufio.NewReader(conn)
-					for {
-						if _, err := r.ReadString('\n'); err != nil {
-							return
-						}
-						fmt.Fprintf(conn, "%s\n", conn.LocalAddr())
-					}
-				}()
-			}
-		}()
+		serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.LocalAddr()) })
 	}
 	const vip = "198.51.100.10"
 	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")

@@ -1,8 +1,10 @@
 package dsrapply_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -143,4 +145,28 @@ func TestKernelApply(t *testing.T) {
 	if out, err := netnstest.Output(ns, nftPath, "list", "table", "ip", nftrules.DSRTableName); err == nil {
 		t.Errorf("table left after cleanup:\n%s", out)
 	}
+}
+
+// serveLines answers each line read on a connection ln accepts with answer(conn, line), until ln
+// is closed.
+func serveLines(ln net.Listener, answer func(conn net.Conn, line string)) {
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					answer(conn, line)
+				}
+			}()
+		}
+	}()
 }

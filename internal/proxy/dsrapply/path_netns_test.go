@@ -83,28 +83,12 @@ func TestKernelDSRPath(t *testing.T) {
 	// P: a line server that answers each line with the peer's address.
 	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
 	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				r := bufio.NewReader(conn)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if line == "big\n" {
-						conn.Write(make([]byte, bigReply))
-					}
-					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
-				}
-			}()
+	serveLines(ln, func(conn net.Conn, line string) {
+		if line == "big\n" {
+			conn.Write(make([]byte, bigReply))
 		}
-	}()
+		fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
+	})
 
 	// P: a UDP server that answers each datagram with the peer's address.
 	var pc net.PacketConn
@@ -321,24 +305,7 @@ func TestKernelDSRPathRouted(t *testing.T) {
 	})
 	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
 	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				r := bufio.NewReader(conn)
-				for {
-					if _, err := r.ReadString('\n'); err != nil {
-						return
-					}
-					fmt.Fprintf(conn, "%s\n", conn.RemoteAddr())
-				}
-			}()
-		}
-	}()
+	serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.RemoteAddr()) })
 	conn := dialIn(t, c, vip+":80")
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
