@@ -30,10 +30,11 @@ all: build
 
 # -v names each package as it is compiled (none when the cache is warm): hack/lib.sh's progress prints a
 # line every 100, so the first build on a fresh machine (~900 packages, minutes) is seen moving.
+# Static (CGO_ENABLED=0): `lab up` builds ironlb's image from this binary, and the image has no C library.
 build:
-	@echo '$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb'
+	@echo 'CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb'
 	@here=hack; . hack/lib.sh; start=$$(date +%s); \
-	  $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb 2> >(progress build 100 "" "$$start" pkgs)
+	  CGO_ENABLED=0 $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ironlb 2> >(progress build 100 "" "$$start" pkgs)
 
 # Static binaries (CGO_ENABLED=0), without paths of this machine (-trimpath) or symbols (-s -w): the
 # same commit gives the same bytes, so the same image digest.

@@ -97,7 +97,7 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.StringVar(&routerCIDR, "router-cidr", d.RouterCIDR.String(), "the subnet between the router and mypc2 (--bgp)")
 	f.BoolVar(&cfg.SecondNetwork, "second-network", false, "add a second network: bridge br1, eth1 on every node in --second-cidr and the client mypc3 on it (L2 announcement on a secondary NIC)")
 	f.StringVar(&secondCIDR, "second-cidr", d.SecondCIDR.String(), "the second network's IPv4 subnet (--second-network)")
-	f.StringVar(&cfg.Runtime, "runtime", lab.RuntimeHost, "how node agents run containers: host (each image as the host program standing in for it) or runc (images pulled from the lab's registry, run by runc; lab up builds and pushes ironlb's and whoami's; needs a static ironlb, CGO_ENABLED=0)")
+	f.StringVar(&cfg.Runtime, "runtime", lab.RuntimeRunc, "how node agents run containers: runc (the default: every image pulled from the lab's registry and run by runc; lab up builds and pushes them, ironlb's from this binary, which must be static: CGO_ENABLED=0, as make build builds it) or host (each image as the host program standing in for it, no image pulled)")
 	f.Bool("keep-on-failure", false, "leave a lab that failed to come up in place for inspection")
 	return up
 }

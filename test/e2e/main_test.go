@@ -30,8 +30,9 @@ var (
 	ironlb   string // the ironlb binary under test
 	stateDir = "/run/ironlb-lab"
 	enabled  = os.Getenv("IRONLB_E2E") == "1"
-	// suiteRuntime is the suite lab's --runtime ($IRONLB_E2E_RUNTIME: runc; empty, the default, is
-	// host).
+	// suiteRuntime is the suite lab's --runtime ($IRONLB_E2E_RUNTIME=host for the host programs;
+	// empty is lab up's default, runc: every Pod from its image). Every other lab the tests bring up
+	// takes lab up's default.
 	suiteRuntime = os.Getenv("IRONLB_E2E_RUNTIME")
 )
 
@@ -86,11 +87,11 @@ func setup() (int, error) {
 	ironlb = filepath.Join(dir, "ironlb")
 	build := exec.Command("go", "build", "-o", ironlb, "github.com/ironlb/ironlb/cmd/ironlb")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	// The labs run every Pod from its image, ironlb's built from this binary, which must then be static
+	// (the image has no C library).
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if suiteRuntime != "" {
-		// IRONLB_E2E_RUNTIME=runc: the suite's lab runs every Pod from its image, ironlb's built from
-		// this binary, which must then be static (the image has no C library).
 		suiteUp = append(suiteUp, "--runtime="+suiteRuntime)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	}
 	if err := build.Run(); err != nil {
 		return 1, fmt.Errorf("building ironlb: %w", err)
@@ -178,7 +179,7 @@ func createdByLab(f string) bool { return !preexisting[f] }
 // run runs a command and returns its combined output, failing the test on error.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout(args))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
@@ -187,9 +188,19 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// cmdTimeout is how long run and runErr let a command take: 2 minutes, and 6 for `lab up`, which
+// also builds and pushes every image the runc runtime runs (cached by content after the first) and
+// gives up by itself with the not-ready Pods' reasons after each 90 s wait, which a kill would hide.
+func cmdTimeout(args []string) time.Duration {
+	if len(args) >= 2 && args[0] == "lab" && args[1] == "up" {
+		return 6 * time.Minute
+	}
+	return 2 * time.Minute
+}
+
 // runErr runs a command and returns its combined output and error.
 func runErr(name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout(args))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(out), err
