@@ -25,6 +25,8 @@ declare -A pkgs=(
   [wrk]=wrk
   # the shell and applets of the runc lab's busybox, agnhost, nginx and httpd images (a static binary)
   [busybox]=busybox-static
+  # GNU wget for the same images: busybox-static 1.35's wget crashes on -T, which the e2e suite passes
+  [wget]=wget
 )
 missing=()
 for tool in "${!pkgs[@]}"; do

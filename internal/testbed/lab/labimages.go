@@ -21,12 +21,21 @@ import (
 //
 // Layers are shared: every image starts from the base layer (ociimage.BaseFiles); agnhost, pause,
 // nginx and httpd share one agnhost layer; agnhost, glibc-dns-testing, busybox, nginx and httpd
-// one busybox layer; MetalLB's controller and speaker one layer of their C library.
+// one busybox layer, and each of them the wget layer above it; MetalLB's controller and speaker one
+// layer of their C library.
+//
+// Why a wget layer: Debian 12's busybox-static (1.35) crashes with SIGSEGV whenever wget is given a
+// timeout (`wget -T 5`, with or without an answer), and the e2e suite's reachability checks run
+// exactly `wget -T 5 -qO- URL` in agnhost pods (checkReachabilityFromPod): every "is reachable"
+// check failed and every "is not reachable" one passed whatever the proxy did. GNU wget takes the
+// same flags (-T, -q, -O, -S, --spider) with the same meaning and exit status (0 on success,
+// non-zero on a refused or timed-out connection).
 
 // Layer names of the catalogue.
 const (
 	layerBase      = "base"       // ociimage.BaseFiles
 	layerBusybox   = "busybox"    // Debian's busybox-static at /bin/busybox and its applets' links
+	layerWget      = "wget"       // the host's GNU wget and its libraries, over busybox's wget applet (see wgetProgram)
 	layerTools     = "tools"      // the host's bash, curl, dig, nc (OpenBSD) and socat, with their libraries
 	layerAgnhost   = "agnhost"    // /agnhost (hack/e2e-binaries.sh) and /agnhost-2
 	layerWeb       = "web"        // nginx and httpd stand-ins: scripts running agnhost netexec on port 80
@@ -91,20 +100,20 @@ func labImages() []labImage {
 		// agnhost's image: ENTRYPOINT ["/agnhost"], CMD ["pause"], on alpine with bash, curl, netcat,
 		// bind-tools (dig) and socat.
 		{name: "agnhost", refs: agnhost,
-			layers: []string{layerBase, layerBusybox, layerTools, layerAgnhost}, config: cfg([]string{"/agnhost"}, []string{"pause"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget, layerTools, layerAgnhost}, config: cfg([]string{"/agnhost"}, []string{"pause"}, "")},
 		// pause: agnhost's pause (sleeps until a signal, reaps children) as the entrypoint.
 		{name: "pause", refs: pauseRefs,
 			layers: []string{layerBase, layerAgnhost}, config: cfg([]string{"/agnhost", "pause"}, nil, "")},
 		{name: "busybox", refs: busyboxRefs,
-			layers: []string{layerBase, layerBusybox}, config: cfg(nil, []string{"sh"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget}, config: cfg(nil, []string{"sh"}, "")},
 		// the DNS tests' glibc querier: a shell and dig.
 		{name: "glibc-dns-testing", refs: glibcDNSRefs,
-			layers: []string{layerBase, layerBusybox, layerTools}, config: cfg(nil, []string{"sh"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget, layerTools}, config: cfg(nil, []string{"sh"}, "")},
 		// nginx and httpd: their CMD names a stand-in that serves HTTP on port 80 (agnhost netexec).
 		{name: "nginx", refs: nginxRefs,
-			layers: []string{layerBase, layerBusybox, layerAgnhost, layerWeb}, config: cfg(nil, []string{"nginx", "-g", "daemon off;"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget, layerAgnhost, layerWeb}, config: cfg(nil, []string{"nginx", "-g", "daemon off;"}, "")},
 		{name: "httpd", refs: httpdRefs,
-			layers: []string{layerBase, layerBusybox, layerAgnhost, layerWeb}, config: cfg(nil, []string{"httpd-foreground"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget, layerAgnhost, layerWeb}, config: cfg(nil, []string{"httpd-foreground"}, "")},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -89,6 +90,10 @@ func TestLabImagesCatalogue(t *testing.T) {
 		if len(li.config.Entrypoint) == 0 && len(li.config.Cmd) == 0 {
 			t.Errorf("%s has neither ENTRYPOINT nor CMD", li.name)
 		}
+		// busybox's wget crashes on -T: every image with its applets has GNU wget right above them.
+		if i := slices.Index(li.layers, layerBusybox); i >= 0 && (i+1 >= len(li.layers) || li.layers[i+1] != layerWget) {
+			t.Errorf("%s: layers %v: no %s layer above %s", li.name, li.layers, layerWget, layerBusybox)
+		}
 	}
 	for _, want := range []string{"registry.k8s.io/kube-proxy:" + KubeVersion, CoreDNSImage, "quay.io/metallb/speaker:" + MetalLBVersion,
 		"quay.io/metallb/controller:" + MetalLBVersion, "registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/pause:3.10.2",
@@ -107,6 +112,16 @@ func TestLabImagesCatalogue(t *testing.T) {
 }
 
 const testRegistry = "172.18.255.253:5000"
+
+// labImageLayers is the catalogue's layer list of the image named name.
+func labImageLayers(name string) []string {
+	for _, li := range labImages() {
+		if li.name == name {
+			return li.layers
+		}
+	}
+	return nil
+}
 
 func TestLayerKey(t *testing.T) {
 	a := []ociimage.File{{Name: "a", Data: []byte("1")}, {Name: "b", Link: "/a"}}
@@ -222,6 +237,18 @@ func TestLabImagesRun(t *testing.T) {
 			"httpd":              {{"sh", "-n", "/usr/local/bin/httpd"}},
 			"pause":              {{"/agnhost", "--help"}},
 		}
+		// The e2e suite's reachability check (checkReachabilityFromPod), against a server on loopback:
+		// busybox-static 1.35's wget dies of SIGSEGV on -T.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reached") }))
+		defer srv.Close()
+		wgetCheck := func(name, root string) {
+			cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("wget -T 5 -qO- %q", srv.URL))
+			cmd.Dir, cmd.Env = "/", []string{defaultPath}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+			if out, err := cmd.CombinedOutput(); err != nil || string(out) != "reached" {
+				t.Errorf("%s: wget -T 5 -qO- %s in the image: %v, output %q", name, srv.URL, err, out)
+			}
+		}
 		for _, b := range imgs {
 			m, err := b.img.Manifest()
 			if err != nil {
@@ -236,6 +263,9 @@ func TestLabImagesRun(t *testing.T) {
 			xattrs := extract(t, b.img, root)
 			if b.name == "coredns" && xattrs["coredns"]["security.capability"] != ociimage.FileCapability(10) {
 				t.Errorf("coredns: /coredns has no cap_net_bind_service=+ep (%q)", xattrs["coredns"])
+			}
+			if slices.Contains(labImageLayers(b.name), layerBusybox) { // every image with a wget
+				wgetCheck(b.name, root)
 			}
 			for _, argv := range checks[b.name] {
 				cmd := exec.Command(argv[0], argv[1:]...)

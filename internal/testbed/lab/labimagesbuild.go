@@ -31,6 +31,7 @@ import (
 var (
 	busyboxBin    = "/bin/busybox" // busybox-static
 	toolPrograms  = []string{"/usr/bin/bash", "/usr/bin/curl", "/usr/bin/dig", "/usr/bin/nc", "/usr/bin/socat"}
+	wgetProgram   = "/usr/bin/wget" // GNU wget (labimages.go: busybox's crashes on -T)
 	iptablesProgs = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
 		"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore", "/usr/sbin/nft"}
 )
@@ -58,7 +59,7 @@ func runcImagePreflight() []error {
 	} else if err := staticBinary(busyboxBin); err != nil {
 		errs = append(errs, fmt.Errorf("--runtime=runc: %s is not busybox-static: %w", busyboxBin, err))
 	}
-	for _, p := range append(slices.Clone(toolPrograms), iptablesProgs...) {
+	for _, p := range append(append(slices.Clone(toolPrograms), wgetProgram), iptablesProgs...) {
 		if _, err := os.Stat(p); err != nil {
 			errs = append(errs, fmt.Errorf("--runtime=runc: missing %s, which the lab's images carry (hack/deps.sh installs it)", p))
 		}
@@ -177,6 +178,9 @@ func (in imageInputs) layerFiles(ly string) ([]ociimage.File, error) {
 			return nil, err
 		}
 		return append(links, f), nil
+	case layerWget:
+		// At /usr/bin/wget, where the busybox layer below has its applet's link: this file wins.
+		return hostPrograms([]string{wgetProgram}, true)
 	case layerTools:
 		files, err := hostPrograms(toolPrograms, true)
 		if err != nil {
