@@ -1,42 +1,23 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 )
 
-// podExec runs argv inside a running pod's container namespaces (network, mount, UTS), with the host's
-// tools, as `kubectl exec` does with the image's: the container's process is found by its cgroup, which
-// the node agent names after the pod's UID.
+// podExec runs argv in a running pod's container with `kubectl exec`, as a user would: the program is
+// the image's (the dns pods run agnhost's image, which carries sh, cat, dig, getent and curl).
 func podExec(t *testing.T, ns, pod string, argv ...string) (string, error) {
 	t.Helper()
-	uid := strings.TrimSpace(kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.metadata.uid}"))
-	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
-	pid := ""
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), "/pods/"+uid+"/") {
-			pid = filepath.Base(filepath.Dir(p))
-			break
-		}
-	}
-	if pid == "" {
-		return "", fmt.Errorf("no process of pod %s/%s (uid %s) found", ns, pod, uid)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "-m", "-u", "--"}, argv...)...).CombinedOutput()
+	out, err := runErr(ironlb, append([]string{"lab", "kubectl", "exec", "-n", ns, pod, "--"}, argv...)...)
 	if err != nil {
-		return string(out), fmt.Errorf("%s in %s/%s: %v: %s", strings.Join(argv, " "), ns, pod, err, out)
+		return out, fmt.Errorf("%s in %s/%s: %v: %s", strings.Join(argv, " "), ns, pod, err, out)
 	}
-	return string(out), nil
+	return out, nil
 }
 
 func sortedFields(s string) string {

@@ -28,30 +28,30 @@ func TestKubeletAPI(t *testing.T) {
 	kubectlBin := labKubectl(t)
 
 	t.Run("exec", func(t *testing.T) {
-		if out := kubectl(t, "exec", "kubelet-api", "--", "cat", "/etc/hostname"); out != "kubelet-api\n" {
+		if out := kubectl(t, "exec", "-c", "tools", "kubelet-api", "--", "cat", "/etc/hostname"); out != "kubelet-api\n" {
 			t.Errorf("cat /etc/hostname = %q, want the pod's name", out)
 		}
-		if out := kubectl(t, "exec", "kubelet-api", "--", "sh", "-c", "hostname; echo $GREETING"); out != "kubelet-api\nhello from the pod\n" {
+		if out := kubectl(t, "exec", "-c", "tools", "kubelet-api", "--", "sh", "-c", "hostname; echo $GREETING"); out != "kubelet-api\nhello from the pod\n" {
 			t.Errorf("hostname and env = %q", out)
 		}
 		// the container's network namespace: its eth0 has the pod's IP
 		ip := podIP(t, "kubelet-api")
-		if out := kubectl(t, "exec", "kubelet-api", "--", "ip", "-o", "-4", "addr", "show", "eth0"); !strings.Contains(out, " "+ip+"/") {
+		if out := kubectl(t, "exec", "-c", "tools", "kubelet-api", "--", "ip", "-o", "-4", "addr", "show", "eth0"); !strings.Contains(out, " "+ip+"/") {
 			t.Errorf("eth0 in the exec = %q, want the pod IP %s", out, ip)
 		}
-		out, err := runErr(ironlb, "lab", "kubectl", "exec", "kubelet-api", "--", "sh", "-c", "exit 3")
+		out, err := runErr(ironlb, "lab", "kubectl", "exec", "-c", "tools", "kubelet-api", "--", "sh", "-c", "exit 3")
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 			t.Errorf("kubectl exec sh -c 'exit 3': %v (%q), want exit status 3", err, out)
 		}
-		if out, err := runStdin("shout\n", ironlb, "lab", "kubectl", "exec", "-i", "kubelet-api", "--", "tr", "a-z", "A-Z"); err != nil || out != "SHOUT\n" {
+		if out, err := runStdin("shout\n", ironlb, "lab", "kubectl", "exec", "-i", "-c", "tools", "kubelet-api", "--", "tr", "a-z", "A-Z"); err != nil || out != "SHOUT\n" {
 			t.Errorf("kubectl exec -i with stdin: %q, %v", out, err)
 		}
 		// a figure, not a check: how long one `kubectl exec -- true` takes end to end (kubectl start included)
 		var times []time.Duration
 		for range 5 {
 			t0 := time.Now()
-			kubectl(t, "exec", "kubelet-api", "--", "true")
+			kubectl(t, "exec", "-c", "tools", "kubelet-api", "--", "true")
 			times = append(times, time.Since(t0))
 		}
 		slices.Sort(times)

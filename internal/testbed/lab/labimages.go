@@ -36,7 +36,7 @@ const (
 	layerBase      = "base"       // ociimage.BaseFiles
 	layerBusybox   = "busybox"    // Debian's busybox-static at /bin/busybox and its applets' links
 	layerWget      = "wget"       // the host's GNU wget and its libraries, over busybox's wget applet (see wgetProgram)
-	layerTools     = "tools"      // the host's bash, curl, dig, nc (OpenBSD) and socat, with their libraries
+	layerTools     = "tools"      // the host's bash, curl, dig, nc (OpenBSD), socat and getent, with their libraries
 	layerAgnhost   = "agnhost"    // /agnhost (hack/e2e-binaries.sh) and /agnhost-2
 	layerWeb       = "web"        // nginx and httpd stand-ins: scripts running agnhost netexec on port 80
 	layerIPTables  = "iptables"   // the host's iptables (nft backend) and nft, their libraries and xtables modules

@@ -230,7 +230,7 @@ func TestLabImagesRun(t *testing.T) {
 			"coredns":            {{"/coredns", "-version"}},
 			"metallb-controller": {{"/controller", "--help"}},
 			"metallb-speaker":    {{"/speaker", "--help"}},
-			"agnhost":            {{"/bin/sh", "-c", "true"}, {"bash", "--version"}, {"curl", "--version"}, {"dig", "-v"}, {"nc", "-h"}, {"socat", "-V"}, {"/agnhost-2", "--help"}},
+			"agnhost":            {{"/bin/sh", "-c", "true"}, {"bash", "--version"}, {"curl", "--version"}, {"dig", "-v"}, {"nc", "-h"}, {"socat", "-V"}, {"getent", "--help"}, {"/agnhost-2", "--help"}},
 			"busybox":            {{"sh", "-c", "wget --help; nslookup --help; true"}},
 			"glibc-dns-testing":  {{"dig", "-v"}},
 			"nginx":              {{"sh", "-n", "/usr/sbin/nginx"}},
