@@ -42,6 +42,11 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 			}
 			if cfg.IPFamily == lab.IPFamilyIPv6 && !c.Flags().Changed("registry") {
 				cfg.Registry = false // its image names would carry a bracketed IPv6 address
+				if !c.Flags().Changed("runtime") {
+					// and without a registry nothing can be pulled: the IPv6-only lab is the one
+					// that runs the host programs by default (docs/lab-runc.md)
+					cfg.Runtime = lab.RuntimeHost
+				}
 			}
 			if cfg.Chart, err = filepath.Abs(cfg.Chart); err != nil {
 				return fmt.Errorf("--chart: %w", err)
@@ -84,7 +89,7 @@ func labUpCmd(cfg *lab.Config) *cobra.Command {
 	f.StringVar(&svcCIDR6, "service-cidr6", d.ServiceCIDR6.String(), "IPv6 service CIDR")
 	f.StringVar(&cfg.ClientName, "client", d.ClientName, "name of the outside client's namespace")
 	f.StringVar(&clientAddr, "client-addr", d.ClientAddr.String(), "the outside client's address on the bridge")
-	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4, dual or ipv6 (IPv6 only: the bridge, nodes, pods, Services and the client; no --bgp; no registry unless --registry is given)")
+	f.StringVar(&cfg.IPFamily, "ip-family", d.IPFamily, "ipv4, dual or ipv6 (IPv6 only: the bridge, nodes, pods, Services and the client; no --bgp; no registry unless --registry is given, so --runtime=host unless --runtime is given)")
 	f.StringVar(&cfg.ProxyMode, "proxy", d.ProxyMode, "the Service dataplane: kube-proxy in iptables or nftables mode, or ironlb (ironlb proxy, the chart's proxy.enabled)")
 	f.BoolVar(&cfg.BGP, "bgp", false, "add seed 003's router (FRR, AS 64512, peered with every node from AS 64513) and the client mypc2 behind it")
 	f.BoolVar(&cfg.Prometheus, "prometheus", false, "run Prometheus (Debian's package) in the control-plane node, scraping ironlb as config/prometheus's PodMonitors say (the chart installs them, with the PrometheusRule)")

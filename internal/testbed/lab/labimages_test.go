@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -429,5 +430,49 @@ func TestPushBuiltMountsSharedLayers(t *testing.T) {
 	// layers and takes the config (configs are not mounted: they are a few hundred bytes).
 	if uploads != 6 || mounts != 3 {
 		t.Errorf("%d uploads, %d mounts; want 6 uploads (the shared layer once) and 3 mounts", uploads, mounts)
+	}
+}
+
+// The proxy's image is ironlb's plus the nft tool, which the proxy runs for full syncs: nft runs in it
+// (its libraries came along), and ironlb's layers and entrypoint are kept.
+func TestProxyImageCarriesNft(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	if _, err := os.Stat(nftProgram); err != nil {
+		t.Skipf("%s: %v", nftProgram, err)
+	}
+	t.Setenv("IRONLB_CACHE", t.TempDir())
+	base, err := ociimage.NewLayer(ociimage.BaseFiles(), time.Unix(0, 0), labImageLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{ociimage.Entrypoint}, User: "65532"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := proxyImage(img, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := pi.Layers()
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("proxy image layers: %d, %v; want ironlb's one and nft's", len(ls), err)
+	}
+	cf, err := pi.ConfigFile()
+	if err != nil || !slices.Equal(cf.Config.Entrypoint, []string{ociimage.Entrypoint}) {
+		t.Fatalf("proxy image config %+v, %v: want ironlb's entrypoint", cf, err)
+	}
+	root := t.TempDir()
+	extract(t, pi, root)
+	cmd := exec.Command("/usr/sbin/nft", "--version")
+	cmd.Dir, cmd.Env = "/", []string{defaultPath}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "nftables v") {
+		t.Errorf("nft --version in the proxy's image: %v: %s", err, out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	manifests "github.com/ironlb/ironlb/config"
 	"github.com/ironlb/ironlb/internal/ociimage"
@@ -119,12 +120,24 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	if len(ironlbRefs) == 0 {
 		return nil, errors.New("the manifests name no ironlb image")
 	}
-	var out []RuntimeImage
-	ironlb, err := pushTo(reg, idx, ironlbRefs, opts)
-	if err != nil {
-		return nil, err
+	// The proxy's image (ghcr.io/ironlb/ironlb-proxy, the Dockerfile's: ironlb with Debian's nft,
+	// which the proxy still runs for full syncs) is pushed below, once the platform's image is known.
+	var proxyRefs, mainRefs []string
+	for _, r := range ironlbRefs {
+		if strings.Contains(r, "ironlb/ironlb-proxy") {
+			proxyRefs = append(proxyRefs, r)
+		} else {
+			mainRefs = append(mainRefs, r)
+		}
 	}
-	out = append(out, ironlb)
+	var out []RuntimeImage
+	if len(mainRefs) > 0 {
+		ironlb, err := pushTo(reg, idx, mainRefs, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ironlb)
+	}
 	p, err := ociimage.ParsePlatform(plat)
 	if err != nil {
 		return nil, err
@@ -144,6 +157,17 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	}
 	if img == nil {
 		return nil, fmt.Errorf("ironlb's image has no %s manifest", plat)
+	}
+	if len(proxyRefs) > 0 {
+		pi, err := proxyImage(img, time.Unix(epoch, 0).UTC())
+		if err != nil {
+			return nil, fmt.Errorf("building the proxy's image: %w", err)
+		}
+		ri, err := pushTo(reg, pi, proxyRefs, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ri)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -171,6 +195,32 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 		l.Log("  not built: %s; Pods naming it fail to pull", s)
 	}
 	return append(out, others...), nil
+}
+
+// proxyImage is the proxy's image as the Dockerfile builds it: ironlb's image with the nft tool
+// (knftables runs `nft -f -` for the proxy's full syncs; docs/image.md), here the host's Debian nft
+// and its libraries in one more layer (cached by content like the catalogue's).
+func proxyImage(img v1.Image, created time.Time) (v1.Image, error) {
+	files, err := hostPrograms([]string{nftProgram}, true)
+	if err != nil {
+		return nil, err
+	}
+	ly, _, err := cachedLayerOf(layerCacheDir(), files, created, labImageLevel)
+	if err != nil {
+		return nil, err
+	}
+	pi, err := mutate.Append(img, mutate.Addendum{Layer: ly, MediaType: types.OCILayer,
+		History: v1.History{CreatedBy: "the host's nft and its libraries (ironlb lab, as the Dockerfile's apt-get install nftables)", Created: v1.Time{Time: created}}})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := pi.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg := *cf.Config.DeepCopy()
+	cfg.Labels = map[string]string{"org.opencontainers.image.title": "ironlb-proxy (ironlb with nft; built by ironlb lab)"}
+	return mutate.Config(pi, cfg)
 }
 
 // pushTo pushes t (an image or an index) under the mirror names of upstream refs.
