@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,12 +244,27 @@ func TestLabImagesRun(t *testing.T) {
 		// busybox-static 1.35's wget dies of SIGSEGV on -T.
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reached") }))
 		defer srv.Close()
-		wgetCheck := func(name, root string) {
-			cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("wget -T 5 -qO- %q", srv.URL))
+		// As in a container, with /proc mounted: Debian's busybox-static finds its applets through
+		// /proc/self/exe, and its sh then prefers them to the programs in PATH.
+		inContainer := func(root string, argv ...string) ([]byte, error) {
+			if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+				return nil, err
+			}
+			cmd := exec.Command("unshare", append([]string{"--mount", "--pid", "--fork", "--mount-proc", "--root=" + root}, argv...)...)
 			cmd.Dir, cmd.Env = "/", []string{defaultPath}
-			cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-			if out, err := cmd.CombinedOutput(); err != nil || string(out) != "reached" {
-				t.Errorf("%s: wget -T 5 -qO- %s in the image: %v, output %q", name, srv.URL, err, out)
+			return cmd.CombinedOutput()
+		}
+		// The e2e suite's reachability checks, as its RunHostCmd runs them (sh -c in an agnhost pod),
+		// against a server on loopback.
+		shellChecks := func(name, root string) {
+			if out, err := inContainer(root, "/bin/sh", "-c", fmt.Sprintf("wget -T 5 -qO- %q", srv.URL)); err != nil || string(out) != "reached" {
+				t.Errorf("%s: sh -c 'wget -T 5 -qO- %s' in the image: %v, output %q", name, srv.URL, err, out)
+			}
+			u, _ := url.Parse(srv.URL)
+			host, port, _ := net.SplitHostPort(u.Host)
+			out, err := inContainer(root, "/bin/sh", "-c", fmt.Sprintf("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -v -t -w 2 %s %s", host, port))
+			if err != nil || !strings.HasSuffix(string(out), "reached") {
+				t.Errorf("%s: sh -c 'nc -v -t -w 2 %s %s' in the image: %v, output %q", name, host, port, err, out)
 			}
 		}
 		for _, b := range imgs {
@@ -265,8 +282,8 @@ func TestLabImagesRun(t *testing.T) {
 			if b.name == "coredns" && xattrs["coredns"]["security.capability"] != ociimage.FileCapability(10) {
 				t.Errorf("coredns: /coredns has no cap_net_bind_service=+ep (%q)", xattrs["coredns"])
 			}
-			if slices.Contains(labImageLayers(b.name), layerBusybox) { // every image with a wget
-				wgetCheck(b.name, root)
+			if slices.Contains(labImageLayers(b.name), layerTools) { // agnhost's and glibc-dns-testing's
+				shellChecks(b.name, root)
 			}
 			for _, argv := range checks[b.name] {
 				cmd := exec.Command(argv[0], argv[1:]...)

@@ -187,7 +187,13 @@ func (in imageInputs) layerFiles(ly string) ([]ociimage.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		return append(files, ociimage.File{Name: "bin/bash", Mode: 0o777, Link: "/usr/bin/bash"}), nil
+		// /bin/sh is bash here, over busybox's link: Debian's busybox-static is built to prefer its
+		// own applets, so its sh runs the nc and wget applets whatever PATH holds, and the e2e suite
+		// runs `sh -c "echo hostName | nc -v -t -w 2 HOST PORT"` (the applet has no -v) and
+		// `sh -c "wget -T 5 ..."` (the applet crashes) in agnhost pods. agnhost's upstream image is
+		// alpine, whose busybox sh looks programs up in PATH; bash does too.
+		return append(files, ociimage.File{Name: "bin/bash", Mode: 0o777, Link: "/usr/bin/bash"},
+			ociimage.File{Name: "bin/sh", Mode: 0o777, Link: "/usr/bin/bash"}), nil
 	case layerAgnhost:
 		f, err := hostFile(in.agnhost, "agnhost", 0o755)
 		if err != nil {
