@@ -599,7 +599,10 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
 			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
 	}
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark set " + hash + " map @" + owners,
+	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
+	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be
+	// re-hashed on each one: no memory at all. A flow without a remembered owner has ct mark 0.
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark 0x0 ct mark set " + hash + " map @" + owners,
 		Comment: knftables.PtrTo("remember a new flow's owner")})
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set ct mark map @" + nodes + " return",
 		Comment: knftables.PtrTo("the remembered owner, while it may still hold the flow (keep)")})
