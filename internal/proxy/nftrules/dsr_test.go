@@ -399,3 +399,69 @@ func keptIDs(plan *nftrules.DSRPlan, nodes []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestPlanDSRDeadNodeMovesOnlyItsBuckets: a node declared dead loses its buckets, spread over the
+// live nodes, and no live node loses any: an entry node that picks a flow up mid-connection (after
+// a failover) while it holds some node dead still hashes every live node's flows to it.
+func TestPlanDSRDeadNodeMovesOnlyItsBuckets(t *testing.T) {
+	var eps []nftrules.Endpoint
+	nodes := []string{"node-b", "node-c", "node-d", "node-e", "node-f"}
+	ips := map[string]netip.Addr{thisNode: a("192.168.1.10")}
+	for i, n := range nodes {
+		ips[n] = netip.AddrFrom4([4]byte{192, 168, 1, byte(11 + i)})
+		for j := range 1 + i%2 { // weights 1, 2, 1, 2, 1
+			eps = append(eps, ep(fmt.Sprintf("10.244.%d.%d:8080", i+2, j+5), n))
+		}
+	}
+	plan := func(dead ...string) nftrules.DSRPort {
+		t.Helper()
+		s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
+		s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
+		s.ExternalMode = nftrules.ExternalDSR
+		m := model(nftrules.Node{Name: thisNode}, s)
+		for _, d := range dead {
+			if m.Node.DeadNodes == nil {
+				m.Node.DeadNodes = map[string]bool{}
+			}
+			m.Node.DeadNodes[d] = true
+		}
+		p := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if len(p.Ports) != 1 {
+			t.Fatalf("%d ports", len(p.Ports))
+		}
+		return p.Ports[0]
+	}
+	all := plan()
+	for _, dead := range [][]string{{"node-b"}, {"node-c"}, {"node-b", "node-e"}} {
+		p := plan(dead...)
+		if len(p.Buckets) != len(all.Buckets) {
+			t.Fatalf("%v dead: %d buckets, all alive %d", dead, len(p.Buckets), len(all.Buckets))
+		}
+		got := map[string]int{}
+		for b := range p.Buckets {
+			was, now := all.Owner(uint32(b)), p.Owner(uint32(b))
+			got[now]++
+			switch {
+			case slices.Contains(dead, now):
+				t.Fatalf("%v dead: bucket %d owned by dead %s", dead, b, now)
+			case !slices.Contains(dead, was) && now != was:
+				t.Errorf("%v dead: bucket %d of live %s moved to %s", dead, b, was, now)
+			}
+		}
+		// The dead node's buckets are spread: every live node's share grows.
+		for _, n := range nodes {
+			if slices.Contains(dead, n) {
+				continue
+			}
+			before := 0
+			for b := range all.Buckets {
+				if all.Owner(uint32(b)) == n {
+					before++
+				}
+			}
+			if got[n] <= before {
+				t.Errorf("%v dead: %s has %d buckets, %d with every node alive: took none of the dead's", dead, n, got[n], before)
+			}
+		}
+	}
+}
