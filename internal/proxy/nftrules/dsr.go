@@ -24,6 +24,30 @@ import (
 // masquerade) or another node (policy routing on the mark sends the unmodified packet to it as
 // next hop). The owner, as its IPv4 address in 32 bits, is kept in the flow's conntrack mark so
 // that a later change of the node set moves only new flows.
+//
+// Two node sets, then, for each port: who gets new flows (DSRPort.Nodes: nodes with endpoints in
+// use, alive to the echo detector) and whose remembered flows stay with them (DSRPort.Keep).
+//
+// Nodes declared dead lose only their own buckets: a bucket keeps the owner it has in the table
+// over every node with endpoints, dead or alive, unless that owner is dead (stickyBuckets). A
+// plain Maglev table over the live nodes would also move 2-3% of the live nodes' buckets (4
+// nodes, 251 buckets), and a flow picked up mid-connection by a new entry node after a failover
+// (the old entry's power cut) would then go to another live node than the one holding it, and be
+// reset, though its own node never stopped. For
+// TCP and SCTP, Keep is every node with an endpoint of the port listed in its EndpointSlices,
+// whatever its conditions and whatever the echo detector says: the connection's state lives in
+// the pod on the owner node, so moving an established connection to another node can never save
+// it (that node's pod answers its next segment with a reset), while keeping it saves it whenever
+// the owner is still there: a false death under load (the detector declared a live node dead for
+// a few tens of ms), a pod terminating gracefully (serving and terminating, as kube-proxy keeps
+// its established connections), or a pod failing its readiness probe. A flow remembered to a node
+// that is really gone is lost either way; it is sent to that node's address and dropped there,
+// which touches no other flow. Once the node's endpoints leave the EndpointSlices its flows go
+// by the hash to a live node, whose pod resets them: the client learns at once. For UDP, Keep is
+// Nodes: a datagram flow has no state in the pod, and moving it to a live node is what keeps it
+// answered when its owner dies (conntrack.Stale deletes the owner's UDP entries in the same case
+// for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
+// its new owner after the old one comes back.
 
 // ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
 // reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
@@ -123,9 +147,15 @@ type DSRPort struct {
 	Protocol Protocol
 	Port     uint16
 	Addrs    []netip.Addr // IPv4 load-balancer and external IPs, sorted
-	// Nodes are the nodes with usable endpoints, sorted, and Weights their endpoint counts.
+	// Nodes are the nodes with usable endpoints, sorted, and Weights their endpoint counts: the
+	// owners of new flows.
 	Nodes   []string
 	Weights []int
+	// Keep are the nodes, sorted, a flow remembered to which stays with it (see the top of this
+	// file): for TCP and SCTP every node with a listed endpoint of the port (ready or not,
+	// terminating or not, dead to the echo detector or not) that has a slot; for UDP, Nodes. It
+	// always holds Nodes.
+	Keep []string
 	// Buckets is the Maglev table: bucket i belongs to Nodes[Buckets[i]].
 	Buckets []int
 	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table.
@@ -256,6 +286,14 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			count := map[string]int{}
 			var local []netip.AddrPort
 			noIP := map[string]bool{}
+			keep := map[string]bool{}
+			if sp.Protocol != UDP {
+				for _, ep := range sp.Endpoints {
+					if a := ep.Addr.Unmap(); a.Is4() && a.Zone() == "" && ep.Port != 0 && ep.Node != "" && cfg.NodeIPs[ep.Node].Is4() {
+						keep[ep.Node] = true
+					}
+				}
+			}
 			for _, ep := range sel.Cluster {
 				if !ep.Addr.Is4() {
 					continue
@@ -284,8 +322,26 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			for _, n := range dp.Nodes {
 				dp.Weights = append(dp.Weights, count[n])
 				used[n] = true
+				keep[n] = true
 			}
+			for n := range keep {
+				dp.Keep = append(dp.Keep, n)
+				used[n] = true
+			}
+			slices.Sort(dp.Keep)
 			dp.Buckets = WeightedNodeTable(dp.Nodes, dp.Weights, size)
+			if len(m.Node.DeadNodes) > 0 {
+				// The buckets of live owners stay theirs (see the top of this file).
+				all := m.Node
+				all.DeadNodes = nil
+				every := map[string]int{}
+				for _, ep := range SelectEndpoints(svc, sp, &all, false).Cluster {
+					if ep.Addr.Is4() && ep.Node != "" && cfg.NodeIPs[ep.Node].Is4() {
+						every[ep.Node]++
+					}
+				}
+				dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
+			}
 			if len(local) > 0 {
 				slices.SortFunc(local, netip.AddrPort.Compare)
 				keys := make([]string, len(local))
@@ -317,6 +373,9 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 				refuse(p.Service, RefuseSlots, "more than %d nodes own DSR flows; served in snat mode", DSRMaxSlot)
 				continue
 			}
+			// A node that only holds remembered flows and got no slot cannot be routed to: its
+			// flows go by the hash.
+			p.Keep = slices.DeleteFunc(p.Keep, func(n string) bool { return slices.Contains(dropped, n) })
 			kept = append(kept, p)
 		}
 		plan.Ports = kept
@@ -384,6 +443,37 @@ func WeightedNodeTable(nodes []string, weights []int, size int) []int {
 		t[b] = owner[v]
 	}
 	return t
+}
+
+// stickyBuckets is the owner table of nodes (weights, their own table reduced) when the nodes
+// declared dead are left out of a table that would otherwise be over every (the nodes with
+// endpoints, dead or alive, and their weights): a bucket whose owner in every's table is among
+// nodes with the same weight keeps it, the others (a dead node's) take reduced's owner. So a
+// death moves only the dead node's flows, and every entry node hashes a live node's flows to it
+// whatever its view of the dead ones. If the two tables differ in size (weights far apart) it
+// returns reduced.
+func stickyBuckets(nodes []string, weights, reduced []int, every map[string]int, size int) []int {
+	names := make([]string, 0, len(every))
+	for n := range every {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	ws := make([]int, len(names))
+	for i, n := range names {
+		ws[i] = every[n]
+	}
+	full := WeightedNodeTable(names, ws, size)
+	if len(full) != len(reduced) {
+		return reduced
+	}
+	out := make([]int, len(reduced))
+	for b, o := range full {
+		out[b] = reduced[b]
+		if i := slices.Index(nodes, names[o]); i >= 0 && weights[i] == ws[o] {
+			out[b] = i
+		}
+	}
+	return out
 }
 
 // AssignSlots gives every node in want a slot in 1..DSRMaxSlot: a node keeps its slot in prev,
@@ -454,7 +544,7 @@ func (p *DSRPort) dsrHash(n int) string {
 //	                                   (the entry sees one direction: the next ACK is picked up
 //	                                   loosely and marked instead of being INVALID after SYN_SENT)
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) if it still has endpoints, else the hash's
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
@@ -538,7 +628,7 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	}
 	tx.Add(&knftables.Map{Name: nodes, TypeOf: "meta mark : meta mark", Comment: comment})
 	tx.Flush(&knftables.Map{Name: nodes})
-	for _, nd := range p.Nodes {
+	for _, nd := range p.Keep {
 		tx.Add(&knftables.Element{Map: nodes, Key: []string{hex(NodeID(plan.ip(nd)))}, Value: []string{hex(DSRMark(plan.Slots[nd]))}})
 	}
 
@@ -559,10 +649,13 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
 			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
 	}
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark set " + hash + " map @" + owners,
+	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
+	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be
+	// re-hashed on each one: no memory at all. A flow without a remembered owner has ct mark 0.
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark 0x0 ct mark set " + hash + " map @" + owners,
 		Comment: knftables.PtrTo("remember a new flow's owner")})
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set ct mark map @" + nodes + " return",
-		Comment: knftables.PtrTo("the remembered owner, if it still has endpoints")})
+		Comment: knftables.PtrTo("the remembered owner, while it may still hold the flow (keep)")})
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set " + hash + " map @" + owners,
 		Comment: knftables.PtrTo("untracked, invalid (one direction seen) or owner gone: by hash")})
 	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct mark set meta mark"})
@@ -602,7 +695,7 @@ func hex(v uint32) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
 func (plan *DSRPlan) String() string {
 	var b strings.Builder
 	for _, p := range plan.Ports {
-		fmt.Fprintf(&b, "%s %s/%d %v nodes=%v weights=%v local=%v\n", p.Service, p.Protocol, p.Port, p.Addrs, p.Nodes, p.Weights, p.Local)
+		fmt.Fprintf(&b, "%s %s/%d %v nodes=%v weights=%v keep=%v local=%v\n", p.Service, p.Protocol, p.Port, p.Addrs, p.Nodes, p.Weights, p.Keep, p.Local)
 	}
 	return b.String()
 }

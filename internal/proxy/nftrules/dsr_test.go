@@ -49,8 +49,8 @@ func dsrModel() (*nftrules.Model, nftrules.DSRConfig) {
 func TestPlanDSR(t *testing.T) {
 	m, cfg := dsrModel()
 	plan := nftrules.PlanDSR(m, cfg)
-	want := "ns1/dns udp/53 [192.168.1.241] nodes=[node-a node-c] weights=[1 1] local=[10.244.1.5:53]\n" +
-		"ns1/web tcp/80 [192.168.1.240] nodes=[node-b node-c] weights=[2 1] local=[]\n"
+	want := "ns1/dns udp/53 [192.168.1.241] nodes=[node-a node-c] weights=[1 1] keep=[node-a node-c] local=[10.244.1.5:53]\n" +
+		"ns1/web tcp/80 [192.168.1.240] nodes=[node-b node-c] weights=[2 1] keep=[node-b node-c] local=[]\n"
 	if diff := cmp.Diff(want, plan.String()); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
@@ -278,5 +278,190 @@ func TestDSRPeerMACs(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlanDSRKeep: which nodes keep the flows remembered to them (DSRPort.Keep) beside the
+// nodes that get new flows (Nodes). A TCP (or SCTP) connection stays with its owner while the owner
+// lists an endpoint of the port, whatever its conditions and whatever the echo detector says
+// (moving it could only reset it); a UDP flow stays only with an owner of new flows (moving it to
+// a live node keeps it answered).
+func TestPlanDSRKeep(t *testing.T) {
+	notReady := func(e nftrules.Endpoint) nftrules.Endpoint { e.Ready, e.Serving = false, false; return e }
+	b, c := ep("10.244.2.5:8080", "node-b"), ep("10.244.3.5:8080", "node-c")
+	noIP := ep("10.244.4.5:8080", "node-x")       // its node has no IPv4 InternalIP
+	v6 := ep("[fd00:10:244:5::5]:8080", "node-d") // not an IPv4 endpoint
+	for _, tc := range []struct {
+		name     string
+		eps      []nftrules.Endpoint
+		dead     []string
+		nodes    string // the same for every protocol
+		tcp, udp string // Keep
+	}{
+		{name: "all ready and alive", eps: []nftrules.Endpoint{b, c},
+			nodes: "[node-b node-c]", tcp: "[node-b node-c]", udp: "[node-b node-c]"},
+		{name: "owner dead to the echo detector (false or real death)", eps: []nftrules.Endpoint{b, c}, dead: []string{"node-b"},
+			nodes: "[node-c]", tcp: "[node-b node-c]", udp: "[node-c]"},
+		{name: "every owner dead: the dead node fallback", eps: []nftrules.Endpoint{b, c}, dead: []string{"node-b", "node-c"},
+			nodes: "[node-b node-c]", tcp: "[node-b node-c]", udp: "[node-b node-c]"},
+		{name: "owner's pod terminating gracefully, serving", eps: []nftrules.Endpoint{terminating(b, true), c},
+			nodes: "[node-c]", tcp: "[node-b node-c]", udp: "[node-c]"},
+		{name: "owner's pod terminating, no longer serving", eps: []nftrules.Endpoint{terminating(b, false), c},
+			nodes: "[node-c]", tcp: "[node-b node-c]", udp: "[node-c]"},
+		{name: "owner's pod failing its readiness probe", eps: []nftrules.Endpoint{notReady(b), c},
+			nodes: "[node-c]", tcp: "[node-b node-c]", udp: "[node-c]"},
+		{name: "owner's endpoint gone from the slices", eps: []nftrules.Endpoint{c},
+			nodes: "[node-c]", tcp: "[node-c]", udp: "[node-c]"},
+		{name: "a node without IPv4 and an IPv6 endpoint are never kept", eps: []nftrules.Endpoint{c, noIP, v6},
+			nodes: "[node-c]", tcp: "[node-c]", udp: "[node-c]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, proto := range []nftrules.Protocol{nftrules.TCP, nftrules.SCTP, nftrules.UDP} {
+				s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, tc.eps...)
+				s.Ports[0].Protocol = proto
+				s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
+				s.ExternalMode = nftrules.ExternalDSR
+				m := model(nftrules.Node{Name: thisNode}, s)
+				for _, d := range tc.dead {
+					if m.Node.DeadNodes == nil {
+						m.Node.DeadNodes = map[string]bool{}
+					}
+					m.Node.DeadNodes[d] = true
+				}
+				cfg := nftrules.DSRConfig{NodeIPs: map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"),
+					"node-c": a("192.168.1.12"), "node-d": a("192.168.1.13")}}
+				plan := nftrules.PlanDSR(m, cfg)
+				if len(plan.Ports) != 1 {
+					t.Fatalf("%s: %d ports", proto, len(plan.Ports))
+				}
+				p := plan.Ports[0]
+				want := tc.tcp
+				if proto == nftrules.UDP {
+					want = tc.udp
+				}
+				if got := fmt.Sprint(p.Nodes); got != tc.nodes {
+					t.Errorf("%s: nodes %s, want %s", proto, got, tc.nodes)
+				}
+				if got := fmt.Sprint(p.Keep); got != want {
+					t.Errorf("%s: keep %s, want %s", proto, got, want)
+				}
+				// Every kept node is routed to: it has a slot, and a route unless it is this node.
+				for _, n := range p.Keep {
+					if plan.Slots[n] == 0 {
+						t.Errorf("%s: kept node %s has no slot (%v)", proto, n, plan.Slots)
+					}
+					if !slices.ContainsFunc(plan.Routes, func(r nftrules.DSRRoute) bool { return r.Node == n }) {
+						t.Errorf("%s: kept node %s has no route (%v)", proto, n, plan.Routes)
+					}
+				}
+				// The rules: the remembered-owner map holds exactly the kept nodes.
+				if got, want := nodesMap(t, &plan), keptIDs(&plan, p.Keep); !slices.Equal(got, want) {
+					t.Errorf("%s: map dsr-nodes holds %v, want the kept nodes' %v", proto, got, want)
+				}
+			}
+		})
+	}
+}
+
+// nodesMap returns the keys of the one port's map dsr-nodes-* in the rules written for plan, sorted.
+func nodesMap(t *testing.T, plan *nftrules.DSRPlan) []string {
+	t.Helper()
+	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+	tx := fake.NewTransaction()
+	nftrules.WriteDSR(tx, plan)
+	if err := fake.Run(t.Context(), tx); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	found := 0
+	for name, mp := range fake.Table.Maps {
+		if !strings.HasPrefix(name, "dsr-nodes-") {
+			continue
+		}
+		found++
+		for _, e := range mp.Elements {
+			keys = append(keys, strings.Join(e.Key, " "))
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d maps dsr-nodes-*, want 1", found)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// keptIDs are the conntrack marks (NodeID) of nodes, as nft writes them, sorted.
+func keptIDs(plan *nftrules.DSRPlan, nodes []string) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, fmt.Sprintf("0x%x", nftrules.NodeID(plan.NodeIPs[n])))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPlanDSRDeadNodeMovesOnlyItsBuckets: a node declared dead loses its buckets, spread over the
+// live nodes, and no live node loses any: an entry node that picks a flow up mid-connection (after
+// a failover) while it holds some node dead still hashes every live node's flows to it.
+func TestPlanDSRDeadNodeMovesOnlyItsBuckets(t *testing.T) {
+	var eps []nftrules.Endpoint
+	nodes := []string{"node-b", "node-c", "node-d", "node-e", "node-f"}
+	ips := map[string]netip.Addr{thisNode: a("192.168.1.10")}
+	for i, n := range nodes {
+		ips[n] = netip.AddrFrom4([4]byte{192, 168, 1, byte(11 + i)})
+		for j := range 1 + i%2 { // weights 1, 2, 1, 2, 1
+			eps = append(eps, ep(fmt.Sprintf("10.244.%d.%d:8080", i+2, j+5), n))
+		}
+	}
+	plan := func(dead ...string) nftrules.DSRPort {
+		t.Helper()
+		s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
+		s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
+		s.ExternalMode = nftrules.ExternalDSR
+		m := model(nftrules.Node{Name: thisNode}, s)
+		for _, d := range dead {
+			if m.Node.DeadNodes == nil {
+				m.Node.DeadNodes = map[string]bool{}
+			}
+			m.Node.DeadNodes[d] = true
+		}
+		p := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		if len(p.Ports) != 1 {
+			t.Fatalf("%d ports", len(p.Ports))
+		}
+		return p.Ports[0]
+	}
+	all := plan()
+	for _, dead := range [][]string{{"node-b"}, {"node-c"}, {"node-b", "node-e"}} {
+		p := plan(dead...)
+		if len(p.Buckets) != len(all.Buckets) {
+			t.Fatalf("%v dead: %d buckets, all alive %d", dead, len(p.Buckets), len(all.Buckets))
+		}
+		got := map[string]int{}
+		for b := range p.Buckets {
+			was, now := all.Owner(uint32(b)), p.Owner(uint32(b))
+			got[now]++
+			switch {
+			case slices.Contains(dead, now):
+				t.Fatalf("%v dead: bucket %d owned by dead %s", dead, b, now)
+			case !slices.Contains(dead, was) && now != was:
+				t.Errorf("%v dead: bucket %d of live %s moved to %s", dead, b, was, now)
+			}
+		}
+		// The dead node's buckets are spread: every live node's share grows.
+		for _, n := range nodes {
+			if slices.Contains(dead, n) {
+				continue
+			}
+			before := 0
+			for b := range all.Buckets {
+				if all.Owner(uint32(b)) == n {
+					before++
+				}
+			}
+			if got[n] <= before {
+				t.Errorf("%v dead: %s has %d buckets, %d with every node alive: took none of the dead's", dead, n, got[n], before)
+			}
+		}
 	}
 }

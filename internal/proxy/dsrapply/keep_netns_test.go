@@ -1,0 +1,246 @@
+package dsrapply_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
+)
+
+// TestKernelDSRKeepsOwner is the chaos soak's false death in namespaces (issue 19): client C
+// reaches a DSR address through entry node E; the Service has a pod on backend node B1 (P1) and
+// one on B2 (P2), over TCP and UDP. E's echo detector declares B1 dead for a moment and takes it
+// back (E's plan applied without B1, then with it), while B1 never stopped. A TCP connection
+// held to P1 goes on throughout: its owner lists an endpoint, and moving it to B2 could only have
+// had P2 reset it. A UDP flow moves to P2 (a datagram flow is kept answered by moving it), and
+// answers after B1's return. Then P1 terminates gracefully (serving and terminating on every
+// node): the held connection still goes on. Last, B1 loses its link (a real power cut) and E's
+// plan drops it: a UDP flow P1 served is answered by P2, and a connection held to P2 goes on.
+// Skipped unless root with nft, ip and sysctl.
+func TestKernelDSRKeepsOwner(t *testing.T) {
+	nss, in := segment(t, "ilbkeep", "sw", "c", "e", "b1", "b2", "p1", "p2")
+	sw, c, e, b1, b2, p1, p2 := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5], nss[6]
+	in(sw, "ip", "link", "add", "br0", "type", "bridge")
+	in(sw, "ip", "link", "set", "br0", "up")
+	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e, "192.0.2.11"}, {b1, "192.0.2.21"}, {b2, "192.0.2.22"}}
+	for i, h := range hosts {
+		port := fmt.Sprintf("p%d", i)
+		in(sw, "ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
+		in(sw, "ip", "link", "set", port, "master", "br0", "up")
+		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", "eth0")
+		in(h.ns, "ip", "link", "set", "eth0", "up")
+		in(h.ns, "ip", "link", "set", "lo", "up")
+	}
+	const pod1, pod2 = "10.244.1.5", "10.244.2.5"
+	pods := []struct{ node, pod, gw, addr string }{{b1, p1, "10.244.1.1", pod1}, {b2, p2, "10.244.2.1", pod2}}
+	for _, p := range pods {
+		in(p.node, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p.pod)
+		in(p.node, "ip", "addr", "add", p.gw+"/24", "dev", "vp")
+		in(p.node, "ip", "link", "set", "vp", "up")
+		in(p.pod, "ip", "addr", "add", p.addr+"/24", "dev", "eth0")
+		in(p.pod, "ip", "link", "set", "eth0", "up")
+		in(p.pod, "ip", "link", "set", "lo", "up")
+		in(p.pod, "ip", "route", "add", "default", "via", p.gw)
+		// Each pod answers every line and every datagram with its own address.
+		ln := listenIn(t, p.pod, "tcp", p.addr+":8080")
+		t.Cleanup(func() { ln.Close() })
+		serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.LocalAddr()) })
+		var pc net.PacketConn
+		inNetns(t, p.pod, func() (err error) { pc, err = net.ListenPacket("udp4", p.addr+":5353"); return err })
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				_, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo([]byte(pc.LocalAddr().String()), from)
+			}
+		}()
+	}
+	const vip = "198.51.100.10"
+	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
+
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")}
+	nodeNS := map[string]string{"e": e, "b1": b1, "b2": b2}
+	appliers := map[string]*dsrapply.Applier{}
+	published := map[string][]nftrules.EtherAddr{}
+	for node, ns := range nodeNS {
+		nsh, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(nsh)
+		nsh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		if published[node], err = dsrapply.LocalMACs(h, []netip.Addr{ips[node]}); err != nil {
+			t.Fatal(err)
+		}
+		appliers[node] = dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, netnstest.Sysctl(ns))
+	}
+	// service is the Service as the EndpointSlices list it, P1's endpoint with cond's conditions.
+	service := func(cond nftrules.Endpoint) *nftrules.Service {
+		e1 := cond
+		e1.Addr, e1.Node = netip.MustParseAddr(pod1), "b1"
+		e2 := nftrules.Endpoint{Addr: netip.MustParseAddr(pod2), Node: "b2", Ready: true, Serving: true}
+		port := func(proto nftrules.Protocol, name string, port, target uint16) nftrules.Port {
+			a, b := e1, e2
+			a.Port, b.Port = target, target
+			return nftrules.Port{Name: name, Protocol: proto, Port: port, Endpoints: []nftrules.Endpoint{a, b}}
+		}
+		return &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+			LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+			Ports: []nftrules.Port{port(nftrules.TCP, "http", 80, 8080), port(nftrules.UDP, "dns", 53, 5353)}}
+	}
+	ready := nftrules.Endpoint{Ready: true, Serving: true}
+	apply := func(node string, svc *nftrules.Service, dead ...string) {
+		t.Helper()
+		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
+		for _, d := range dead {
+			if m.Node.DeadNodes == nil {
+				m.Node.DeadNodes = map[string]bool{}
+			}
+			m.Node.DeadNodes[d] = true
+		}
+		for i := range svc.Ports {
+			for j := range svc.Ports[i].Endpoints {
+				svc.Ports[i].Endpoints[j].Local = svc.Ports[i].Endpoints[j].Node == node
+			}
+		}
+		a := appliers[node]
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips, NodeMACs: published, Slots: a.Slots()})
+		if err := a.Apply(context.Background(), &plan); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+	}
+	for node := range nodeNS {
+		apply(node, service(ready))
+	}
+
+	// ask sends a line on a held connection and returns the address of the pod that answered.
+	type held struct {
+		conn net.Conn
+		r    *bufio.Reader
+	}
+	ask := func(h held) (string, error) {
+		h.conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := fmt.Fprintf(h.conn, "who\n"); err != nil {
+			return "", err
+		}
+		line, err := h.r.ReadString('\n')
+		host, _, _ := net.SplitHostPort(strings.TrimSpace(line))
+		return host, err
+	}
+	// holdTo opens connections from C until one is served by pod.
+	holdTo := func(pod string) held {
+		t.Helper()
+		for range 64 {
+			conn := dialIn(t, c, vip+":80")
+			h := held{conn, bufio.NewReader(conn)}
+			if got, err := ask(h); err == nil && got == pod {
+				t.Cleanup(func() { conn.Close() })
+				return h
+			}
+			conn.Close()
+		}
+		t.Fatalf("no connection of 64 reached %s", pod)
+		return held{}
+	}
+	askUDP := func(uc net.Conn) (string, error) {
+		uc.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := uc.Write([]byte("who")); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 64)
+		n, err := uc.Read(buf)
+		host, _, _ := net.SplitHostPort(string(buf[:n]))
+		return host, err
+	}
+	// udpTo opens UDP flows from C until one is answered by pod.
+	udpTo := func(pod string) net.Conn {
+		t.Helper()
+		for range 64 {
+			var uc net.Conn
+			inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", vip+":53"); return err })
+			if got, err := askUDP(uc); err == nil && got == pod {
+				t.Cleanup(func() { uc.Close() })
+				return uc
+			}
+			uc.Close()
+		}
+		t.Fatalf("no UDP flow of 64 reached %s", pod)
+		return nil
+	}
+	expect := func(when, what string, got string, err error, want string) {
+		t.Helper()
+		if err != nil || got != want {
+			t.Errorf("%s: %s: answered by %q (%v), want %s", when, what, got, err, want)
+		} else {
+			t.Logf("%s: %s: answered by %s", when, what, got)
+		}
+	}
+
+	toP1, toP2 := holdTo(pod1), holdTo(pod2)
+	flow := udpTo(pod1)
+
+	// E declares B1 dead (falsely: B1 and P1 go on) and takes it back.
+	apply("e", service(ready), "b1")
+	for i := range 3 {
+		when := fmt.Sprintf("B1 falsely dead to E, request %d", i)
+		got, err := ask(toP1)
+		expect(when, "the connection held to P1", got, err, pod1)
+		got, err = ask(toP2)
+		expect(when, "the connection held to P2", got, err, pod2)
+		got, err = askUDP(flow)
+		expect(when, "the UDP flow P1 served", got, err, pod2)
+	}
+	apply("e", service(ready))
+	for i := range 3 {
+		when := fmt.Sprintf("B1 back, request %d", i)
+		got, err := ask(toP1)
+		expect(when, "the connection held to P1", got, err, pod1)
+		got, err = askUDP(flow)
+		expect(when, "the UDP flow moved to P2 stays there", got, err, pod2)
+	}
+
+	// P1 terminates gracefully: every node sees it serving and terminating; its connection goes on.
+	for node := range nodeNS {
+		apply(node, service(nftrules.Endpoint{Serving: true, Terminating: true}))
+	}
+	for i := range 3 {
+		got, err := ask(toP1)
+		expect(fmt.Sprintf("P1 terminating, request %d", i), "the connection held to P1", got, err, pod1)
+	}
+	for node := range nodeNS {
+		apply(node, service(ready))
+	}
+
+	// B1's power cut: its link goes down and E's detector drops it. A UDP flow P1 served moves to
+	// P2; the connection held to P2 is untouched. (The one held to P1 is lost with B1.)
+	flow = udpTo(pod1)
+	in(b1, "ip", "link", "set", "eth0", "down")
+	apply("e", service(ready), "b1")
+	for i := range 3 {
+		when := fmt.Sprintf("B1 cut, request %d", i)
+		got, err := askUDP(flow)
+		expect(when, "the UDP flow P1 served", got, err, pod2)
+		got, err = ask(toP2)
+		expect(when, "the connection held to P2", got, err, pod2)
+	}
+}
