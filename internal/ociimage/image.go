@@ -42,6 +42,18 @@ type Spec struct {
 	Created time.Time
 	// Binaries maps each platform ("linux/amd64") to its static ironlb binary (CGO_ENABLED=0).
 	Binaries map[string][]byte
+	// Layer, if set, makes each layer from its files instead of compressing them here: it must give
+	// the bytes NewLayer(files, mtime, gzip.BestCompression) gives (the lab passes a cache of those,
+	// so a warm lab up does not compress its ~100 MB binary again).
+	Layer func(files []File, mtime time.Time) (v1.Layer, error)
+}
+
+// layer makes one of s's layers.
+func (s Spec) layer(files []File) (v1.Layer, error) {
+	if s.Layer != nil {
+		return s.Layer(files, s.Created)
+	}
+	return layer(files, s.Created)
 }
 
 // Index builds the multi-platform image: an OCI index with one manifest per platform of
@@ -51,7 +63,7 @@ func Index(s Spec) (v1.ImageIndex, error) {
 	if len(s.Binaries) == 0 {
 		return nil, errors.New("no binary")
 	}
-	base, err := layer(baseFiles(), s.Created)
+	base, err := s.layer(baseFiles())
 	if err != nil {
 		return nil, fmt.Errorf("base layer: %w", err)
 	}
@@ -98,7 +110,7 @@ func labels(s Spec) map[string]string {
 
 // image is one platform's image: the base layer, the binary's layer and the config.
 func image(s Spec, p *v1.Platform, base v1.Layer, bin []byte) (v1.Image, error) {
-	binLayer, err := layer([]File{{Name: strings.TrimPrefix(Entrypoint, "/"), Mode: 0o755, Data: bin}}, s.Created)
+	binLayer, err := s.layer([]File{{Name: strings.TrimPrefix(Entrypoint, "/"), Mode: 0o755, Data: bin}})
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
@@ -162,7 +174,8 @@ func BaseFiles() []File {
 	}
 }
 
-// layer is ironlb's reproducible layer of files, compressed as small as gzip makes it.
+// layer is ironlb's reproducible layer of files, compressed as small as gzip makes it (the level
+// Spec.Layer must match).
 func layer(files []File, mtime time.Time) (v1.Layer, error) {
 	return NewLayer(files, mtime, gzip.BestCompression)
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"archive/tar"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -491,5 +492,42 @@ func TestProxyImageCarriesNft(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "nftables v") {
 		t.Errorf("nft --version in the proxy's image: %v: %s", err, out)
+	}
+}
+
+// ironlb's image built through the layer cache (what lab up does) has the digest make image gives
+// (ociimage compressing itself), cold and warm.
+func TestIronlbImageFromLayerCache(t *testing.T) {
+	cache := t.TempDir()
+	spec := ociimage.Spec{Version: "v9.8.7", Commit: "abc", Created: time.Unix(1700000000, 0).UTC(),
+		Binaries: map[string][]byte{"linux/amd64": []byte("\x7fELF not really a binary, but bytes to pack")}}
+	plain, err := ociimage.Index(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	spec.Layer = func(files []ociimage.File, mtime time.Time) (v1.Layer, error) {
+		ly, hit, err := cachedLayerOf(cache, files, mtime, gzip.BestCompression)
+		if hit {
+			hits++
+		}
+		return ly, err
+	}
+	for _, run := range []string{"cold", "warm"} {
+		idx, err := ociimage.Index(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := idx.Digest()
+		if err != nil || got != want {
+			t.Errorf("%s: index digest %v (%v), want make image's %v", run, got, err, want)
+		}
+	}
+	if hits != 2 { // the base layer and the binary's, on the warm run
+		t.Errorf("%d layers from the cache on the warm run, want 2", hits)
 	}
 }
