@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,15 +56,55 @@ func (l *Lab) writeNodeResolvConf() error {
 	return os.WriteFile(l.State.NodeResolvConf(), []byte(nodeResolvConf), 0o644)
 }
 
-// installDNS applies the CoreDNS manifests.
+// installDNS applies the CoreDNS manifests but the Deployment: the kube-dns Service early, so that
+// no other Service takes its address, and CoreDNS itself once the Service dataplane runs
+// (installDNSDeployment).
 func (l *Lab) installDNS(ctx context.Context) error {
-	hosts, err := os.ReadFile(l.State.HostsFile())
+	rest, _, err := l.corednsManifests()
 	if err != nil {
 		return err
 	}
+	return l.kubectlApply(ctx, rest)
+}
+
+// installDNSDeployment applies CoreDNS's Deployment. Started before kube-proxy has programmed the
+// kubernetes Service, CoreDNS's first connection to the apiserver's ClusterIP leaves a conntrack
+// entry without DNAT that its retries keep alive, and it waited ~30 s for the API (seen in runc labs,
+// where kube-proxy starts later: its image is pulled first).
+func (l *Lab) installDNSDeployment(ctx context.Context) error {
+	_, deploy, err := l.corednsManifests()
+	if err != nil {
+		return err
+	}
+	return l.kubectlApply(ctx, deploy)
+}
+
+// corednsManifests are the CoreDNS manifests, split into the Deployment and the rest.
+func (l *Lab) corednsManifests() (rest, deploy string, err error) {
+	hosts, err := os.ReadFile(l.State.HostsFile())
+	if err != nil {
+		return "", "", err
+	}
 	m, err := CoreDNSManifest(l.Plan, hosts)
 	if err != nil {
-		return fmt.Errorf("coredns manifests: %w", err)
+		return "", "", fmt.Errorf("coredns manifests: %w", err)
 	}
-	return l.kubectlApply(ctx, m)
+	rest, deploy = splitDeployment(m)
+	if deploy == "" {
+		return "", "", errors.New("coredns manifests: no Deployment")
+	}
+	return rest, deploy, nil
+}
+
+// splitDeployment splits a multi-document manifest into its Deployment documents and the others.
+func splitDeployment(m string) (rest, deploy string) {
+	var r, d []string
+	for _, doc := range strings.Split(m, "\n---\n") {
+		if strings.Contains("\n"+doc, "\nkind: Deployment\n") {
+			d = append(d, doc)
+		} else {
+			r = append(r, doc)
+		}
+	}
+	return strings.Join(r, "\n---\n"), strings.Join(d, "\n---\n")
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,5 +122,39 @@ func TestCoreDNSVersionPinned(t *testing.T) {
 	}
 	if want := filepath.Join("coredns", CoreDNSVersion, "bin"); !strings.HasSuffix(DefaultCoreDNSBin(), want) {
 		t.Errorf("DefaultCoreDNSBin() = %s, want it to end in %s as hack/coredns-binary.sh's cache does", DefaultCoreDNSBin(), want)
+	}
+}
+
+// lab up applies CoreDNS's Deployment after the Service dataplane runs, the rest at once: the split
+// keeps every document once, and only the Deployment apart.
+func TestSplitDeployment(t *testing.T) {
+	p, err := NewPlan(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := CoreDNSManifest(p, []byte("127.0.0.1\tlocalhost\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, deploy := splitDeployment(m)
+	kinds := func(s string) []string {
+		var out []string
+		for _, doc := range strings.Split(s, "\n---\n") {
+			for _, l := range strings.Split(doc, "\n") {
+				if k, ok := strings.CutPrefix(l, "kind: "); ok {
+					out = append(out, k)
+				}
+			}
+		}
+		return out
+	}
+	if got := kinds(deploy); !slices.Equal(got, []string{"Deployment"}) {
+		t.Errorf("deployment part has kinds %v", got)
+	}
+	if got := kinds(rest); !slices.Equal(got, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Service"}) {
+		t.Errorf("the rest has kinds %v", got)
+	}
+	if len(rest)+len(deploy)+len("\n---\n") != len(m) {
+		t.Errorf("split lost or added bytes: %d + %d vs %d", len(rest), len(deploy), len(m))
 	}
 }

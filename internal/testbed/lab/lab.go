@@ -333,6 +333,9 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 		l.Log("✓ kube-proxy (%s mode) running on every node (%.1fs)", l.Plan.Config.ProxyMode, time.Since(t).Seconds())
 	}
 	t = time.Now()
+	if err := l.installDNSDeployment(ctx); err != nil {
+		return err
+	}
 	if err := l.WaitDeployment(ctx, "kube-system", "coredns", 90*time.Second); err != nil {
 		return err
 	}
