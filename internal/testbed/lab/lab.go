@@ -336,16 +336,20 @@ func (l *Lab) finish(ctx context.Context, start time.Time) error {
 	if err := l.installDNSDeployment(ctx); err != nil {
 		return err
 	}
-	if err := l.WaitDeployment(ctx, "kube-system", "coredns", 90*time.Second); err != nil {
-		return err
-	}
-	l.Log("✓ cluster DNS: CoreDNS %s (2 replicas) behind the kube-dns Service at %s, domain %s (%.1fs)", CoreDNSVersion,
-		l.Plan.ClusterDNSIP(), ClusterDomain, time.Since(t).Seconds())
+	// CoreDNS gets ready (its readiness probe runs every 10 s, as kubeadm's) while ironlb is installed:
+	// neither needs the other.
+	tDNS, dnsReady := t, make(chan error, 1)
+	go func() { dnsReady <- l.WaitDeployment(ctx, "kube-system", "coredns", 90*time.Second) }()
 	t = time.Now()
 	if err := l.installIronLB(ctx); err != nil {
 		return err
 	}
 	l.Log("✓ ironlb from its chart (metallb.io CRDs, controller with admission webhook, speaker on every node) ready (%.1fs)", time.Since(t).Seconds())
+	if err := <-dnsReady; err != nil {
+		return err
+	}
+	l.Log("✓ cluster DNS: CoreDNS %s (2 replicas) behind the kube-dns Service at %s, domain %s (%.1fs)", CoreDNSVersion,
+		l.Plan.ClusterDNSIP(), ClusterDomain, time.Since(tDNS).Seconds())
 	if l.Plan.Config.Prometheus {
 		t = time.Now()
 		if err := l.startPrometheus(ctx); err != nil {
