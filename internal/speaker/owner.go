@@ -89,6 +89,8 @@ type deps struct {
 	// plane's health says so (dataplane.go); nil or missing: that responder is never reopened.
 	Reopen     map[string]reopener
 	Neighbours neighbours // the kernel's neighbour table: the peers' MACs
+	// Rejoin tells the link this node is back after a data-plane fault; nil: nothing is told.
+	Rejoin rejoiner
 	// Keys says why the heartbeat key is missing, for /readyz; nil: never missing.
 	Keys keyState
 	// ConfigState records the speaker's ConfigurationState condition; nil: not reported.
@@ -109,7 +111,7 @@ func newSpeaker(cfg Config, d deps) *speaker {
 	if d.Clock == nil {
 		d.Clock = realClock{}
 	}
-	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours,
+	s := &speaker{cfg: cfg, log: d.Log, cs: d.Kube, rec: d.Recorder, arp: d.ARP, ndp: d.NDP, mon: d.Heartbeats, echo: d.Echo, neigh: d.Neighbours, rejoin: d.Rejoin,
 		st: d.Status, cfgState: d.ConfigState, noL2: d.NoLayer2, ifi: d.Interface, objs: d.Objects, m: d.Metrics, clock: d.Clock, keys: d.Keys,
 		kick: make(chan struct{}, 1), sp: newSpreadState(cfg.Node, d.Interface.HardwareAddr),
 		announced: map[netip.Addr]string{}, macs: map[string]string{}, conflicts: make(chan conflict, 64),
@@ -122,23 +124,24 @@ func newSpeaker(cfg Config, d deps) *speaker {
 }
 
 type speaker struct {
-	cfg   Config
-	log   *slog.Logger
-	cs    kubernetes.Interface
-	rec   record.EventRecorder
-	arp   responder
-	ndp   responder // nil without IPv6
-	mon   heartbeats
-	echo  echoes     // nil when the echo detector is off
-	neigh neighbours // nil: no peer MAC is known
-	keys  keyState   // nil: the key is never missing
-	st    statusSink
-	sp    *spreadState
-	bgp   *bgpMode
-	ifi   *net.Interface
-	noL2  layer2Reason // why this node cannot serve layer 2 (deps.NoLayer2); set once
-	clock clock
-	kick  chan struct{}
+	cfg    Config
+	log    *slog.Logger
+	cs     kubernetes.Interface
+	rec    record.EventRecorder
+	arp    responder
+	ndp    responder // nil without IPv6
+	mon    heartbeats
+	echo   echoes     // nil when the echo detector is off
+	neigh  neighbours // nil: no peer MAC is known
+	rejoin rejoiner   // nil: the link is not told this node is back
+	keys   keyState   // nil: the key is never missing
+	st     statusSink
+	sp     *spreadState
+	bgp    *bgpMode
+	ifi    *net.Interface
+	noL2   layer2Reason // why this node cannot serve layer 2 (deps.NoLayer2); set once
+	clock  clock
+	kick   chan struct{}
 	// batchPending is set while a pokeSoon timer runs; lastReconcile is how long the last reconcile
 	// took (nanoseconds).
 	batchPending  atomic.Bool

@@ -25,6 +25,37 @@ type reopener interface {
 	Reopen() (*net.Interface, error)
 }
 
+// rejoiner tells the link that this node is back after its data plane was down (linkRejoin): it
+// announces its own address, so that the peers' neighbour entries for it, left unresolved while the
+// link was down, resolve at once; and it asks for each peer's address, so that its own entries do
+// too. Without it both wait for the kernel's next retransmission, up to a second: heartbeats and
+// echoes cannot pass, and each side thinks the other gone, so a healed partition had two nodes
+// answering for an address for up to a second (a flaky e2e TestPartitionHeals showed it). Both go
+// out through the responder's packet socket: the speaker has NET_RAW, not NET_ADMIN, so it cannot
+// simply delete the kernel's unresolved entries.
+type rejoiner interface {
+	Rejoin(peers []netip.Addr) error
+}
+
+// linkRejoin is the rejoiner over the responder of the node address's family.
+type linkRejoin struct {
+	ip netip.Addr // the node's InternalIP
+	l2 interface {
+		Notify(ip netip.Addr) error
+		Ask(self, target netip.Addr) error
+	}
+}
+
+func (l linkRejoin) Rejoin(peers []netip.Addr) error {
+	errs := []error{l.l2.Notify(l.ip)}
+	for _, p := range peers {
+		if p.Is4() == l.ip.Is4() {
+			errs = append(errs, l.l2.Ask(l.ip, p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // The responders' names in the data plane's health.
 const (
 	responderARP = "ARP"
@@ -181,7 +212,22 @@ func (s *speaker) dataplaneStep() (dataplaneReason, time.Time) {
 	dp := s.dp
 	s.mu.Unlock()
 	now := s.clock.Now()
+	was := s.dpShown
 	s.showDataplane(dp, now)
+	// Back from a fault (listening), and ready again: tell the link each time (the first may go out
+	// before the carrier forwards).
+	back := was.down && (!s.dpShown.down || s.dpShown.reason == DataplaneListening && was.reason != DataplaneListening)
+	if back && s.rejoin != nil {
+		var peers []netip.Addr
+		if s.cur != nil {
+			for _, p := range heartbeatPeers(s.cur, s.cfg.Node, 0) {
+				peers = append(peers, p.Addr.Addr())
+			}
+		}
+		if err := s.rejoin.Rejoin(peers); err != nil {
+			s.log.Warn("telling the link this node is back", "err", err)
+		}
+	}
 	f, _ := dp.Why(now)
 	return f.Reason, dp.Next(now)
 }
@@ -220,6 +266,9 @@ func (s *speaker) showDataplane(dp dataplane, now time.Time) {
 	}
 	was := s.dpShown
 	s.dpShown = dataplaneShown{down: down, reason: f.Reason, since: dp.Since}
+	if down && was.down && !was.since.IsZero() {
+		s.dpShown.since = was.since // still the same fault: listening after it
+	}
 	node := &corev1.ObjectReference{Kind: "Node", Name: s.cfg.Node, UID: "", APIVersion: "v1"}
 	switch {
 	case down && !was.down:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +251,85 @@ func TestReadyzListening(t *testing.T) {
 	e.s.mu.Unlock()
 	if code, body := e.readyz(t); code != http.StatusServiceUnavailable || !strings.Contains(body, "listening") {
 		t.Errorf("/readyz %d %q, want 503 listening", code, body)
+	}
+}
+
+// fakeRejoiner counts Rejoin calls and keeps the peers of the last.
+type fakeRejoiner struct {
+	calls int
+	peers []netip.Addr
+}
+
+func (f *fakeRejoiner) Rejoin(peers []netip.Addr) error { f.calls++; f.peers = peers; return nil }
+
+// TestOwnerDataplaneRejoin: back from a link down, the node tells the link it is back when it starts
+// listening and again when it is ready (rejoiner), and never while the link stays down or up.
+func TestOwnerDataplaneRejoin(t *testing.T) {
+	e := newOwnerEnv(t, true, Config{Interval: 50 * time.Millisecond, Multiplier: 6})
+	e.withReopener()
+	rj := &fakeRejoiner{}
+	e.s.rejoin = rj
+	steps := []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"healthy", func() {}, 0},
+		{"link down", func() { e.s.onLink(layer2.LinkState{Name: "eth0", Index: 1, Reason: layer2.LinkNoCarrier}) }, 0},
+		{"still down", func() { e.clock.Advance(time.Second) }, 0},
+		{"link up: listening", func() { e.s.onLink(layer2.LinkState{Name: "eth0", Index: 1, Up: true}) }, 1},
+		{"still listening", func() { e.clock.Advance(100 * time.Millisecond) }, 1},
+		{"listening ends: ready", func() { e.clock.Advance(time.Second) }, 2},
+		{"healthy again", func() { e.clock.Advance(time.Second) }, 2},
+	}
+	for _, st := range steps {
+		st.do()
+		e.s.reconcile(context.Background())
+		if rj.calls != st.want {
+			t.Errorf("%s: %d rejoins, want %d", st.name, rj.calls, st.want)
+		}
+	}
+	if want := []netip.Addr{netip.MustParseAddr("172.18.0.3")}; !slices.Equal(rj.peers, want) {
+		t.Errorf("asked for peers %v, want %v (every other node's InternalIP)", rj.peers, want)
+	}
+}
+
+// TestOwnerDataplaneDownTime: the DataplaneReady log and event after listening say how long the
+// fault lasted from when it began, not from the zero time.
+func TestOwnerDataplaneDownTime(t *testing.T) {
+	e := newOwnerEnv(t, true, Config{Interval: 50 * time.Millisecond, Multiplier: 6})
+	e.withReopener()
+	e.s.reconcile(context.Background())
+	e.s.onLink(layer2.LinkState{Name: "eth0", Index: 1, Reason: layer2.LinkNoCarrier})
+	e.s.reconcile(context.Background())
+	began := e.s.dpShown.since
+	if began.IsZero() {
+		t.Fatal("the fault's start is not recorded")
+	}
+	e.clock.Advance(time.Second)
+	e.s.onLink(layer2.LinkState{Name: "eth0", Index: 1, Up: true})
+	e.s.reconcile(context.Background())
+	if !e.s.dpShown.since.Equal(began) {
+		t.Errorf("while listening the fault began at %v, want %v", e.s.dpShown.since, began)
+	}
+}
+
+// fakeL2 records what linkRejoin sends.
+type fakeL2 struct{ sent []string }
+
+func (f *fakeL2) Notify(ip netip.Addr) error { f.sent = append(f.sent, "notify "+ip.String()); return nil }
+func (f *fakeL2) Ask(self, target netip.Addr) error {
+	f.sent = append(f.sent, "ask "+target.String()+" for "+self.String())
+	return nil
+}
+
+// TestLinkRejoin: the node's own address is announced, then each peer of its family asked for.
+func TestLinkRejoin(t *testing.T) {
+	l2 := &fakeL2{}
+	err := linkRejoin{ip: netip.MustParseAddr("172.18.0.2"), l2: l2}.Rejoin([]netip.Addr{
+		netip.MustParseAddr("172.18.0.3"), netip.MustParseAddr("fc00::4"), netip.MustParseAddr("172.18.0.5")})
+	want := []string{"notify 172.18.0.2", "ask 172.18.0.3 for 172.18.0.2", "ask 172.18.0.5 for 172.18.0.2"}
+	if err != nil || !slices.Equal(l2.sent, want) {
+		t.Errorf("sent %q (err %v), want %q", l2.sent, err, want)
 	}
 }

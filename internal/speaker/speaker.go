@@ -231,6 +231,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if echo != nil {
 		d.Echo = echo
 	}
+	switch {
+	case nodeIP.Is4() && arp != nil:
+		d.Rejoin = linkRejoin{ip: nodeIP, l2: arp}
+	case nodeIP.Is6() && ndp != nil:
+		d.Rejoin = linkRejoin{ip: nodeIP, l2: ndp}
+	}
 	s = newSpeaker(cfg, d)
 	if noL2 != "" {
 		cst.Set(layer2Condition(noL2Msg, noL2))

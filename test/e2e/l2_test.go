@@ -263,6 +263,9 @@ func TestPartitionHeals(t *testing.T) {
 	time.Sleep(time.Second)
 	macs := arpingMACs(t, ip)
 	if len(macs) != 1 {
+		for _, n := range labNodes {
+			t.Logf("speaker on %s, last 30 s:\n%s", n, speakerLogs(t, n, "30s"))
+		}
 		t.Fatalf("1 s after the partition healed, %s is answered by %v, want exactly one node", ip, macs)
 	}
 	t.Logf("after the partition healed: %s answered by %s only", ip, macNode[macs[0]])
@@ -331,6 +334,22 @@ func makeClients(t *testing.T, n int) []string {
 			run(t, argv[0], argv[1:]...)
 		}
 		out = append(out, ns)
+	}
+	return out
+}
+
+// speakerLogs returns the log of ironlb's speaker on node for the last since (a kubectl duration),
+// or why it could not be read.
+func speakerLogs(t *testing.T, node, since string) string {
+	t.Helper()
+	pod, err := runErr(ironlb, "lab", "kubectl", "-n", "metallb-system", "get", "pod", "-l", "component=speaker",
+		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		return fmt.Sprintf("(no speaker pod: %v)", err)
+	}
+	out, err := runErr(ironlb, "lab", "kubectl", "-n", "metallb-system", "logs", strings.TrimSpace(pod), "--since="+since)
+	if err != nil {
+		return fmt.Sprintf("(logs: %v)\n%s", err, out)
 	}
 	return out
 }

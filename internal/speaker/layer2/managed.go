@@ -222,6 +222,24 @@ func (m *Managed) Gratuitous(ip netip.Addr) error {
 	return r.Gratuitous(ip)
 }
 
+// Notify is the current Responder's Notify, or an error wrapping ErrNoResponder.
+func (m *Managed) Notify(ip netip.Addr) error {
+	r, err := m.current()
+	if err != nil {
+		return fmt.Errorf("notifying %v: %w", ip, err)
+	}
+	return r.Notify(ip)
+}
+
+// Ask is the current Responder's Ask, or an error wrapping ErrNoResponder.
+func (m *Managed) Ask(self, target netip.Addr) error {
+	r, err := m.current()
+	if err != nil {
+		return fmt.Errorf("asking for %v: %w", target, err)
+	}
+	return r.Ask(self, target)
+}
+
 // GratuitousTo is the current Responder's GratuitousTo, or an error wrapping ErrNoResponder.
 func (m *Managed) GratuitousTo(ip, clientIP netip.Addr, clientMAC, mac net.HardwareAddr) error {
 	r, err := m.current()

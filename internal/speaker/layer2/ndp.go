@@ -272,3 +272,21 @@ func neighborAdvertisement(target netip.Addr, ethDst, src net.HardwareAddr, dst 
 		},
 	}
 }
+
+// neighborSolicitation builds a multicast solicitation for target from the
+// host's own address src at mac (RFC 4861 §7.2.2: to target's solicited-node
+// group, with the source link-layer address option).
+func neighborSolicitation(target, src netip.Addr, mac net.HardwareAddr) NDP {
+	group := solicitedNode(target)
+	return NDP{
+		EthDst:   ipv6MulticastMAC(group),
+		EthSrc:   mac,
+		Src:      src,
+		Dst:      group,
+		HopLimit: ndpHopLimit,
+		Message: &ndp.NeighborSolicitation{
+			TargetAddress: target,
+			Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: mac}},
+		},
+	}
+}

@@ -106,6 +106,76 @@ func TestKernel(t *testing.T) {
 		}
 	})
 
+	t.Run("Notify resolves a neighbour's entry for the host", func(t *testing.T) {
+		// B asked for A's own address while A did not answer (A's link was down, in the
+		// speaker's case), and would not ask again for a minute: its entry is incomplete.
+		own := netip.MustParseAddr("192.0.2.1")
+		l.mustExec(t, l.nsB, "sysctl", "-qw", "net.ipv4.neigh."+l.ifB+".retrans_time_ms=60000")
+		defer l.mustExec(t, l.nsB, "sysctl", "-qw", "net.ipv4.neigh."+l.ifB+".retrans_time_ms=1000")
+		l.mustExec(t, l.nsA, "sysctl", "-qw", "net.ipv4.conf."+l.ifA+".arp_ignore=8")
+		_, _ = l.exec(l.nsB, "ip", "neigh", "flush", "dev", l.ifB)
+		_, _ = l.exec(l.nsB, "ping", "-c", "1", "-W", "1", own.String())
+		l.mustExec(t, l.nsA, "sysctl", "-qw", "net.ipv4.conf."+l.ifA+".arp_ignore=0")
+		if out := l.mustExec(t, l.nsB, "ip", "neigh", "show", own.String(), "dev", l.ifB); !strings.Contains(out, "INCOMPLETE") && !strings.Contains(out, "FAILED") {
+			t.Fatalf("B's entry for %v is %q, want it unresolved before Notify", own, strings.TrimSpace(out))
+		}
+		before := r4.Stats().Gratuitous
+		if err := r4.Notify(own); err != nil {
+			t.Fatal(err)
+		}
+		l.waitNeigh(t, own, macA)
+		// An IPv6 neighbour holding A's address at a dead MAC: the advertisement overrides it.
+		own6 := netip.MustParseAddr("2001:db8::1")
+		l.mustExec(t, l.nsB, "ip", "neigh", "replace", own6.String(), "lladdr", macX.String(), "dev", l.ifB, "nud", "stale")
+		if err := r6.Notify(own6); err != nil {
+			t.Fatal(err)
+		}
+		l.waitNeigh(t, own6, macA)
+		if got := r4.Stats().Gratuitous; got != before {
+			t.Errorf("Notify counted %d gratuitous frames, want none (MetalLB's counters are per Service address)", got-before)
+		}
+		if err := r4.Notify(netip.MustParseAddr("2001:db8::1")); !errors.Is(err, ErrFamily) {
+			t.Errorf("Notify of an IPv6 address on the ARP responder: %v, want ErrFamily", err)
+		}
+	})
+
+	t.Run("Ask resolves the host's entry for a neighbour, and the neighbour's for the host", func(t *testing.T) {
+		// A asked for B while B did not answer, and would not ask again for a minute; B has no
+		// entry for A.
+		own, peer := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+		l.mustExec(t, l.nsA, "sysctl", "-qw", "net.ipv4.neigh."+l.ifA+".retrans_time_ms=60000")
+		defer l.mustExec(t, l.nsA, "sysctl", "-qw", "net.ipv4.neigh."+l.ifA+".retrans_time_ms=1000")
+		l.mustExec(t, l.nsB, "sysctl", "-qw", "net.ipv4.conf."+l.ifB+".arp_ignore=8")
+		_, _ = l.exec(l.nsA, "ip", "neigh", "flush", "dev", l.ifA)
+		_, _ = l.exec(l.nsB, "ip", "neigh", "flush", "dev", l.ifB)
+		_, _ = l.exec(l.nsA, "ping", "-c", "1", "-W", "1", peer.String())
+		l.mustExec(t, l.nsB, "sysctl", "-qw", "net.ipv4.conf."+l.ifB+".arp_ignore=0")
+		aEntry := func() string {
+			return strings.TrimSpace(l.mustExec(t, l.nsA, "ip", "neigh", "show", peer.String(), "dev", l.ifA))
+		}
+		if out := aEntry(); !strings.Contains(out, "INCOMPLETE") && !strings.Contains(out, "FAILED") {
+			t.Fatalf("A's entry for %v is %q, want it unresolved before Ask", peer, out)
+		}
+		if err := r4.Ask(own, peer); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(3 * time.Second); !strings.Contains(aEntry(), "lladdr "+macB.String()); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("A's entry for %v is %q after Ask, want lladdr %v", peer, aEntry(), macB)
+			}
+		}
+		l.waitNeigh(t, own, macA)
+		if err := r4.Ask(own, netip.MustParseAddr("2001:db8::2")); !errors.Is(err, ErrFamily) {
+			t.Errorf("Ask for an IPv6 address on the ARP responder: %v, want ErrFamily", err)
+		}
+		// IPv6: B learns A from the solicitation.
+		_, _ = l.exec(l.nsB, "ip", "-6", "neigh", "flush", "dev", l.ifB)
+		if err := r6.Ask(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")); err != nil {
+			t.Fatal(err)
+		}
+		l.waitNeigh(t, netip.MustParseAddr("2001:db8::1"), macA)
+	})
+
 	t.Run("NDP answer", func(t *testing.T) {
 		vip := netip.MustParseAddr("2001:db8::10")
 		// A stale entry at a dead MAC: only Override=1 replaces it (RFC 4861

@@ -397,8 +397,55 @@ func (r *Responder) Gratuitous(ip netip.Addr) error {
 	if ok, _ := r.lookup(ip); !ok {
 		return fmt.Errorf("gratuitous for %v on %s: %w", ip, r.ifi.Name, ErrNotAnnounced)
 	}
-	if err := r.sendGratuitous(ip, r.mac); err != nil {
+	if err := r.sendGratuitous(ip, r.mac, CountGratuitous); err != nil {
 		return fmt.Errorf("gratuitous for %v on %s: %w", ip, r.ifi.Name, err)
+	}
+	return nil
+}
+
+// Notify tells every host on the link that the host's own address ip (the
+// interface's, not a Service's: nothing checks that it is announced, and
+// nothing counts it) is at the interface's MAC, as the kernel's arp_notify
+// does when an interface comes up: a gratuitous ARP request and reply for
+// IPv4, an unsolicited neighbour advertisement to ff02::1 with Override set
+// for IPv6. The neighbours update the entry they hold for ip whatever its
+// state (RFC 826's merge; RFC 4861 §7.2.6): one left unresolved while the
+// link was down resolves at once, instead of at its next retransmission, up
+// to a second later (the kernel's retrans_time).
+func (r *Responder) Notify(ip netip.Addr) error {
+	ip, err := r.normalize(ip)
+	if err != nil {
+		return fmt.Errorf("notifying %v on %s: %w", ip, r.ifi.Name, err)
+	}
+	if err := r.sendGratuitous(ip, r.mac, 0); err != nil {
+		return fmt.Errorf("notifying %v on %s: %w", ip, r.ifi.Name, err)
+	}
+	return nil
+}
+
+// Ask asks the link for target's MAC on behalf of the host's own address
+// self, as the kernel would: an ARP request (who has target? tell self) or a
+// neighbour solicitation, from the interface's MAC. Nothing counts it. The
+// host that owns target updates its entry for self from the question and
+// answers to the host's kernel, which takes the answer into an entry for
+// target left unresolved while the link was down: both resolve at once,
+// instead of at the kernel's next retransmission, up to a second later.
+func (r *Responder) Ask(self, target netip.Addr) error {
+	self, err := r.normalize(self)
+	if err == nil {
+		target, err = r.normalize(target)
+	}
+	if err != nil {
+		return fmt.Errorf("asking for %v on %s: %w", target, r.ifi.Name, err)
+	}
+	var f frame
+	if r.fam == familyARP {
+		f = ARP{EthDst: broadcastMAC, EthSrc: r.mac, Op: arp.OperationRequest, SenderMAC: r.mac, SenderIP: self, TargetMAC: zeroMAC, TargetIP: target}
+	} else {
+		f = neighborSolicitation(target, self, r.mac)
+	}
+	if err := r.send(f, target, 0); err != nil {
+		return fmt.Errorf("asking for %v on %s: %w", target, r.ifi.Name, err)
 	}
 	return nil
 }
@@ -438,13 +485,13 @@ func (r *Responder) GratuitousTo(ip, clientIP netip.Addr, clientMAC, mac net.Har
 	return nil
 }
 
-// sendGratuitous broadcasts that ip is at mac.
-func (r *Responder) sendGratuitous(ip netip.Addr, mac net.HardwareAddr) error {
+// sendGratuitous broadcasts that ip is at mac, counting each frame as c (0: not counted).
+func (r *Responder) sendGratuitous(ip netip.Addr, mac net.HardwareAddr, c Count) error {
 	if r.fam == familyARP {
 		req, rep := gratuitousARP(ip, broadcastMAC, r.mac, mac)
-		return errors.Join(r.send(req, ip, CountGratuitous), r.send(rep, ip, CountGratuitous))
+		return errors.Join(r.send(req, ip, c), r.send(rep, ip, c))
 	}
-	return r.send(neighborAdvertisement(ip, ipv6MulticastMAC(allNodes), r.mac, allNodes, mac, false), ip, CountGratuitous)
+	return r.send(neighborAdvertisement(ip, ipv6MulticastMAC(allNodes), r.mac, allNodes, mac, false), ip, c)
 }
 
 // frame is an ARP or NDP.
@@ -472,6 +519,9 @@ func (r *Responder) send(f frame, ip netip.Addr, c Count) error {
 
 // count adds one to c's counter and tells OnCount.
 func (r *Responder) count(c Count, ip netip.Addr) {
+	if c == 0 {
+		return
+	}
 	switch c {
 	case CountRequest:
 		r.requests.Add(1)
@@ -555,7 +605,7 @@ func (r *Responder) refresh() {
 		if !ok {
 			continue
 		}
-		if err := r.sendGratuitous(ip, mac); err != nil {
+		if err := r.sendGratuitous(ip, mac, CountGratuitous); err != nil {
 			r.sendErrors.Add(1)
 			r.log.Warn("refresh failed", "ip", ip, "err", err)
 		}
