@@ -97,9 +97,12 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 			t.Fatalf("%s: %v", node, err)
 		}
 	}
-	for node := range nodeNS {
-		apply(node, service(ready))
+	applyAll := func(cond nftrules.Endpoint) {
+		for node := range nodeNS {
+			apply(node, service(cond))
+		}
 	}
+	applyAll(ready)
 
 	// ask sends a line on a held connection and returns the address of the pod that answered.
 	type held struct {
@@ -155,60 +158,51 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 		t.Fatalf("no UDP flow of 64 reached %s", pod)
 		return nil
 	}
-	expect := func(when, what string, got string, err error, want string) {
-		t.Helper()
-		if err != nil || got != want {
-			t.Errorf("%s: %s: answered by %q (%v), want %s", when, what, got, err, want)
-		} else {
-			t.Logf("%s: %s: answered by %s", when, what, got)
-		}
-	}
-
 	toP1, toP2 := holdTo(pod1), holdTo(pod2)
 	flow := udpTo(pod1)
 
-	// E declares B1 dead (falsely: B1 and P1 go on) and takes it back.
-	apply("e", service(ready), "b1")
-	for i := range 3 {
-		when := fmt.Sprintf("B1 falsely dead to E, request %d", i)
-		got, err := ask(toP1)
-		expect(when, "the connection held to P1", got, err, pod1)
-		got, err = ask(toP2)
-		expect(when, "the connection held to P2", got, err, pod2)
-		got, err = askUDP(flow)
-		expect(when, "the UDP flow P1 served", got, err, pod2)
+	// The phases: what happens, then each probe asked 3 times and answered by the pod it wants.
+	type probe struct {
+		what string
+		ask  func() (string, error)
+		want string
 	}
-	apply("e", service(ready))
-	for i := range 3 {
-		when := fmt.Sprintf("B1 back, request %d", i)
-		got, err := ask(toP1)
-		expect(when, "the connection held to P1", got, err, pod1)
-		got, err = askUDP(flow)
-		expect(when, "the UDP flow moved to P2 stays there", got, err, pod2)
-	}
-
-	// P1 terminates gracefully: every node sees it serving and terminating; its connection goes on.
-	for node := range nodeNS {
-		apply(node, service(nftrules.Endpoint{Serving: true, Terminating: true}))
-	}
-	for i := range 3 {
-		got, err := ask(toP1)
-		expect(fmt.Sprintf("P1 terminating, request %d", i), "the connection held to P1", got, err, pod1)
-	}
-	for node := range nodeNS {
-		apply(node, service(ready))
-	}
-
-	// B1's power cut: its link goes down and E's detector drops it. A UDP flow P1 served moves to
-	// P2; the connection held to P2 is untouched. (The one held to P1 is lost with B1.)
-	flow = udpTo(pod1)
-	netnstest.Run(t, b1, "ip", "link", "set", "eth0", "down")
-	apply("e", service(ready), "b1")
-	for i := range 3 {
-		when := fmt.Sprintf("B1 cut, request %d", i)
-		got, err := askUDP(flow)
-		expect(when, "the UDP flow P1 served", got, err, pod2)
-		got, err = ask(toP2)
-		expect(when, "the connection held to P2", got, err, pod2)
+	heldP1 := func() (string, error) { return ask(toP1) }
+	heldP2 := func() (string, error) { return ask(toP2) }
+	udpFlow := func() (string, error) { return askUDP(flow) }
+	for _, ph := range []struct {
+		when   string
+		change func()
+		probes []probe
+	}{
+		// E declares B1 dead (falsely: B1 and P1 go on) and takes it back.
+		{"B1 falsely dead to E", func() { apply("e", service(ready), "b1") }, []probe{
+			{"the connection held to P1", heldP1, pod1}, {"the connection held to P2", heldP2, pod2}, {"the UDP flow P1 served", udpFlow, pod2}}},
+		{"B1 back", func() { apply("e", service(ready)) }, []probe{
+			{"the connection held to P1", heldP1, pod1}, {"the UDP flow moved to P2 stays there", udpFlow, pod2}}},
+		// P1 terminates gracefully: every node sees it serving and terminating; its connection goes on.
+		{"P1 terminating", func() { applyAll(nftrules.Endpoint{Serving: true, Terminating: true}) }, []probe{
+			{"the connection held to P1", heldP1, pod1}}},
+		// B1's power cut (P1 ready again first): its link goes down and E's detector drops it. A
+		// new UDP flow P1 served moves to P2; the connection held to P2 is untouched. (The one
+		// held to P1 is lost with B1.)
+		{"B1 cut", func() {
+			applyAll(ready)
+			flow = udpTo(pod1)
+			netnstest.Run(t, b1, "ip", "link", "set", "eth0", "down")
+			apply("e", service(ready), "b1")
+		}, []probe{{"the UDP flow P1 served", udpFlow, pod2}, {"the connection held to P2", heldP2, pod2}}},
+	} {
+		ph.change()
+		for i := range 3 {
+			for _, p := range ph.probes {
+				got, err := p.ask()
+				if err != nil || got != p.want {
+					t.Errorf("%s, request %d: %s: answered by %q (%v), want %s", ph.when, i, p.what, got, err, p.want)
+				} else {
+					t.Logf("%s, request %d: %s: answered by %s", ph.when, i, p.what, got)
+				}
+			}
+		}
 	}
 }
