@@ -14,14 +14,7 @@ import (
 // The benchmark installs config/proxy itself: every object must decode, and the DaemonSet must
 // end up only on the labelled node.
 func TestDecodeProxyBundle(t *testing.T) {
-	bundle, err := manifests.Bundle("proxy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeBundle(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := proxyObjects(t)
 	var kinds []string
 	var ds *appsv1.DaemonSet
 	for _, o := range objs {
@@ -96,4 +89,18 @@ func TestHasContent(t *testing.T) {
 			t.Errorf("hasContent(%q) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// proxyObjects are config/proxy's objects, decoded as installIronLB decodes them.
+func proxyObjects(t *testing.T) []any {
+	t.Helper()
+	bundle, err := manifests.Bundle("proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
