@@ -1,6 +1,7 @@
 package proxybench
 
 import (
+	"fmt"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -18,19 +19,11 @@ func TestDecodeProxyBundle(t *testing.T) {
 	var kinds []string
 	var ds *appsv1.DaemonSet
 	for _, o := range objs {
+		kinds = append(kinds, fmt.Sprintf("%T", o))
 		switch o := o.(type) {
-		case *corev1.ServiceAccount:
-			kinds = append(kinds, "ServiceAccount")
-		case *rbacv1.ClusterRole:
-			kinds = append(kinds, "ClusterRole")
-		case *rbacv1.ClusterRoleBinding:
-			kinds = append(kinds, "ClusterRoleBinding")
-		case *admissionregistrationv1.ValidatingAdmissionPolicy:
-			kinds = append(kinds, "ValidatingAdmissionPolicy")
-		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			kinds = append(kinds, "ValidatingAdmissionPolicyBinding")
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding,
+			*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		case *appsv1.DaemonSet:
-			kinds = append(kinds, "DaemonSet")
 			ds = o
 		default:
 			t.Errorf("unexpected object %T: installIronLB does not create it", o)
