@@ -317,20 +317,9 @@ func TestPlanDSRKeep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, proto := range []nftrules.Protocol{nftrules.TCP, nftrules.SCTP, nftrules.UDP} {
-				s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, tc.eps...)
-				s.Ports[0].Protocol = proto
-				s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
-				s.ExternalMode = nftrules.ExternalDSR
-				m := model(nftrules.Node{Name: thisNode}, s)
-				for _, d := range tc.dead {
-					if m.Node.DeadNodes == nil {
-						m.Node.DeadNodes = map[string]bool{}
-					}
-					m.Node.DeadNodes[d] = true
-				}
-				cfg := nftrules.DSRConfig{NodeIPs: map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"),
-					"node-c": a("192.168.1.12"), "node-d": a("192.168.1.13")}}
-				plan := nftrules.PlanDSR(m, cfg)
+				ips := map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"),
+					"node-c": a("192.168.1.12"), "node-d": a("192.168.1.13")}
+				plan := webDSRPlan(proto, ips, tc.dead, tc.eps...)
 				if len(plan.Ports) != 1 {
 					t.Fatalf("%s: %d ports", proto, len(plan.Ports))
 				}
@@ -415,17 +404,7 @@ func TestPlanDSRDeadNodeMovesOnlyItsBuckets(t *testing.T) {
 	}
 	plan := func(dead ...string) nftrules.DSRPort {
 		t.Helper()
-		s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
-		s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
-		s.ExternalMode = nftrules.ExternalDSR
-		m := model(nftrules.Node{Name: thisNode}, s)
-		for _, d := range dead {
-			if m.Node.DeadNodes == nil {
-				m.Node.DeadNodes = map[string]bool{}
-			}
-			m.Node.DeadNodes[d] = true
-		}
-		p := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		p := webDSRPlan(nftrules.TCP, ips, dead, eps...)
 		if len(p.Ports) != 1 {
 			t.Fatalf("%d ports", len(p.Ports))
 		}
@@ -531,21 +510,7 @@ func TestPlanDSREndpointEdges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, proto := range []nftrules.Protocol{nftrules.TCP, nftrules.UDP} {
 				for _, dead := range [][]string{nil, {"node-b"}} {
-					plan := func(eps ...nftrules.Endpoint) nftrules.DSRPlan {
-						s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
-						s.Ports[0].Protocol = proto
-						s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
-						s.ExternalMode = nftrules.ExternalDSR
-						m := model(nftrules.Node{Name: thisNode}, s)
-						for _, n := range dead {
-							if m.Node.DeadNodes == nil {
-								m.Node.DeadNodes = map[string]bool{}
-							}
-							m.Node.DeadNodes[n] = true
-						}
-						return nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
-					}
-					got, want := plan(b, c, e, tc.added), plan(append([]nftrules.Endpoint{b, c, e}, tc.same...)...)
+					got, want := webDSRPlan(proto, ips, dead, b, c, e, tc.added), webDSRPlan(proto, ips, dead, append([]nftrules.Endpoint{b, c, e}, tc.same...)...)
 					if len(got.Ports) != 1 || len(want.Ports) != 1 {
 						t.Fatalf("%s, dead %v: %d ports, the plain endpoints' %d", proto, dead, len(got.Ports), len(want.Ports))
 					}
@@ -560,11 +525,8 @@ func TestPlanDSREndpointEdges(t *testing.T) {
 					if proto == nftrules.UDP {
 						keep = tc.nodes
 					}
-					if got := fmt.Sprint(g.Nodes); got != tc.nodes {
-						t.Errorf("%s: nodes %s, want %s", proto, got, tc.nodes)
-					}
-					if got := fmt.Sprint(g.Keep); got != keep {
-						t.Errorf("%s: keep %s, want %s", proto, got, keep)
+					if got, want := fmt.Sprintf("nodes %v keep %v", g.Nodes, g.Keep), "nodes "+tc.nodes+" keep "+keep; got != want {
+						t.Errorf("%s: %s, want %s", proto, got, want)
 					}
 					var refused []string
 					for _, n := range got.Refused[nftrules.ServiceKey{Namespace: "ns1", Name: "web"}] {
@@ -577,4 +539,21 @@ func TestPlanDSREndpointEdges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// webDSRPlan is the DSR plan on thisNode of ns1/web, a DSR Service at 192.168.1.240 with one port
+// of proto to eps, with the nodes in dead declared dead and ips the nodes' InternalIPs.
+func webDSRPlan(proto nftrules.Protocol, ips map[string]netip.Addr, dead []string, eps ...nftrules.Endpoint) nftrules.DSRPlan {
+	s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
+	s.Ports[0].Protocol = proto
+	s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
+	s.ExternalMode = nftrules.ExternalDSR
+	m := model(nftrules.Node{Name: thisNode}, s)
+	for _, d := range dead {
+		if m.Node.DeadNodes == nil {
+			m.Node.DeadNodes = map[string]bool{}
+		}
+		m.Node.DeadNodes[d] = true
+	}
+	return nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
 }
