@@ -22,9 +22,10 @@ import (
 	"time"
 )
 
-// suiteUp is the suite's `lab up`: seed 003's router and mypc2 too, for the BGP tests, and the second
-// network (br1, eth1 on every node, mypc3) for TestL2SecondNetwork. TestUpIsIdempotent runs it again.
-var suiteUp = []string{"lab", "up", "--bgp", "--second-network"}
+// suiteUp are the flags of the suite's `lab up`: seed 003's router and mypc2 too, for the BGP tests,
+// and the second network (br1, eth1 on every node, mypc3) for TestL2SecondNetwork.
+// TestUpIsIdempotent runs it again.
+var suiteUp = []string{"--bgp", "--second-network"}
 
 var (
 	ironlb   string // the ironlb binary under test
@@ -107,7 +108,7 @@ func setup() (int, error) {
 	t0 := time.Now()
 	// Seed 003's router and mypc2 too, for the BGP tests, and the second network (br1, eth1 on every
 	// node, mypc3) for TestL2SecondNetwork; the other tests ignore them.
-	up := exec.Command(ironlb, suiteUp...)
+	up := exec.Command(ironlb, append([]string{"lab", "up"}, suiteUp...)...)
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	if err := up.Run(); err != nil {
 		return 1, fmt.Errorf("lab up: %w", err)
@@ -176,31 +177,53 @@ var preexisting = func() map[string]bool {
 
 func createdByLab(f string) bool { return !preexisting[f] }
 
-// run runs a command and returns its combined output, failing the test on error.
+// run runs a command for up to cmdTimeout and returns its combined output, failing the test on
+// error.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout(args))
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return runFor(t, cmdTimeout, name, args...)
+}
+
+// runErr runs a command for up to cmdTimeout and returns its combined output and error.
+func runErr(name string, args ...string) (string, error) {
+	return runErrFor(cmdTimeout, name, args...)
+}
+
+// labUp runs `ironlb lab up args...` for up to labUpTimeout and returns its combined output,
+// failing the test on error.
+func labUp(t *testing.T, args ...string) string {
+	t.Helper()
+	return runFor(t, labUpTimeout, ironlb, append([]string{"lab", "up"}, args...)...)
+}
+
+// labUpErr runs `ironlb lab up args...` for up to labUpTimeout and returns its combined output and
+// error.
+func labUpErr(args ...string) (string, error) {
+	return runErrFor(labUpTimeout, ironlb, append([]string{"lab", "up"}, args...)...)
+}
+
+// cmdTimeout is how long run and runErr let a command take; labUpTimeout how long labUp and
+// labUpErr let `lab up` take, which also builds and pushes every image the runc runtime runs
+// (cached by content after the first) and gives up by itself with the not-ready Pods' reasons
+// after each 90 s wait, which a kill would hide.
+const (
+	cmdTimeout   = 2 * time.Minute
+	labUpTimeout = 6 * time.Minute
+)
+
+// runFor runs a command for up to d and returns its combined output, failing the test on error.
+func runFor(t *testing.T, d time.Duration, name string, args ...string) string {
+	t.Helper()
+	out, err := runErrFor(d, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
 }
 
-// cmdTimeout is how long run and runErr let a command take: 2 minutes, and 6 for `lab up`, which
-// also builds and pushes every image the runc runtime runs (cached by content after the first) and
-// gives up by itself with the not-ready Pods' reasons after each 90 s wait, which a kill would hide.
-func cmdTimeout(args []string) time.Duration {
-	if len(args) >= 2 && args[0] == "lab" && args[1] == "up" {
-		return 6 * time.Minute
-	}
-	return 2 * time.Minute
-}
-
-// runErr runs a command and returns its combined output and error.
-func runErr(name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout(args))
+// runErrFor runs a command for up to d and returns its combined output and error.
+func runErrFor(d time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(out), err

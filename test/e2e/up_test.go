@@ -11,7 +11,7 @@ func TestUpIsIdempotent(t *testing.T) {
 	kubectlApply(t, "testdata/webpods.yaml")
 	waitReady(t, "pod/webpod1")
 	before := kubectl(t, "get", "pod", "webpod1", "-o", "jsonpath={.metadata.uid} {.status.podIP}")
-	out := run(t, ironlb, suiteUp...)
+	out := labUp(t, suiteUp...)
 	if !strings.Contains(out, "already up") {
 		t.Errorf("second lab up should say the lab is already up:\n%s", out)
 	}
@@ -19,7 +19,7 @@ func TestUpIsIdempotent(t *testing.T) {
 		t.Errorf("webpod1 changed across a second lab up: %q -> %q", before, after)
 	}
 	// Other settings on a running lab are refused with a clear message.
-	out2, err := runErr(ironlb, append(slices.Clone(suiteUp), "--workers", "2")...)
+	out2, err := labUpErr(append(slices.Clone(suiteUp), "--workers", "2")...)
 	if err == nil || !strings.Contains(out2, "already up with other settings") {
 		t.Errorf("lab up --workers 2 on a running 3-worker lab: err %v, output:\n%s", err, out2)
 	}

@@ -74,7 +74,7 @@ func TestKilledUpThenDownCleansUp(t *testing.T) {
 // pods get an address of each family, pods answer over IPv6 across nodes, and a NodePort works through
 // kube-proxy's nftables rules.
 func TestDualStackNFTablesLab(t *testing.T) {
-	out := run(t, ironlb, "lab", "up", "--ip-family=dual", "--proxy=nftables")
+	out := labUp(t, "--ip-family=dual", "--proxy=nftables")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {
@@ -181,7 +181,7 @@ spec:
 // also has the BGP router and Prometheus, for the dashboard's test (every role's metrics, with data).
 func TestServiceSuiteIronLBProxy(t *testing.T) {
 	run(t, ironlb, "lab", "down")
-	out := run(t, ironlb, "lab", "up", "--proxy=ironlb", "--bgp", "--prometheus")
+	out := labUp(t, "--proxy=ironlb", "--bgp", "--prometheus")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {

@@ -17,7 +17,7 @@ func TestUpWithRefusedChartValue(t *testing.T) {
 			t.Errorf("after lab down: %s", strings.Join(left, "\n"))
 		}
 	})
-	out, err := runErr(ironlb, "lab", "up", "--keep-on-failure", "--chart-set", "controller.replicas=two")
+	out, err := labUpErr("--keep-on-failure", "--chart-set", "controller.replicas=two")
 	if err == nil {
 		t.Fatalf("lab up --chart-set controller.replicas=two succeeded:\n%s", out)
 	}

@@ -18,7 +18,7 @@ import (
 // another node's MAC within the layer-2 failover goal.
 func TestIPv6OnlyLab(t *testing.T) {
 	run(t, ironlb, "lab", "down") // the suite's IPv4 lab, when this runs alone: one lab at a time
-	out := run(t, ironlb, "lab", "up", "--ip-family=ipv6")
+	out := labUp(t, "--ip-family=ipv6")
 	t.Cleanup(func() {
 		run(t, ironlb, "lab", "down")
 		if left := leftovers(); len(left) > 0 {

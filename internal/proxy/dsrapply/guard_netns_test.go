@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
@@ -33,37 +30,18 @@ import (
 // flows still spread over PE and PB. Skipped unless root with nft, ip, sysctl and arping.
 func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 	netnstest.Require(t, "arping", "ping")
-	nss, in := segment(t, "ilbgarp", "sw", "c", "e", "b", "x", "pe", "pb")
-	sw, c, e, b, x, pe, pb := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5], nss[6]
-	in(sw, "ip", "link", "add", "br0", "type", "bridge")
-	in(sw, "ip", "link", "set", "br0", "up")
-	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e, "192.0.2.11"}, {b, "192.0.2.20"}, {x, "192.0.2.30"}}
-	for i, h := range hosts {
-		port := fmt.Sprintf("p%d", i)
-		in(sw, "ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
-		in(sw, "ip", "link", "set", port, "master", "br0", "up")
-		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", "eth0")
-		in(h.ns, "ip", "link", "set", "eth0", "up")
-		in(h.ns, "ip", "link", "set", "lo", "up")
-	}
-	pods := []struct{ node, pod, gw, addr string }{{e, pe, "10.244.1.1", "10.244.1.5"}, {b, pb, "10.244.2.1", "10.244.2.5"}}
-	for _, p := range pods {
-		in(p.node, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p.pod)
-		in(p.node, "ip", "addr", "add", p.gw+"/24", "dev", "vp")
-		in(p.node, "ip", "link", "set", "vp", "up")
-		in(p.pod, "ip", "addr", "add", p.addr+"/24", "dev", "eth0")
-		in(p.pod, "ip", "link", "set", "eth0", "up")
-		in(p.pod, "ip", "link", "set", "lo", "up")
-		in(p.pod, "ip", "route", "add", "default", "via", p.gw)
+	nss := dsrTopology(t, "ilbgarp", "e",
+		[]dsrHost{{"c", "192.0.2.100"}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}, {"x", "192.0.2.30"}},
+		[]dsrPod{{"pe", "e", "10.244.1.1", "10.244.1.5"}, {"pb", "b", "10.244.2.1", "10.244.2.5"}})
+	c, e, b, x := nss["c"], nss["e"], nss["b"], nss["x"]
+	for _, p := range []struct{ ns, addr string }{{nss["pe"], "10.244.1.5"}, {nss["pb"], "10.244.2.5"}} {
 		// Each pod answers every line with its own address.
-		ln := listenIn(t, p.pod, "tcp", p.addr+":8080")
+		ln := listenIn(t, p.ns, "tcp", p.addr+":8080")
 		t.Cleanup(func() { ln.Close() })
 		serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.LocalAddr()) })
 	}
-	const vip = "198.51.100.10"
-	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
 	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(dsrVIP)}, ExternalMode: nftrules.ExternalDSR,
 		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
 			{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Node: "e", Ready: true},
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
@@ -72,32 +50,21 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 	nodeNS := map[string]string{"e": e, "b": b, "x": x}
 
 	// What each node's proxy publishes on its Node: the MACs of its interfaces with its InternalIP.
-	handle := func(ns string) *netlink.Handle {
-		nsh, err := netns.GetFromName(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nsh.Close()
-		h, err := netlink.NewHandleAt(nsh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Close)
-		return h
-	}
+	appliers := map[string]*dsrapply.Applier{}
+	handles := map[string]*netlink.Handle{}
 	published := map[string][]nftrules.EtherAddr{}
 	for node, ns := range nodeNS {
-		macs, err := dsrapply.LocalMACs(handle(ns), []netip.Addr{ips[node]})
+		appliers[node], handles[node] = applierIn(t, ns)
+		macs, err := dsrapply.LocalMACs(handles[node], []netip.Addr{ips[node]})
 		if err != nil || len(macs) != 1 {
 			t.Fatalf("%s publishes %v (%v), want its eth0's MAC", node, macs, err)
 		}
 		published[node] = macs
 	}
-	cMAC := strings.TrimSpace(in2(t, c, "cat", "/sys/class/net/eth0/address"))
+	cMAC := strings.TrimSpace(netnstest.Run(t, c, "cat", "/sys/class/net/eth0/address"))
 
 	// E's applier, which the test re-applies with one peer source or the other.
-	eh := handle(e)
-	ea := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), e}, eh, netnstest.Sysctl(e))
+	ea, eh := appliers["e"], handles["e"]
 	apply := func(node string, a *dsrapply.Applier, macs map[string][]nftrules.EtherAddr) {
 		t.Helper()
 		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
@@ -107,14 +74,14 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		}
 	}
 	apply("e", ea, published)
-	apply("b", dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), b}, handle(b), netnstest.Sysctl(b)), published)
+	apply("b", appliers["b"], published)
 
 	// served opens n new connections from C and returns how many each pod served.
 	served := func(when string, n int) map[string]int {
 		t.Helper()
 		got := map[string]int{}
 		for i := range n {
-			conn := dialIn(t, c, vip+":80")
+			conn := dialIn(t, c, dsrVIP+":80")
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			fmt.Fprintf(conn, "who\n")
 			line, err := bufio.NewReader(conn).ReadString('\n')
@@ -128,7 +95,9 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		t.Logf("%s: %d connections served by %v", when, n, got)
 		return got
 	}
-	peerSet := func() string { return in2(t, e, "nft", "list", "set", "ip", nftrules.DSRTableName, "peer-macs") }
+	peerSet := func() string {
+		return netnstest.Run(t, e, "nft", "list", "set", "ip", nftrules.DSRTableName, "peer-macs")
+	}
 	const flows = 24 // both pods get some unless the hash put 24 flows in a row on one (2^-23)
 	if got := served("before the ARP", flows); got["10.244.1.5"] == 0 || got["10.244.2.5"] == 0 {
 		t.Fatalf("before the ARP the flows do not spread over both pods: %v", got)
@@ -141,7 +110,7 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		if i == 64 {
 			t.Fatal("no connection of 64 reached PB")
 		}
-		conn := dialIn(t, c, vip+":80")
+		conn := dialIn(t, c, dsrVIP+":80")
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(conn, "who\n")
 		r := bufio.NewReader(conn)
@@ -155,14 +124,14 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 
 	// C claims X's address. E has a neighbour entry for X (a gratuitous ARP updates an entry, it
 	// does not create one), as every node has for every other (the echo detector probes them).
-	in(e, "ping", "-c", "1", "-W", "2", "192.0.2.30")
-	in(c, "ip", "addr", "add", "192.0.2.30/32", "dev", "eth0")
+	netnstest.Run(t, e, "ping", "-c", "1", "-W", "2", "192.0.2.30")
+	netnstest.Run(t, c, "ip", "addr", "add", "192.0.2.30/32", "dev", "eth0")
 	// Thomas Habets' arping: -U unsolicited (target = source), -S the claimed source address. It
 	// exits 1 when nothing answers, which nothing does to a gratuitous ARP: the neighbour entry
 	// below is the check.
-	out, err := exec.Command("ip", "netns", "exec", c, "arping", "-U", "-c", "3", "-W", "0.2", "-i", "eth0", "-S", "192.0.2.30", "192.0.2.30").CombinedOutput()
+	out, err := netnstest.Output(c, "arping", "-U", "-c", "3", "-W", "0.2", "-i", "eth0", "-S", "192.0.2.30", "192.0.2.30")
 	t.Logf("arping: %v\n%s", err, out)
-	if got := in2(t, e, "ip", "neigh", "show", "192.0.2.30", "dev", "eth0"); !strings.Contains(got, cMAC) {
+	if got := netnstest.Run(t, e, "ip", "neigh", "show", "192.0.2.30", "dev", "eth0"); !strings.Contains(got, cMAC) {
 		t.Fatalf("the gratuitous ARP did not reach E's neighbour table (want %s for 192.0.2.30): %q", cMAC, got)
 	}
 
@@ -219,14 +188,4 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		t.Logf("control: the connection PB served: %v", err)
 	}
 
-}
-
-// in2 runs a command in ns and returns its output, failing the test if it fails.
-func in2(t *testing.T, ns string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v in %s: %v\n%s", args, ns, err, out)
-	}
-	return string(out)
 }

@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"sigs.k8s.io/knftables"
-
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
@@ -30,35 +26,18 @@ import (
 // plan drops it: a UDP flow P1 served is answered by P2, and a connection held to P2 goes on.
 // Skipped unless root with nft, ip and sysctl.
 func TestKernelDSRKeepsOwner(t *testing.T) {
-	nss, in := segment(t, "ilbkeep", "sw", "c", "e", "b1", "b2", "p1", "p2")
-	sw, c, e, b1, b2, p1, p2 := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5], nss[6]
-	in(sw, "ip", "link", "add", "br0", "type", "bridge")
-	in(sw, "ip", "link", "set", "br0", "up")
-	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e, "192.0.2.11"}, {b1, "192.0.2.21"}, {b2, "192.0.2.22"}}
-	for i, h := range hosts {
-		port := fmt.Sprintf("p%d", i)
-		in(sw, "ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
-		in(sw, "ip", "link", "set", port, "master", "br0", "up")
-		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", "eth0")
-		in(h.ns, "ip", "link", "set", "eth0", "up")
-		in(h.ns, "ip", "link", "set", "lo", "up")
-	}
 	const pod1, pod2 = "10.244.1.5", "10.244.2.5"
-	pods := []struct{ node, pod, gw, addr string }{{b1, p1, "10.244.1.1", pod1}, {b2, p2, "10.244.2.1", pod2}}
-	for _, p := range pods {
-		in(p.node, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p.pod)
-		in(p.node, "ip", "addr", "add", p.gw+"/24", "dev", "vp")
-		in(p.node, "ip", "link", "set", "vp", "up")
-		in(p.pod, "ip", "addr", "add", p.addr+"/24", "dev", "eth0")
-		in(p.pod, "ip", "link", "set", "eth0", "up")
-		in(p.pod, "ip", "link", "set", "lo", "up")
-		in(p.pod, "ip", "route", "add", "default", "via", p.gw)
+	nss := dsrTopology(t, "ilbkeep", "e",
+		[]dsrHost{{"c", "192.0.2.100"}, {"e", "192.0.2.11"}, {"b1", "192.0.2.21"}, {"b2", "192.0.2.22"}},
+		[]dsrPod{{"p1", "b1", "10.244.1.1", pod1}, {"p2", "b2", "10.244.2.1", pod2}})
+	c, e, b1, b2 := nss["c"], nss["e"], nss["b1"], nss["b2"]
+	for _, p := range []struct{ ns, addr string }{{nss["p1"], pod1}, {nss["p2"], pod2}} {
 		// Each pod answers every line and every datagram with its own address.
-		ln := listenIn(t, p.pod, "tcp", p.addr+":8080")
+		ln := listenIn(t, p.ns, "tcp", p.addr+":8080")
 		t.Cleanup(func() { ln.Close() })
 		serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.LocalAddr()) })
 		var pc net.PacketConn
-		inNetns(t, p.pod, func() (err error) { pc, err = net.ListenPacket("udp4", p.addr+":5353"); return err })
+		inNetns(t, p.ns, func() (err error) { pc, err = net.ListenPacket("udp4", p.addr+":5353"); return err })
 		t.Cleanup(func() { pc.Close() })
 		go func() {
 			buf := make([]byte, 64)
@@ -71,28 +50,17 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 			}
 		}()
 	}
-	const vip = "198.51.100.10"
-	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
-
 	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")}
 	nodeNS := map[string]string{"e": e, "b1": b1, "b2": b2}
 	appliers := map[string]*dsrapply.Applier{}
 	published := map[string][]nftrules.EtherAddr{}
 	for node, ns := range nodeNS {
-		nsh, err := netns.GetFromName(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := netlink.NewHandleAt(nsh)
-		nsh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Close)
+		a, h := applierIn(t, ns)
+		var err error
 		if published[node], err = dsrapply.LocalMACs(h, []netip.Addr{ips[node]}); err != nil {
 			t.Fatal(err)
 		}
-		appliers[node] = dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, netnstest.Sysctl(ns))
+		appliers[node] = a
 	}
 	// service is the Service as the EndpointSlices list it, P1's endpoint with cond's conditions.
 	service := func(cond nftrules.Endpoint) *nftrules.Service {
@@ -105,7 +73,7 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 			return nftrules.Port{Name: name, Protocol: proto, Port: port, Endpoints: []nftrules.Endpoint{a, b}}
 		}
 		return &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-			LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+			LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(dsrVIP)}, ExternalMode: nftrules.ExternalDSR,
 			Ports: []nftrules.Port{port(nftrules.TCP, "http", 80, 8080), port(nftrules.UDP, "dns", 53, 5353)}}
 	}
 	ready := nftrules.Endpoint{Ready: true, Serving: true}
@@ -129,9 +97,12 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 			t.Fatalf("%s: %v", node, err)
 		}
 	}
-	for node := range nodeNS {
-		apply(node, service(ready))
+	applyAll := func(cond nftrules.Endpoint) {
+		for node := range nodeNS {
+			apply(node, service(cond))
+		}
 	}
+	applyAll(ready)
 
 	// ask sends a line on a held connection and returns the address of the pod that answered.
 	type held struct {
@@ -151,7 +122,7 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 	holdTo := func(pod string) held {
 		t.Helper()
 		for range 64 {
-			conn := dialIn(t, c, vip+":80")
+			conn := dialIn(t, c, dsrVIP+":80")
 			h := held{conn, bufio.NewReader(conn)}
 			if got, err := ask(h); err == nil && got == pod {
 				t.Cleanup(func() { conn.Close() })
@@ -177,7 +148,7 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 		t.Helper()
 		for range 64 {
 			var uc net.Conn
-			inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", vip+":53"); return err })
+			inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", dsrVIP+":53"); return err })
 			if got, err := askUDP(uc); err == nil && got == pod {
 				t.Cleanup(func() { uc.Close() })
 				return uc
@@ -187,60 +158,51 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 		t.Fatalf("no UDP flow of 64 reached %s", pod)
 		return nil
 	}
-	expect := func(when, what string, got string, err error, want string) {
-		t.Helper()
-		if err != nil || got != want {
-			t.Errorf("%s: %s: answered by %q (%v), want %s", when, what, got, err, want)
-		} else {
-			t.Logf("%s: %s: answered by %s", when, what, got)
-		}
-	}
-
 	toP1, toP2 := holdTo(pod1), holdTo(pod2)
 	flow := udpTo(pod1)
 
-	// E declares B1 dead (falsely: B1 and P1 go on) and takes it back.
-	apply("e", service(ready), "b1")
-	for i := range 3 {
-		when := fmt.Sprintf("B1 falsely dead to E, request %d", i)
-		got, err := ask(toP1)
-		expect(when, "the connection held to P1", got, err, pod1)
-		got, err = ask(toP2)
-		expect(when, "the connection held to P2", got, err, pod2)
-		got, err = askUDP(flow)
-		expect(when, "the UDP flow P1 served", got, err, pod2)
+	// The phases: what happens, then each probe asked 3 times and answered by the pod it wants.
+	type probe struct {
+		what string
+		ask  func() (string, error)
+		want string
 	}
-	apply("e", service(ready))
-	for i := range 3 {
-		when := fmt.Sprintf("B1 back, request %d", i)
-		got, err := ask(toP1)
-		expect(when, "the connection held to P1", got, err, pod1)
-		got, err = askUDP(flow)
-		expect(when, "the UDP flow moved to P2 stays there", got, err, pod2)
-	}
-
-	// P1 terminates gracefully: every node sees it serving and terminating; its connection goes on.
-	for node := range nodeNS {
-		apply(node, service(nftrules.Endpoint{Serving: true, Terminating: true}))
-	}
-	for i := range 3 {
-		got, err := ask(toP1)
-		expect(fmt.Sprintf("P1 terminating, request %d", i), "the connection held to P1", got, err, pod1)
-	}
-	for node := range nodeNS {
-		apply(node, service(ready))
-	}
-
-	// B1's power cut: its link goes down and E's detector drops it. A UDP flow P1 served moves to
-	// P2; the connection held to P2 is untouched. (The one held to P1 is lost with B1.)
-	flow = udpTo(pod1)
-	in(b1, "ip", "link", "set", "eth0", "down")
-	apply("e", service(ready), "b1")
-	for i := range 3 {
-		when := fmt.Sprintf("B1 cut, request %d", i)
-		got, err := askUDP(flow)
-		expect(when, "the UDP flow P1 served", got, err, pod2)
-		got, err = ask(toP2)
-		expect(when, "the connection held to P2", got, err, pod2)
+	heldP1 := func() (string, error) { return ask(toP1) }
+	heldP2 := func() (string, error) { return ask(toP2) }
+	udpFlow := func() (string, error) { return askUDP(flow) }
+	for _, ph := range []struct {
+		when   string
+		change func()
+		probes []probe
+	}{
+		// E declares B1 dead (falsely: B1 and P1 go on) and takes it back.
+		{"B1 falsely dead to E", func() { apply("e", service(ready), "b1") }, []probe{
+			{"the connection held to P1", heldP1, pod1}, {"the connection held to P2", heldP2, pod2}, {"the UDP flow P1 served", udpFlow, pod2}}},
+		{"B1 back", func() { apply("e", service(ready)) }, []probe{
+			{"the connection held to P1", heldP1, pod1}, {"the UDP flow moved to P2 stays there", udpFlow, pod2}}},
+		// P1 terminates gracefully: every node sees it serving and terminating; its connection goes on.
+		{"P1 terminating", func() { applyAll(nftrules.Endpoint{Serving: true, Terminating: true}) }, []probe{
+			{"the connection held to P1", heldP1, pod1}}},
+		// B1's power cut (P1 ready again first): its link goes down and E's detector drops it. A
+		// new UDP flow P1 served moves to P2; the connection held to P2 is untouched. (The one
+		// held to P1 is lost with B1.)
+		{"B1 cut", func() {
+			applyAll(ready)
+			flow = udpTo(pod1)
+			netnstest.Run(t, b1, "ip", "link", "set", "eth0", "down")
+			apply("e", service(ready), "b1")
+		}, []probe{{"the UDP flow P1 served", udpFlow, pod2}, {"the connection held to P2", heldP2, pod2}}},
+	} {
+		ph.change()
+		for i := range 3 {
+			for _, p := range ph.probes {
+				got, err := p.ask()
+				if err != nil || got != p.want {
+					t.Errorf("%s, request %d: %s: answered by %q (%v), want %s", ph.when, i, p.what, got, err, p.want)
+				} else {
+					t.Logf("%s, request %d: %s: answered by %s", ph.when, i, p.what, got)
+				}
+			}
+		}
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
@@ -46,32 +44,13 @@ func (n nsNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // through E2, which never saw its start. P sees C's own address throughout. A UDP flow does the
 // same.
 func TestKernelDSRPath(t *testing.T) {
-	nss, in := segment(t, "ilbdsr", "sw", "c", "e1", "e2", "b", "p")
-	sw, c, e1, e2, b, p := nss[0], nss[1], nss[2], nss[3], nss[4], nss[5]
-	in(sw, "ip", "link", "add", "br0", "type", "bridge")
-	in(sw, "ip", "link", "set", "br0", "up")
-	hosts := []struct{ ns, addr string }{{c, "192.0.2.100"}, {e1, "192.0.2.11"}, {e2, "192.0.2.12"}, {b, "192.0.2.20"}}
-	for i, h := range hosts {
-		port := fmt.Sprintf("p%d", i)
-		in(sw, "ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
-		in(sw, "ip", "link", "set", port, "master", "br0", "up")
-		in(h.ns, "ip", "addr", "add", h.addr+"/24", "dev", "eth0")
-		in(h.ns, "ip", "link", "set", "eth0", "up")
-		in(h.ns, "ip", "link", "set", "lo", "up")
-	}
-	in(b, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p)
-	in(b, "ip", "addr", "add", "10.244.2.1/24", "dev", "vp")
-	in(b, "ip", "link", "set", "vp", "up")
-	in(p, "ip", "addr", "add", "10.244.2.5/24", "dev", "eth0")
-	in(p, "ip", "link", "set", "eth0", "up")
-	in(p, "ip", "link", "set", "lo", "up")
-	in(p, "ip", "route", "add", "default", "via", "10.244.2.1")
-	const vip = "198.51.100.10"
-	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
-
+	nss := dsrTopology(t, "ilbdsr", "e1",
+		[]dsrHost{{"c", "192.0.2.100"}, {"e1", "192.0.2.11"}, {"e2", "192.0.2.12"}, {"b", "192.0.2.20"}},
+		[]dsrPod{{"p", "b", "10.244.2.1", "10.244.2.5"}})
+	c, e1, e2, b, p := nss["c"], nss["e1"], nss["e2"], nss["b"], nss["p"]
 	// The same Service on every node; endpoints only on B.
 	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(dsrVIP)}, ExternalMode: nftrules.ExternalDSR,
 		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
 		}}, {Name: "dns", Protocol: nftrules.UDP, Port: 53, Endpoints: []nftrules.Endpoint{
@@ -105,7 +84,7 @@ func TestKernelDSRPath(t *testing.T) {
 		}
 	}()
 	var uc net.Conn
-	inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", vip+":53"); return err })
+	inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", dsrVIP+":53"); return err })
 	defer uc.Close()
 	askUDP := func(when string) {
 		t.Helper()
@@ -123,7 +102,7 @@ func TestKernelDSRPath(t *testing.T) {
 		}
 	}
 
-	conn := dialIn(t, c, vip+":80")
+	conn := dialIn(t, c, dsrVIP+":80")
 	defer conn.Close()
 	r := bufio.NewReader(conn)
 	ask := func(when string) {
@@ -169,7 +148,7 @@ func TestKernelDSRPath(t *testing.T) {
 	}
 
 	// The announcer fails over: C now reaches the address through E2, mid-connection.
-	in(c, "ip", "route", "replace", vip+"/32", "via", "192.0.2.12")
+	netnstest.Run(t, c, "ip", "route", "replace", dsrVIP+"/32", "via", "192.0.2.12")
 	for i := range 3 {
 		ask(fmt.Sprintf("request %d through e2 after the failover", i))
 		askUDP(fmt.Sprintf("datagram %d through e2 after the failover", i))
@@ -198,17 +177,7 @@ func applyDSR(t *testing.T, svc *nftrules.Service, ips map[string]netip.Addr, no
 	t.Helper()
 	appliers := map[string]*dsrapply.Applier{}
 	for node, ns := range nodes {
-		nsh, err := netns.GetFromName(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := netlink.NewHandleAt(nsh)
-		nsh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Close)
-		a := dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, netnstest.Sysctl(ns))
+		a, _ := applierIn(t, ns)
 		m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
 		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
 		if err := a.Apply(context.Background(), &plan); err != nil {
@@ -271,17 +240,11 @@ func TestKernelDSRPathRouted(t *testing.T) {
 		}
 	}
 	in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	in(b, "ip", "link", "add", "vp", "type", "veth", "peer", "name", "eth0", "netns", p)
-	in(b, "ip", "addr", "add", "10.244.2.1/24", "dev", "vp")
-	in(b, "ip", "link", "set", "vp", "up")
-	in(p, "ip", "addr", "add", "10.244.2.5/24", "dev", "eth0")
-	in(p, "ip", "link", "set", "eth0", "up")
-	in(p, "ip", "route", "add", "default", "via", "10.244.2.1")
-	const vip = "198.51.100.10"
-	in(c, "ip", "route", "add", vip+"/32", "via", "192.0.2.11")
+	podBehind(t, b, p, "10.244.2.1", "10.244.2.5")
+	in(c, "ip", "route", "add", dsrVIP+"/32", "via", "192.0.2.11")
 
 	svc := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(vip)}, ExternalMode: nftrules.ExternalDSR,
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(dsrVIP)}, ExternalMode: nftrules.ExternalDSR,
 		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
 			{Addr: netip.MustParseAddr("10.244.2.5"), Port: 8080, Node: "b", Ready: true},
 		}}}}
@@ -306,7 +269,7 @@ func TestKernelDSRPathRouted(t *testing.T) {
 	ln := listenIn(t, p, "tcp", "10.244.2.5:8080")
 	defer ln.Close()
 	serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.RemoteAddr()) })
-	conn := dialIn(t, c, vip+":80")
+	conn := dialIn(t, c, dsrVIP+":80")
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
 	for i := range 3 {

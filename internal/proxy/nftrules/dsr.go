@@ -289,16 +289,15 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			keep := map[string]bool{}
 			if sp.Protocol != UDP {
 				for _, ep := range sp.Endpoints {
-					if a := ep.Addr.Unmap(); a.Is4() && a.Zone() == "" && ep.Port != 0 && ep.Node != "" && cfg.NodeIPs[ep.Node].Is4() {
+					if dsrEndpoint(ep, cfg.NodeIPs) {
 						keep[ep.Node] = true
 					}
 				}
 			}
 			for _, ep := range sel.Cluster {
-				if !ep.Addr.Is4() {
-					continue
-				}
-				if ep.Node == "" || !cfg.NodeIPs[ep.Node].Is4() {
+				// Cluster holds IPv4 endpoints with ports only: a node without an IPv4
+				// InternalIP is why one does not count.
+				if !dsrEndpoint(ep, cfg.NodeIPs) {
 					if !noIP[ep.Node] {
 						refuse(k, RefuseNoNodeIP, "node %q of endpoint %s has no IPv4 InternalIP; its endpoints get no DSR flows", ep.Node, ep.Addr)
 						noIP[ep.Node] = true
@@ -336,7 +335,7 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 				all.DeadNodes = nil
 				every := map[string]int{}
 				for _, ep := range SelectEndpoints(svc, sp, &all, false).Cluster {
-					if ep.Addr.Is4() && ep.Node != "" && cfg.NodeIPs[ep.Node].Is4() {
+					if dsrEndpoint(ep, cfg.NodeIPs) {
 						every[ep.Node]++
 					}
 				}
@@ -397,6 +396,14 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 	}
 	slices.SortFunc(plan.Routes, func(a, b DSRRoute) int { return a.Slot - b.Slot })
 	return plan
+}
+
+// dsrEndpoint reports whether ep counts for DSR: an IPv4 endpoint (an IPv4-mapped address counts,
+// as SelectEndpoints unmaps it) with a port, on a named node with an IPv4 InternalIP in nodeIPs
+// (the next hop of its flows). Every endpoint of SelectEndpoints' IPv4 Cluster passes the first
+// two; Keep, which reads every listed endpoint, needs them.
+func dsrEndpoint(ep Endpoint, nodeIPs map[string]netip.Addr) bool {
+	return ep.Addr.Unmap().Is4() && ep.Port != 0 && ep.Node != "" && nodeIPs[ep.Node].Is4()
 }
 
 // peerMACs returns the Ethernet addresses published by every node but self, sorted, each once. A

@@ -317,20 +317,9 @@ func TestPlanDSRKeep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, proto := range []nftrules.Protocol{nftrules.TCP, nftrules.SCTP, nftrules.UDP} {
-				s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, tc.eps...)
-				s.Ports[0].Protocol = proto
-				s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
-				s.ExternalMode = nftrules.ExternalDSR
-				m := model(nftrules.Node{Name: thisNode}, s)
-				for _, d := range tc.dead {
-					if m.Node.DeadNodes == nil {
-						m.Node.DeadNodes = map[string]bool{}
-					}
-					m.Node.DeadNodes[d] = true
-				}
-				cfg := nftrules.DSRConfig{NodeIPs: map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"),
-					"node-c": a("192.168.1.12"), "node-d": a("192.168.1.13")}}
-				plan := nftrules.PlanDSR(m, cfg)
+				ips := map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"),
+					"node-c": a("192.168.1.12"), "node-d": a("192.168.1.13")}
+				plan := webDSRPlan(proto, ips, tc.dead, tc.eps...)
 				if len(plan.Ports) != 1 {
 					t.Fatalf("%s: %d ports", proto, len(plan.Ports))
 				}
@@ -415,17 +404,7 @@ func TestPlanDSRDeadNodeMovesOnlyItsBuckets(t *testing.T) {
 	}
 	plan := func(dead ...string) nftrules.DSRPort {
 		t.Helper()
-		s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
-		s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
-		s.ExternalMode = nftrules.ExternalDSR
-		m := model(nftrules.Node{Name: thisNode}, s)
-		for _, d := range dead {
-			if m.Node.DeadNodes == nil {
-				m.Node.DeadNodes = map[string]bool{}
-			}
-			m.Node.DeadNodes[d] = true
-		}
-		p := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		p := webDSRPlan(nftrules.TCP, ips, dead, eps...)
 		if len(p.Ports) != 1 {
 			t.Fatalf("%d ports", len(p.Ports))
 		}
@@ -464,4 +443,117 @@ func TestPlanDSRDeadNodeMovesOnlyItsBuckets(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPlanDSREndpointEdges pins which endpoints count for DSR, in each of the three places
+// PlanDSR asks "an IPv4 endpoint on a node with an IPv4 InternalIP": the owners of new flows
+// (Nodes, Weights, and a RefuseNoNodeIP note for a selected endpoint whose node has none), the
+// nodes whose remembered flows stay (Keep, over every listed endpoint), and the table over every
+// node with endpoints that keeps a live owner's buckets when another is dead (Buckets). Each case
+// adds one endpoint to ready ones on node-b, node-c and node-e; its plan must equal, in all of
+// those, the plan of the plain endpoints in same (what the added one amounts to), with node-b
+// alive and with node-b dead (two live nodes left, so that the kept buckets show).
+func TestPlanDSREndpointEdges(t *testing.T) {
+	b, c, e := ep("10.244.2.5:8080", "node-b"), ep("10.244.3.5:8080", "node-c"), ep("10.244.5.5:8080", "node-e")
+	d := ep("10.244.4.5:8080", "node-d") // a plain endpoint on node-d, which has an IPv4 InternalIP
+	with := func(x nftrules.Endpoint, addr string, port uint16, node string) nftrules.Endpoint {
+		x.Addr, x.Port, x.Node = netip.MustParseAddr(addr), port, node
+		return x
+	}
+	ips := map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-b": a("192.168.1.11"), "node-c": a("192.168.1.12"),
+		"node-d": a("192.168.1.13"), "node-e": a("192.168.1.16"), "node-v6": a("fd00::14"), "node-mapped": a("::ffff:192.168.1.15"),
+		"": a("192.168.1.17")} // no Node is nameless: an endpoint without a node name has none, whatever the map says
+	const noIP = string(nftrules.RefuseNoNodeIP)
+	for _, tc := range []struct {
+		name    string
+		added   nftrules.Endpoint
+		same    []nftrules.Endpoint // what the added endpoint amounts to
+		nodes   string              // Nodes with every node alive
+		tcp     string              // Keep of TCP with every node alive (UDP's is nodes)
+		refused []string
+	}{
+		{name: "IPv6 endpoint", added: with(d, "fd00:10:244:4::5", 8080, "node-d"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "IPv6 endpoint with a zone", added: with(d, "fe80::5%eth0", 8080, "node-d"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "IPv4-mapped IPv6 endpoint: IPv4", added: with(d, "::ffff:10.244.4.5", 8080, "node-d"), same: []nftrules.Endpoint{d},
+			nodes: "[node-b node-c node-d node-e]", tcp: "[node-b node-c node-d node-e]"},
+		{name: "IPv4-mapped endpoint with a zone: IPv4, the zone dropped", added: with(d, "::ffff:10.244.4.5%eth0", 8080, "node-d"), same: []nftrules.Endpoint{d},
+			nodes: "[node-b node-c node-d node-e]", tcp: "[node-b node-c node-d node-e]"},
+		{name: "IPv4-mapped listing of node-b's endpoint: merged", added: with(b, "::ffff:10.244.2.5", 8080, "node-b"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "no port", added: with(d, "10.244.4.5", 0, "node-d"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "no address", added: nftrules.Endpoint{Port: 8080, Node: "node-d", Ready: true, Serving: true},
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "node without an InternalIP", added: with(d, "10.244.4.5", 8080, "node-x"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]", refused: []string{noIP}},
+		{name: "node with an IPv6 InternalIP only", added: with(d, "10.244.4.5", 8080, "node-v6"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]", refused: []string{noIP}},
+		{name: "node whose InternalIP is IPv4-mapped IPv6: not IPv4", added: with(d, "10.244.4.5", 8080, "node-mapped"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]", refused: []string{noIP}},
+		{name: "no node name", added: with(d, "10.244.4.5", 8080, ""),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]", refused: []string{noIP}},
+		{name: "not ready: kept for TCP only", added: notReady(d), same: []nftrules.Endpoint{notReady(d)},
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-d node-e]"},
+		{name: "not ready, IPv4-mapped: kept for TCP only", added: with(notReady(d), "::ffff:10.244.4.5", 8080, "node-d"), same: []nftrules.Endpoint{notReady(d)},
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-d node-e]"},
+		{name: "not ready, IPv6: never kept", added: with(notReady(d), "fd00:10:244:4::5", 8080, "node-d"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "not ready, no port: never kept", added: with(notReady(d), "10.244.4.5", 0, "node-d"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "not ready on a node without an InternalIP: never kept, not refused", added: with(notReady(d), "10.244.4.5", 8080, "node-x"),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+		{name: "not ready without a node name: never kept, not refused", added: with(notReady(d), "10.244.4.5", 8080, ""),
+			nodes: "[node-b node-c node-e]", tcp: "[node-b node-c node-e]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, proto := range []nftrules.Protocol{nftrules.TCP, nftrules.UDP} {
+				for _, dead := range [][]string{nil, {"node-b"}} {
+					got, want := webDSRPlan(proto, ips, dead, b, c, e, tc.added), webDSRPlan(proto, ips, dead, append([]nftrules.Endpoint{b, c, e}, tc.same...)...)
+					if len(got.Ports) != 1 || len(want.Ports) != 1 {
+						t.Fatalf("%s, dead %v: %d ports, the plain endpoints' %d", proto, dead, len(got.Ports), len(want.Ports))
+					}
+					g, w := got.Ports[0], want.Ports[0]
+					if diff := cmp.Diff(fmt.Sprint(w.Nodes, w.Weights, w.Keep, w.Buckets), fmt.Sprint(g.Nodes, g.Weights, g.Keep, g.Buckets)); diff != "" {
+						t.Errorf("%s, dead %v: nodes, weights, keep, buckets differ from the plain endpoints' (-plain +got):\n%s", proto, dead, diff)
+					}
+					if dead != nil {
+						continue
+					}
+					keep := tc.tcp
+					if proto == nftrules.UDP {
+						keep = tc.nodes
+					}
+					if got, want := fmt.Sprintf("nodes %v keep %v", g.Nodes, g.Keep), "nodes "+tc.nodes+" keep "+keep; got != want {
+						t.Errorf("%s: %s, want %s", proto, got, want)
+					}
+					var refused []string
+					for _, n := range got.Refused[nftrules.ServiceKey{Namespace: "ns1", Name: "web"}] {
+						refused = append(refused, string(n.Reason))
+					}
+					if diff := cmp.Diff(tc.refused, refused); diff != "" {
+						t.Errorf("%s: refused (-want +got):\n%s", proto, diff)
+					}
+				}
+			}
+		})
+	}
+}
+
+// webDSRPlan is the DSR plan on thisNode of ns1/web, a DSR Service at 192.168.1.240 with one port
+// of proto to eps, with the nodes in dead declared dead and ips the nodes' InternalIPs.
+func webDSRPlan(proto nftrules.Protocol, ips map[string]netip.Addr, dead []string, eps ...nftrules.Endpoint) nftrules.DSRPlan {
+	s := svc("ns1", "web", []netip.Addr{a("10.96.0.10")}, eps...)
+	s.Ports[0].Protocol = proto
+	s.LoadBalancerIPs = []netip.Addr{a("192.168.1.240")}
+	s.ExternalMode = nftrules.ExternalDSR
+	m := model(nftrules.Node{Name: thisNode}, s)
+	for _, d := range dead {
+		if m.Node.DeadNodes == nil {
+			m.Node.DeadNodes = map[string]bool{}
+		}
+		m.Node.DeadNodes[d] = true
+	}
+	return nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
 }

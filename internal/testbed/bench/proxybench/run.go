@@ -80,7 +80,7 @@ type proxy struct {
 type bench struct {
 	l      *lab.Lab
 	o      Options
-	cs     *kubernetes.Clientset
+	cs     kubernetes.Interface
 	kp, il proxy
 
 	ips []netip.Addr // ClusterIP of Service i

@@ -1,6 +1,7 @@
 package proxybench
 
 import (
+	"fmt"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -14,30 +15,15 @@ import (
 // The benchmark installs config/proxy itself: every object must decode, and the DaemonSet must
 // end up only on the labelled node.
 func TestDecodeProxyBundle(t *testing.T) {
-	bundle, err := manifests.Bundle("proxy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeBundle(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := proxyObjects(t)
 	var kinds []string
 	var ds *appsv1.DaemonSet
 	for _, o := range objs {
+		kinds = append(kinds, fmt.Sprintf("%T", o))
 		switch o := o.(type) {
-		case *corev1.ServiceAccount:
-			kinds = append(kinds, "ServiceAccount")
-		case *rbacv1.ClusterRole:
-			kinds = append(kinds, "ClusterRole")
-		case *rbacv1.ClusterRoleBinding:
-			kinds = append(kinds, "ClusterRoleBinding")
-		case *admissionregistrationv1.ValidatingAdmissionPolicy:
-			kinds = append(kinds, "ValidatingAdmissionPolicy")
-		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			kinds = append(kinds, "ValidatingAdmissionPolicyBinding")
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding,
+			*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		case *appsv1.DaemonSet:
-			kinds = append(kinds, "DaemonSet")
 			ds = o
 		default:
 			t.Errorf("unexpected object %T: installIronLB does not create it", o)
@@ -96,4 +82,18 @@ func TestHasContent(t *testing.T) {
 			t.Errorf("hasContent(%q) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// proxyObjects are config/proxy's objects, decoded as installIronLB decodes them.
+func proxyObjects(t *testing.T) []any {
+	t.Helper()
+	bundle, err := manifests.Bundle("proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

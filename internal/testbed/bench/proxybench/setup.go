@@ -172,71 +172,60 @@ func (b *bench) installIronLB(ctx context.Context) error {
 	objs = append([]any{cm}, objs...)
 	for _, o := range objs {
 		var err error
-		var kind, name string
 		switch o := o.(type) {
 		case *corev1.ConfigMap:
-			kind, name = "configmap", o.Name
-			_, err = b.cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.CoreV1().ConfigMaps(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.CoreV1().ConfigMaps(o.Namespace)
+			err = createOwned(ctx, b, "configmap", o, c.Create, c.Delete)
 		case *corev1.ServiceAccount:
-			kind, name = "serviceaccount", o.Name
-			_, err = b.cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.CoreV1().ServiceAccounts(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.CoreV1().ServiceAccounts(o.Namespace)
+			err = createOwned(ctx, b, "serviceaccount", o, c.Create, c.Delete)
 		case *rbacv1.ClusterRole:
-			kind, name = "clusterrole", o.Name
-			_, err = b.cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.RbacV1().ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.RbacV1().ClusterRoles()
+			err = createOwned(ctx, b, "clusterrole", o, c.Create, c.Delete)
 		case *rbacv1.ClusterRoleBinding:
-			kind, name = "clusterrolebinding", o.Name
-			_, err = b.cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.RbacV1().ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.RbacV1().ClusterRoleBindings()
+			err = createOwned(ctx, b, "clusterrolebinding", o, c.Create, c.Delete)
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
 			// It narrows the proxy's nodes/status writes to its own Node's ironlb.io/dsr-macs.
-			kind, name = "validatingadmissionpolicy", o.Name
-			_, err = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+			err = createOwned(ctx, b, "validatingadmissionpolicy", o, c.Create, c.Delete)
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			kind, name = "validatingadmissionpolicybinding", o.Name
-			_, err = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
-			b.pushDelete(err, kind, name, func(ctx context.Context) error {
-				return b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
+			c := b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+			err = createOwned(ctx, b, "validatingadmissionpolicybinding", o, c.Create, c.Delete)
 		case *appsv1.DaemonSet:
-			kind, name = "daemonset", o.Name
 			onlyOn(o, benchLabel, labelRunsIronLB)
 			// removeIronLB (pushed by setup) deletes it, waits for its Pod and deletes its tables.
-			_, err = b.cs.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			err = createOwned(ctx, b, "daemonset", o, b.cs.AppsV1().DaemonSets(o.Namespace).Create, nil)
 		default:
 			return fmt.Errorf("config/proxy: unexpected object %T", o)
 		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", kind, name, err)
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// pushDelete registers the deletion of an object that this run created (err is the creation's).
-func (b *bench) pushDelete(err error, kind, name string, del func(context.Context) error) {
+// createOwned creates o with create unless it exists (then it is left alone), and, if it created it
+// and del is not nil, registers o's deletion with del. An error names the kind and o.
+func createOwned[T interface{ GetName() string }](ctx context.Context, b *bench, kind string, o T,
+	create func(context.Context, T, metav1.CreateOptions) (T, error), del func(context.Context, string, metav1.DeleteOptions) error) error {
+	_, err := create(ctx, o, metav1.CreateOptions{})
 	if err != nil {
-		return
-	}
-	b.push("deleting "+kind+" "+name, func(ctx context.Context) error {
-		if err := del(ctx); err != nil && !apierrors.IsNotFound(err) {
-			return err
+		if apierrors.IsAlreadyExists(err) {
+			return nil
 		}
-		return nil
-	})
+		return fmt.Errorf("creating %s %s: %w", kind, o.GetName(), err)
+	}
+	if del != nil {
+		b.push("deleting "+kind+" "+o.GetName(), func(ctx context.Context) error {
+			if err := del(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
+	}
+	return nil
 }
 
 // onlyOn marks ds as the benchmark's and restricts it to nodes labelled key=value.
