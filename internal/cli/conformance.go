@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,7 @@ import (
 // in turn.
 func labConformanceCmd(cfg *lab.Config, load func() (*lab.Lab, error)) *cobra.Command {
 	var o conformance.Options
-	var compare bool
+	var compare, longLane bool
 	cmd := &cobra.Command{
 		Use:   "conformance",
 		Short: "Run Kubernetes' [sig-network] e2e suite against the lab: a line per test, a table, N passed, N failed",
@@ -43,6 +44,14 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 			sel, err := conformance.Select(ctx, o)
 			if err != nil {
 				return err
+			}
+			if longLane && o.Procs > 1 {
+				main, long, n := conformance.Lanes(o.Selection, sel, regexp.MustCompile(conformance.LongPattern))
+				if long != nil {
+					o.Selection, o.Long, o.LongProcs = *main, long, n
+					o.Procs = max(o.Procs-n, 2)
+					fmt.Printf("%d long tests run from the start in a lane of their own, in %d processes, beside the other %d in %d\n", n, n, len(sel)-n, o.Procs)
+				}
 			}
 			if compare {
 				return runCompare(ctx, *cfg, load, o, len(sel))
@@ -75,6 +84,7 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 	f.StringVar(&o.ReportDir, "report-dir", filepath.Join(os.TempDir(), "ironlb-conformance"), "where the JUnit file (junit-PROXY.xml), the suite's output (e2e-PROXY.log) and its progress lines go")
 	f.DurationVar(&o.Timeout, "timeout", 90*time.Minute, "the whole suite's timeout (ginkgo --timeout)")
 	f.IntVar(&o.Procs, "procs", conformance.DefaultProcs, "parallel test processes (ginkgo --procs, as upstream's CI runs the suite; [Serial] tests run alone at the end); 1 runs e2e.test alone, one test at a time")
+	f.BoolVar(&longLane, "long-lane", true, "with --procs above 1, run the selected tests that alone take as long as the rest (the rolling-update and source-ranges LoadBalancers tests, about 15 min each) from the start in a ginkgo run of their own beside the others, one process each, taken from --procs")
 	f.BoolVar(&compare, "compare", false, "run the selection on a kube-proxy (nftables) lab and on an ironlb-proxy lab, each brought up and down here, and compare")
 	return cmd
 }

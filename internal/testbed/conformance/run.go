@@ -32,6 +32,10 @@ type Options struct {
 	Procs     int       // parallel test processes under the ginkgo CLI; 0 or 1 runs e2e.test alone
 	Out       io.Writer // progress lines
 	Selection
+	// Long, when set, is a lane run beside the main one from the start (Lanes): its tests in LongProcs
+	// processes, its files in ReportDir/long. Selection is then the main lane's.
+	Long      *Selection
+	LongProcs int
 }
 
 func (o Options) binary() string { return filepath.Join(o.E2EBin, Binary) }
@@ -114,8 +118,10 @@ func lastLines(s string, n int) string {
 // Run runs the selection against the lab: e2e.test runs in the lab's client namespace (outside the
 // cluster, on the nodes' network, as a kind user's e2e run sits on docker's bridge) with the lab's
 // kubeconfig and kubectl; with o.Procs > 1 under the ginkgo CLI, in that many processes (the CLI runs
-// the [Serial] tests alone at the end, and merges the processes' JUnit reports). It prints a progress line per test to o.Out as each ends and returns the
-// results read from the JUnit file. total is the number of selected tests (Select).
+// the [Serial] tests alone at the end, and merges the processes' JUnit reports). With o.Long, the long
+// lane runs beside it, in its own e2e.test or ginkgo CLI. It prints a progress line per test to o.Out
+// as each ends and returns the results read from the JUnit files. total is the number of selected
+// tests (Select).
 func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error) {
 	if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
 		return nil, err
@@ -125,22 +131,18 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 			return nil, err
 		}
 	}
-	inv := Invocation{
-		Binary:     o.binary(),
-		Ginkgo:     o.ginkgo(),
-		Procs:      o.Procs,
-		Kubeconfig: l.State.InternalKubeconfig(),
-		Kubectl:    filepath.Join(l.Plan.Config.K8sBin, "kubectl"),
-		JUnit:      o.JUnitFile(),
-		OutputDir:  o.ReportDir,
-		Timeout:    o.Timeout,
-		Selection:  o.Selection,
+	lanes := []Options{o}
+	if o.Long != nil && o.LongProcs > 0 {
+		long := o
+		long.Name, long.ReportDir, long.Selection, long.Procs = o.Name+"-long", filepath.Join(o.ReportDir, "long"), *o.Long, o.LongProcs
+		if err := os.MkdirAll(long.ReportDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(long.JUnitFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		lanes = append(lanes, long)
 	}
-	logf, err := os.Create(o.LogFile())
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
 	if err := applyPool(ctx, l); err != nil {
 		fmt.Fprintf(o.Out, "no address pool for the LoadBalancers tests (they will fail waiting for an address): %v\n", err)
 	} else {
@@ -160,30 +162,51 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 		return nil, err
 	}
 	defer fd.Close() // the child is cloned into the cgroup through it at Start
+	// Every lane's tests append to the main lane's progress file (a line per write, O_APPEND).
 	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig(), "IRONLB_E2E_PROGRESS="+o.progressFile())
 	client := l.Plan.Client.Name
-	cmd, err := lab.Command(l.Plan.Config.Self, lab.ExecSpec{NetNS: client, Hostname: client, MountNS: true, Argv: inv.Argv(), Env: env, Dir: o.ReportDir}, fd)
-	if err != nil {
-		return nil, err
+	done := make(chan error, len(lanes))
+	runErrs := make([]error, len(lanes))
+	for i, ln := range lanes {
+		inv := Invocation{
+			Binary:     ln.binary(),
+			Ginkgo:     ln.ginkgo(),
+			Procs:      ln.Procs,
+			Kubeconfig: l.State.InternalKubeconfig(),
+			Kubectl:    filepath.Join(l.Plan.Config.K8sBin, "kubectl"),
+			JUnit:      ln.JUnitFile(),
+			OutputDir:  ln.ReportDir,
+			Timeout:    ln.Timeout,
+			Selection:  ln.Selection,
+		}
+		logf, err := os.Create(ln.LogFile())
+		if err != nil {
+			return nil, err
+		}
+		defer logf.Close()
+		cmd, err := lab.Command(l.Plan.Config.Self, lab.ExecSpec{NetNS: client, Hostname: client, MountNS: true, Argv: inv.Argv(), Env: env, Dir: ln.ReportDir}, fd)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			_ = cg.Kill(5 * time.Second) // a lane started before this one
+			return nil, fmt.Errorf("starting %s in %s: %w", Binary, client, err)
+		}
+		go func() { runErrs[i] = cmd.Wait(); done <- nil }()
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s in %s: %w", Binary, client, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	tail := &progressTail{path: o.progressFile(), total: total, out: o.Out}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var runErr error
-wait:
-	for {
+	for running := len(lanes); running > 0; {
 		select {
-		case runErr = <-done:
-			break wait
+		case <-done:
+			running--
 		case <-ctx.Done():
 			_ = cg.Kill(5 * time.Second) // e2e.test and the kubectl it started
-			<-done
+			for ; running > 0; running-- {
+				<-done
+			}
 			return nil, ctx.Err()
 		case <-tick.C:
 			tail.read()
@@ -192,12 +215,20 @@ wait:
 	tail.read()
 	_ = cg.Kill(5 * time.Second) // what the suite left running (kubectl port-forward, ...)
 	_ = cg.Remove()
-	f, err := os.Open(o.JUnitFile())
-	if err != nil {
-		return nil, fmt.Errorf("%s wrote no JUnit report (%v); its output is in %s", Binary, runErr, o.LogFile())
+	var out []Result
+	for i, ln := range lanes {
+		f, err := os.Open(ln.JUnitFile())
+		if err != nil {
+			return nil, fmt.Errorf("%s wrote no JUnit report (%v); its output is in %s", Binary, runErrs[i], ln.LogFile())
+		}
+		rs, err := ParseJUnit(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
 	}
-	defer f.Close()
-	return ParseJUnit(f)
+	return out, nil
 }
 
 // progressTail prints the lines the suite appended to its progress file since the last read.

@@ -46,6 +46,37 @@ func DefaultSkip() string {
 	return strings.Join(p, "|")
 }
 
+// LongPattern matches the tests of the default scope that alone take as long as the rest of it at
+// DefaultProcs: the two rolling-update tests roll a DaemonSet of pods with a 60 s shutdown delay five
+// times over every schedulable node, one node at a time (5 x 3 x 60 s = 15 min in the lab), and the
+// source-ranges test waits out its firewall checks (13 min here). Run starts them at once in a lane of
+// their own, beside the others, instead of wherever the queue puts them.
+const LongPattern = `should not have connectivity disruption during rolling update with externalTrafficPolicy|should only allow access from service loadbalancer source ranges`
+
+// Lanes splits a run of the tests selected (Select's result, by s) into the long lane, the selected
+// tests long matches, each focused by its exact name, and the main lane, s without them; n is the
+// long lane's number of tests. long is nil
+// (no split) when no selected test is long, or when every one is.
+func Lanes(s Selection, selected []Result, long *regexp.Regexp) (main, longLane *Selection, n int) {
+	var names []string
+	for _, r := range selected {
+		if long.MatchString(r.Name) {
+			names = append(names, regexp.QuoteMeta(r.Name))
+		}
+	}
+	if len(names) == 0 || len(names) == len(selected) {
+		return &s, nil, 0
+	}
+	// Ginkgo matches --focus and --skip against the suite's description, a space and the test's full
+	// text, so a name is anchored at its end and after a space.
+	exact := "(^| )(" + strings.Join(names, "|") + ")$"
+	skip := exact
+	if s.Skip != "" {
+		skip = s.Skip + "|" + exact
+	}
+	return &Selection{Focus: s.Focus, Skip: skip}, &Selection{Focus: exact, Skip: s.Skip}, len(names)
+}
+
 // Selection is which tests run: ginkgo's --focus and --skip regular expressions (RE2, as ginkgo reads
 // them) over the tests' full names.
 type Selection struct {

@@ -139,3 +139,51 @@ func TestLoadBalancerPool(t *testing.T) {
 		}
 	}
 }
+
+// TestLanes: the selected long tests go to a lane of their own, focused by exact name (a test whose
+// name ends another's is not taken with it), and the main lane skips them; no long test, or only long
+// tests, is one lane.
+func TestLanes(t *testing.T) {
+	long := regexp.MustCompile(LongPattern)
+	rolling := "[sig-network] LoadBalancers [Feature:LoadBalancer] should not have connectivity disruption during rolling update with externalTrafficPolicy=Cluster [Slow]"
+	ranges := "[sig-network] LoadBalancers [Feature:LoadBalancer] should only allow access from service loadbalancer source ranges [Slow]"
+	short := "[sig-network] Services should serve a basic endpoint from pods  [Conformance]"
+	s := Selection{Focus: DefaultFocus, Skip: "SCTP"}
+	sel := func(names ...string) []Result {
+		var rs []Result
+		for _, n := range names {
+			rs = append(rs, Result{Name: n, Status: Passed})
+		}
+		return rs
+	}
+	main, lane, n := Lanes(s, sel(rolling, short, ranges), long)
+	if lane == nil || n != 2 {
+		t.Fatalf("long lane %v with %d tests, want 2", lane, n)
+	}
+	match := func(re, text string) bool { return regexp.MustCompile(re).MatchString("Kubernetes e2e suite " + text) }
+	for _, c := range []struct {
+		text             string
+		inLong, skipMain bool
+	}{
+		{rolling, true, true},
+		{ranges, true, true},
+		{short, false, false},
+		{"SCTP " + short, false, true},
+		{rolling + " again", false, false}, // not the exact name
+	} {
+		if got := match(lane.Focus, c.text) && !match(lane.Skip, c.text); got != c.inLong {
+			t.Errorf("%q in the long lane: %v, want %v", c.text, got, c.inLong)
+		}
+		if got := match(main.Skip, c.text); got != c.skipMain {
+			t.Errorf("%q skipped by the main lane: %v, want %v", c.text, got, c.skipMain)
+		}
+	}
+	if main.Focus != s.Focus || lane.Skip != s.Skip {
+		t.Errorf("main focus %q, long skip %q: want the selection's focus and skip kept", main.Focus, lane.Skip)
+	}
+	for _, names := range [][]string{{short}, {rolling, ranges}} {
+		if m, l, n := Lanes(s, sel(names...), long); l != nil || n != 0 || *m != s {
+			t.Errorf("%d tests, %d long: got a long lane %v, want one lane, the selection as it is", len(names), n, l)
+		}
+	}
+}
