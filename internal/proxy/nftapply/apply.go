@@ -33,12 +33,13 @@ const StaleChainDelay = time.Second
 // Syncer writes one family's rules. It is not safe for concurrent use: one goroutine (the
 // proxy's sync loop) owns it.
 type Syncer struct {
-	nft knftables.Interface
-	nl  *Netlink // nil: every transaction runs through nft
+	nft knftables.Interface // nil: no nft; everything goes over netlink
+	nl  *Netlink            // nil: every transaction runs through nft
 	b   *nftrules.Builder
 	now func() time.Time
 
 	bulkNew bool // write a new table's Services over netlink (WithBulkNewTable)
+	nlFull  bool // write full syncs over netlink (WithNetlinkFull)
 
 	applied *nftrules.Model      // last model applied successfully; nil forces a full sync
 	state   nftrules.State       // the Builder's State of the table (windows of dnat-endpoints)
@@ -95,6 +96,9 @@ type Stats struct {
 	// NetlinkOff (it wraps ErrOtherTable).
 	NetlinkState NetlinkState
 	NetlinkOff   error
+	// NFT is why there is no nft to fall back on (NewKernel found none, or one too old); nil if
+	// there is one, or the Syncer was not made by NewKernel.
+	NFT error
 }
 
 // Option configures a Syncer.
@@ -122,9 +126,20 @@ func WithBulkNewTable(on bool) Option {
 	return func(s *Syncer) { s.bulkNew = on }
 }
 
+// WithNetlinkFull writes full syncs over netlink too, in one batch (the table, its fixed
+// objects and every Service), listing the table over netlink first; only what the writer cannot
+// encode goes through nft. The writer then writes the table before nft does, so there is nothing
+// to verify: netlink is on from the start. NewKernel turns it on. It needs a writer for the
+// kernel (NewNetlink); without one it does nothing.
+func WithNetlinkFull(on bool) Option {
+	return func(s *Syncer) { s.nlFull = on }
+}
+
 // New returns a Syncer that applies b's rules through nft, an Interface for b's family and table
-// nftrules.TableName (knftables.New, or knftables.NewFake in tests). now is the clock (nil:
-// time.Now). Without options every transaction runs through nft.
+// nftrules.TableName (knftables.New, or knftables.NewFake in tests), or nil if there is no nft:
+// then everything goes over netlink (WithNetlink is needed, with a writer for the kernel), and
+// what the writer cannot encode fails. now is the clock (nil: time.Now). Without options every
+// transaction runs through nft.
 func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opts ...Option) *Syncer {
 	if now == nil {
 		now = time.Now
@@ -133,28 +148,47 @@ func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opt
 	for _, o := range opts {
 		o(s)
 	}
+	if s.nl != nil && (nft == nil || s.nlFull && s.nl.kernel) {
+		// Netlink writes the table first (or alone): nothing nft wrote to check it against.
+		s.stats.NetlinkState = NetlinkOn
+	}
 	return s
 }
 
-// NewKernel returns a Syncer for the kernel's table of cfg.Family: full syncs via the nft
-// binary, incremental ones over netlink in the caller's network namespace once a sync has shown
-// that netlink sees the table nft writes (opts may change that: WithNetlink(nil) turns
-// netlink off, WithNetlink(NewNetlink(family, fd)) points it at another namespace). It fails if
-// cfg is invalid or nft is missing or older than 1.0.1.
+// fullOverNetlink reports whether full syncs (and listing the table) go over netlink.
+func (s *Syncer) fullOverNetlink() bool {
+	return s.nl != nil && s.nl.kernel && s.stats.NetlinkState == NetlinkOn && (s.nlFull || s.nft == nil)
+}
+
+// NewKernel returns a Syncer for the kernel's table of cfg.Family in the caller's network
+// namespace: every sync over netlink (WithNetlinkFull), with the nft binary, if there is one (1.0.1
+// or later), as the fallback for what the netlink writer cannot encode. opts may change that:
+// WithNetlink(nil) runs everything through nft (which must then be there),
+// WithNetlink(NewNetlink(family, fd)) points netlink at another namespace, WithNetlinkFull(false)
+// runs full syncs through nft. It fails if cfg is invalid, or if it needs nft and there is none.
+// Stats.NFT says why nft is not used, if it is not.
 func NewKernel(cfg nftrules.Config, opts ...Option) (*Syncer, error) {
 	b, err := nftrules.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	nft, err := knftables.New(cfg.Family, nftrules.TableName)
-	if err != nil {
-		return nil, fmt.Errorf("nftables for %s: %w", cfg.Family, err)
+	var nft knftables.Interface
+	nftErr := error(nil)
+	if k, err := knftables.New(cfg.Family, nftrules.TableName); err != nil {
+		nftErr = fmt.Errorf("nftables for %s: %w", cfg.Family, err)
+	} else {
+		nft = k
 	}
 	nl, err := NewNetlink(cfg.Family, 0)
 	if err != nil {
 		return nil, err
 	}
-	return New(nft, b, nil, append([]Option{WithNetlink(nl), WithBulkNewTable(true)}, opts...)...), nil
+	s := New(nft, b, nil, append([]Option{WithNetlink(nl), WithBulkNewTable(true), WithNetlinkFull(true)}, opts...)...)
+	if nft == nil && (s.nl == nil || !s.nl.kernel) {
+		return nil, nftErr
+	}
+	s.stats.NFT = nftErr
+	return s, nil
 }
 
 // Sync makes the table match m: incrementally from the last model applied, or in full (after
@@ -174,9 +208,15 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 			s.applied = nil
 			return plan, err
 		}
-		if s.bulkNew && s.nl != nil && s.stats.NetlinkState != NetlinkOff && !slices.ContainsFunc(existing.Chains, nftrules.IsServiceChain) {
+		switch {
+		case s.fullOverNetlink():
+			// One netlink batch: it replaces Services that carry traffic, atomically.
+			rec := &recorder{}
+			plan = s.b.Full(rec, m, existing, &s.state)
+			err = s.write(ctx, rec, true)
+		case s.bulkNew && s.nl != nil && s.stats.NetlinkState != NetlinkOff && !slices.ContainsFunc(existing.Chains, nftrules.IsServiceChain):
 			plan, err = s.fullNew(ctx, m, existing)
-		} else {
+		default:
 			// Straight into one transaction: it replaces Services that carry traffic, atomically.
 			tx := s.nft.NewTransaction()
 			plan = s.b.Full(tx, m, existing, &s.state)
@@ -271,12 +311,18 @@ func (s *Syncer) write(ctx context.Context, rec *recorder, viaNetlink bool) erro
 			if !errors.As(err, &u) {
 				return err
 			}
+			if s.nft == nil {
+				return fmt.Errorf("no nft to fall back on: %w", err)
+			}
 			reason = u.Reason
 		}
 		if s.stats.Fallbacks == nil {
 			s.stats.Fallbacks = map[FallbackReason]int{}
 		}
 		s.stats.Fallbacks[reason]++
+	}
+	if s.nft == nil {
+		return errors.New("no nft, and netlink is not on")
 	}
 	tx := s.nft.NewTransaction()
 	rec.replay(tx)
@@ -287,6 +333,9 @@ func (s *Syncer) write(ctx context.Context, rec *recorder, viaNetlink bool) erro
 func (s *Syncer) exec(ctx context.Context, tx *knftables.Transaction) error {
 	if tx.NumOperations() == 0 {
 		return nil
+	}
+	if s.nft == nil {
+		return errors.New("no nft, and netlink is not on")
 	}
 	s.stats.Exec++
 	return s.nft.Run(ctx, tx)
@@ -333,9 +382,16 @@ func (s *Syncer) deleteStale(ctx context.Context) {
 	}
 }
 
-// list returns the chains, sets and maps the table holds; none if it does not exist.
+// list returns the chains, sets and maps the table holds; none if it does not exist. It reads
+// them over netlink when full syncs go over netlink, else through nft.
 func (s *Syncer) list(ctx context.Context) (nftrules.Existing, error) {
 	var ex nftrules.Existing
+	if s.fullOverNetlink() {
+		return s.nl.list()
+	}
+	if s.nft == nil {
+		return ex, errors.New("no nft, and netlink is not on")
+	}
 	chains, err := s.nft.List(ctx, "chains")
 	if err != nil {
 		if knftables.IsNotFound(err) {
@@ -355,8 +411,22 @@ func (s *Syncer) list(ctx context.Context) (nftrules.Existing, error) {
 	return ex, nil
 }
 
-// Cleanup deletes the table (on shutdown with --cleanup, or when switching back to kube-proxy).
-// A missing table is not an error.
+// CleanupKernel deletes family's table in the caller's network namespace over netlink (on
+// shutdown with --cleanup, or when switching back to kube-proxy): no nft needed. A missing table
+// is not an error.
+func CleanupKernel(family knftables.Family) error {
+	nl, err := NewNetlink(family, 0)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	if err := nl.deleteTable(); err != nil {
+		return fmt.Errorf("deleting table %s %s: %w", family, nftrules.TableName, err)
+	}
+	return nil
+}
+
+// Cleanup deletes the table through nft. A missing table is not an error.
 func Cleanup(ctx context.Context, nft knftables.Interface) error {
 	tx := nft.NewTransaction()
 	tx.Delete(&knftables.Table{})

@@ -36,6 +36,11 @@ func (c *fakeConn) add(format string, args ...any) {
 	c.pending = append(c.pending, fmt.Sprintf(format, args...))
 }
 
+func (c *fakeConn) AddTable(t *nftables.Table) *nftables.Table {
+	c.add("add table %s", t.Name)
+	return t
+}
+func (c *fakeConn) DelTable(t *nftables.Table) { c.add("delete table %s", t.Name) }
 func (c *fakeConn) AddChain(ch *nftables.Chain) *nftables.Chain {
 	c.add("add chain %s", ch.Name)
 	return ch

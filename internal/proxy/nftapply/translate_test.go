@@ -31,7 +31,8 @@ func translateText(tr ruleTranslator, text string, comment *string) ([]expr.Any,
 	if comment != nil {
 		r.Comment = *comment
 	}
-	return tr.encode(r)
+	exprs, ud, _, err := tr.encode(r)
+	return exprs, ud, err
 }
 
 // TestTranslateRule pins the expressions of each rule shape to what `nft --debug=netlink` shows
