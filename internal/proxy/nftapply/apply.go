@@ -126,11 +126,13 @@ func WithBulkNewTable(on bool) Option {
 	return func(s *Syncer) { s.bulkNew = on }
 }
 
-// WithNetlinkFull writes full syncs over netlink too, in one batch (the table, its fixed
-// objects and every Service), listing the table over netlink first; only what the writer cannot
-// encode goes through nft. The writer then writes the table before nft does, so there is nothing
-// to verify: netlink is on from the start. NewKernel turns it on. It needs a writer for the
-// kernel (NewNetlink); without one it does nothing.
+// WithNetlinkFull writes full syncs over netlink too, once netlink is on, in one batch (the
+// table, its fixed objects and every Service), listing the table over netlink first; only what
+// the writer cannot encode goes through nft. With nft, netlink is first verified as before (the
+// first full sync writes at least the fixed objects through nft, and netlink must see them: nft
+// may run in another network namespace, and writing the other one would be wrong); without nft
+// (New with a nil Interface) netlink is on from the start. NewKernel turns it on. It needs a
+// writer for the kernel (NewNetlink); without one it does nothing.
 func WithNetlinkFull(on bool) Option {
 	return func(s *Syncer) { s.nlFull = on }
 }
@@ -148,8 +150,8 @@ func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opt
 	for _, o := range opts {
 		o(s)
 	}
-	if s.nl != nil && (nft == nil || s.nlFull && s.nl.kernel) {
-		// Netlink writes the table first (or alone): nothing nft wrote to check it against.
+	if s.nl != nil && nft == nil {
+		// Netlink writes alone: there is nothing nft wrote to check it against.
 		s.stats.NetlinkState = NetlinkOn
 	}
 	return s
