@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"regexp"
@@ -351,10 +352,24 @@ func TestNetlinkFullEdges(t *testing.T) {
 			m.Node.NodePortAddresses = []netip.Addr{netip.MustParseAddr("192.168.0.10"), netip.MustParseAddr("fd00:192:168::10"), netip.MustParseAddr("127.0.0.1")}
 			ranges := pfx("192.168.0.0/24", "192.168.1.0/24", "203.0.113.7/32", "10.0.0.0/9", "10.64.0.0/10", "10.200.0.0/13",
 				"fd00:1::/64", "fd00:1:0:1::/64", "fd00:2::7/128", "fd00:3::/33")
-			for _, s := range m.Services {
-				if len(s.LoadBalancerIPs) > 0 {
-					s.LoadBalancerSourceRanges = ranges
+			// Also: everything (one range up to the last address, open in nft's terms, merged with the
+			// node's VIPs), a range up to the last address beside another, and one range (which nft
+			// compares with directly, without a set).
+			others := [][]netip.Prefix{pfx("0.0.0.0/0", "::/0"), pfx("10.0.0.0/8", "255.255.255.0/24", "fd00::/8", "ffff::/16"), pfx("172.16.0.0/12", "fd00:9::/48")}
+			n := 0
+			for _, k := range slices.SortedFunc(maps.Keys(m.Services), func(a, b nftrules.ServiceKey) int { return strings.Compare(a.String(), b.String()) }) {
+				s := m.Services[k]
+				if len(s.LoadBalancerIPs) == 0 {
+					continue
 				}
+				s.LoadBalancerSourceRanges = ranges
+				if n < len(others) {
+					s.LoadBalancerSourceRanges = others[n]
+				}
+				n++
+			}
+			if n <= len(others) {
+				t.Fatalf("%d Services with load-balancer IPs, want more than %d", n, len(others))
 			}
 			tw.sync(t, m, "full")
 			for step := range 6 {

@@ -96,6 +96,7 @@ type anonSet struct {
 	interval bool
 	elems    []nftables.SetElement
 	udata    []byte
+	open     []byte // the key of the start of a range without end (up to the last address), if any
 }
 
 type ruleEncoder struct {
@@ -296,10 +297,10 @@ func (e *ruleEncoder) addrMatch(x nftrules.Expr, op expr.CmpOp, v nftrules.Value
 		e.emit(load, &expr.Cmp{Op: op, Register: reg1, Data: b})
 	case nftrules.ValuePrefix:
 		p := v.Prefix()
-		if p.Bits() <= 0 || p.Masked() != p {
+		if p.Masked() != p {
 			return fmt.Errorf("prefix %s", p)
 		}
-		if p.Bits()%8 == 0 {
+		if p.Bits() > 0 && p.Bits()%8 == 0 {
 			load.Len = uint32(p.Bits() / 8)
 			e.emit(load, &expr.Cmp{Op: op, Register: reg1, Data: b[:load.Len]})
 			return nil
@@ -326,6 +327,14 @@ func (e *ruleEncoder) anonLookup(s *nftrules.Stmt, x nftrules.Expr) error {
 	if len(s.Set) == 0 || s.Op == nftrules.OpEq {
 		return fmt.Errorf("unsupported %q", s)
 	}
+	if len(s.Set) == 1 {
+		// nft compares with a set of one element as with the element.
+		op := expr.CmpOpEq
+		if s.Op == nftrules.OpNeq {
+			op = expr.CmpOpNeq
+		}
+		return e.addrMatch(x, op, s.Set[0])
+	}
 	a := &anonSet{lookup: &expr.Lookup{SourceRegister: reg1, Invert: s.Op == nftrules.OpNeq}}
 	ivs := make([]interval, 0, len(s.Set))
 	for _, v := range s.Set {
@@ -346,10 +355,7 @@ func (e *ruleEncoder) anonLookup(s *nftrules.Stmt, x nftrules.Expr) error {
 		}
 	}
 	if a.interval {
-		var ok bool
-		if a.elems, ok = intervalElements(ivs); !ok {
-			return fmt.Errorf("%q: a range up to the last address", s)
-		}
+		a.elems, a.open = intervalElements(ivs)
 	} else {
 		seen := map[netip.Addr]bool{}
 		for _, iv := range ivs {

@@ -139,6 +139,9 @@ type command struct {
 	// which google/nftables cannot express in full: the kernel path writes it into the message
 	// (see capture). nil: none.
 	udata []byte
+	// open is the key of an anonymous set's element that starts an interval without end, which
+	// nft marks in the element's userdata (written the same way). nil: none.
+	open []byte
 }
 
 // maxElemsPerMessage bounds the elements of one netlink message: they are nested in one
@@ -371,7 +374,7 @@ func (t *translator) ruleInto(bt *batch, o op, r *nftrules.Rule) error {
 		set := &nftables.Set{Table: t.table, Name: "__set%d", ID: bt.id(), Anonymous: true, Constant: true,
 			Interval: a.interval, KeyType: t.addrType, KeyByteOrder: binaryutil.BigEndian}
 		a.lookup.SetName, a.lookup.SetID = set.Name, set.ID
-		bt.add(command{kind: cmdAddSet, set: set, elems: a.elems, udata: a.udata})
+		bt.add(command{kind: cmdAddSet, set: set, elems: a.elems, udata: a.udata, open: a.open})
 	}
 	bt.add(command{kind: cmdAddRule, rule: &nftables.Rule{
 		Table:    t.table,

@@ -162,12 +162,13 @@ func (t *translator) mapType(set *nftables.Set, m *knftables.Map) ([]byte, error
 // interval is a range of addresses, last included.
 type interval struct{ first, last netip.Addr }
 
-// intervalElements returns the elements nft writes for a set of prefixes and addresses: the
-// ranges merged where they overlap or touch, each a start element and an interval-end element
-// at the address after its last (none after the family's last address: nft then marks the start
-// with userdata, which is not written here), and an interval end at the zero address unless a
-// range starts there. ok is false if a range ends at the last address.
-func intervalElements(ivs []interval) (elems []nftables.SetElement, ok bool) {
+// intervalElements returns the elements nft writes for an anonymous set of prefixes and
+// addresses: the ranges merged where they overlap or touch, each a start element and an
+// interval-end element at the address after its last, and an interval end at the zero address
+// unless a range starts there. A range that reaches the family's last address has no end
+// element: nft marks its start as open in the element's userdata, and open is that start's key
+// (nil if none).
+func intervalElements(ivs []interval) (elems []nftables.SetElement, open []byte) {
 	slices.SortFunc(ivs, func(a, b interval) int { return a.first.Compare(b.first) })
 	var merged []interval
 	for _, iv := range ivs {
@@ -184,17 +185,22 @@ func intervalElements(ivs []interval) (elems []nftables.SetElement, ok bool) {
 		merged = append(merged, iv)
 	}
 	for _, iv := range merged {
-		end := iv.last.Next()
-		if !end.IsValid() {
-			return nil, false
+		elems = append(elems, nftables.SetElement{Key: iv.first.AsSlice()})
+		if end := iv.last.Next(); end.IsValid() {
+			elems = append(elems, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		} else {
+			open = iv.first.AsSlice()
 		}
-		elems = append(elems, nftables.SetElement{Key: iv.first.AsSlice()}, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
 	}
 	if len(merged) > 0 && !merged[0].first.IsUnspecified() {
 		elems = append(elems, nftables.SetElement{Key: make([]byte, merged[0].first.BitLen()/8), IntervalEnd: true})
 	}
-	return elems, true
+	return elems, open
 }
+
+// openElemUdata is the userdata of the start of an interval without end (NFTNL_UDATA_SET_ELEM_FLAGS:
+// NFTNL_SET_ELEM_F_INTERVAL_OPEN).
+var openElemUdata = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_ELEM_FLAGS, 1)
 
 // prefixInterval returns the addresses of p.
 func prefixInterval(p netip.Prefix) interval {
