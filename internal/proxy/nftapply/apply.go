@@ -159,7 +159,7 @@ func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opt
 
 // fullOverNetlink reports whether full syncs (and listing the table) go over netlink.
 func (s *Syncer) fullOverNetlink() bool {
-	return s.nl != nil && s.nl.kernel && s.stats.NetlinkState == NetlinkOn && (s.nlFull || s.nft == nil)
+	return s.nl != nil && s.stats.NetlinkState == NetlinkOn && (s.nft == nil || s.nlFull && s.nl.kernel)
 }
 
 // NewKernel returns a Syncer for the kernel's table of cfg.Family in the caller's network

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -120,19 +121,36 @@ func TestSyncerPaths(t *testing.T) {
 		t.Errorf("netlink batches: %q", batches)
 	}
 
-	// A Service switching to Maglev needs a map declared with typeof: through nft.
-	m = withMaglev(m, "svc-2") // untouched by netlink, so the Fake knows its chains
+	// A Service switching to Maglev declares a map with typeof: over netlink too.
+	m = withMaglev(m, "svc-2")
 	if _, err := s.Sync(ctx, m, false); err != nil {
 		t.Fatal(err)
 	}
-	if fake.LastTransaction == full {
-		t.Error("creating a map did not run through nft")
+	if fake.LastTransaction != full {
+		t.Error("creating a map ran through nft")
 	}
-	want.Exec++
-	want.Fallbacks = map[FallbackReason]int{FallbackMap: 1}
+	want.Netlink++
 	if diff := cmp.Diff(want, s.Stats()); diff != "" {
 		t.Errorf("after a new Maglev Service (-want +got):\n%s", diff)
 	}
+	// A Service without endpoints whose names make an element comment too long for netlink (and
+	// for nft's kernel, but not for the Fake): through nft, counted.
+	long := withLongNames(m)
+	if _, err := s.Sync(ctx, long, false); err != nil {
+		t.Fatal(err)
+	}
+	if fake.LastTransaction == full {
+		t.Error("the element with a long comment did not run through nft")
+	}
+	want.Exec++
+	want.Fallbacks = map[FallbackReason]int{FallbackElement: 1}
+	if diff := cmp.Diff(want, s.Stats()); diff != "" {
+		t.Errorf("after a Service with a long comment (-want +got):\n%s", diff)
+	}
+	if _, err := s.Sync(ctx, m, false); err != nil { // and it goes: over netlink
+		t.Fatal(err)
+	}
+	want.Netlink++
 	// One of its endpoints moves (a new endpoint chain, over netlink); a second later the old
 	// chain goes, over netlink.
 	m = nftrulestest.WithEndpointChange(m, 2, 1)
@@ -190,6 +208,46 @@ func TestSyncerOtherNamespace(t *testing.T) {
 	if st.NetlinkState != NetlinkOff || !errors.Is(st.NetlinkOff, ErrOtherTable) || st.Exec != 3 ||
 		st.Fallbacks[FallbackOff] != 2 || len(batches) != 0 {
 		t.Errorf("stats %+v, batches %q: want netlink off and unused", st, batches)
+	}
+}
+
+// withLongNames returns a copy of m with a Service without endpoints whose namespace, name and
+// port name make the comment of its no-endpoint element 143 bytes long.
+func withLongNames(m *nftrules.Model) *nftrules.Model {
+	n := &nftrules.Model{Node: m.Node, Services: maps.Clone(m.Services)}
+	svc := &nftrules.Service{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 63),
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.9.9")},
+		Ports:      []nftrules.Port{{Name: strings.Repeat("p", 15), Protocol: nftrules.TCP, Port: 80}}}
+	n.Services[svc.Key()] = svc
+	return n
+}
+
+// TestSyncerWithoutNFT: with no nft, what the netlink writer cannot encode fails the sync with an
+// error that names it, and the Syncer goes on (the next sync is full).
+func TestSyncerWithoutNFT(t *testing.T) {
+	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
+	var batches []string
+	nl, _ := NewNetlinkConn(knftables.IPv4Family, func() (Conn, error) { return &fakeConn{log: &batches}, nil })
+	s := New(nil, b, nil, WithNetlink(nl))
+	if st := s.Stats(); st.NetlinkState != NetlinkOn {
+		t.Fatalf("without nft: netlink %v, want on", st.NetlinkState)
+	}
+	// Full syncs list the table over netlink, which only a writer for the kernel can: an error,
+	// not a crash.
+	if _, err := s.Sync(context.Background(), nftrulestest.Scale(2), false); err == nil || !strings.Contains(err.Error(), "listing") {
+		t.Fatalf("full sync with a fake netlink writer: %v", err)
+	}
+	// An incremental sync with an element it cannot encode.
+	s.applied = nftrulestest.Scale(2)
+	s.state = *b.StateOf(s.applied)
+	_, err := s.Sync(context.Background(), withLongNames(s.applied), false)
+	var u *UnsupportedError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "no nft") || !strings.Contains(err.Error(), "comment too long") ||
+		!strings.Contains(u.Op, strings.Repeat("s", 63)) {
+		t.Fatalf("unencodable element without nft: %v", err)
+	}
+	if s.applied != nil || len(batches) != 0 {
+		t.Errorf("after the failure: applied %v, batches %q", s.applied != nil, batches)
 	}
 }
 

@@ -256,7 +256,11 @@ func describe(o op) string {
 	case *knftables.Map:
 		return o.verb.String() + " map " + obj.Name
 	case *knftables.Element:
-		return o.verb.String() + " element " + obj.Set + obj.Map + " { " + strings.Join(obj.Key, " . ") + " }"
+		d := o.verb.String() + " element " + obj.Set + obj.Map + " { " + strings.Join(obj.Key, " . ") + " }"
+		if obj.Comment != nil {
+			d += fmt.Sprintf(" comment %q", *obj.Comment)
+		}
+		return d
 	}
 	return fmt.Sprintf("%s %T", o.verb, o.obj)
 }
