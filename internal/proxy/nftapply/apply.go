@@ -1,16 +1,23 @@
 // Package nftapply applies nftrules' transactions to the kernel, keeping what incremental syncs
 // need between calls: the model last applied and the stale chains waiting to be deleted.
 //
-// Full syncs that replace a table's Services run through knftables (`nft -f -`), atomically. A
-// full sync into a table without Services (the first after boot) writes only the fixed objects
-// through nft and the Services in one netlink batch (WithBulkNewTable, on in NewKernel): nft
-// takes seconds to parse and resolve 10,000 Services. Incremental syncs, and the deletion of
-// stale chains, go over netlink in one batch (google/nftables; see [Netlink]) when a netlink writer is
-// configured: `nft` reads the whole table before applying even one rule, which costs hundreds of
-// milliseconds at 10,000 Services, while a netlink batch sends only what changes. The rules'
-// statements nftrules writes are the single source of truth: nft gets the text nftrules renders
-// from them, the netlink writer encodes the statements themselves (it reads no rule text), and
-// anything it does not know sends that sync through nft ([Stats.Fallbacks]).
+// Every transaction goes over netlink in one batch (google/nftables encodes the messages; see
+// [Netlink]), which the kernel commits all or nothing: full syncs (the table, its base chains,
+// fixed sets and maps, and every Service, replacing the Services a table held atomically),
+// incremental syncs, and the deletion of stale chains. The proxy therefore needs no nft binary,
+// and does not pay for one: `nft -f` reads the whole table before it applies even one rule
+// (hundreds of milliseconds at 10,000 Services) and takes seconds to parse and resolve a full
+// sync of 10,000 Services, while a netlink batch sends only what it writes.
+//
+// The rules' statements nftrules writes are the single source of truth: the netlink writer
+// encodes the statements themselves into the expressions nft would send for their text (it reads
+// no rule text), and declares sets and maps with the userdata nft writes, so that the table lists
+// the same either way (the netns tests compare both, expression by expression). nft, when there
+// is one, is kept as the fallback for anything the writer does not know ([Stats.Fallbacks]);
+// without nft such a transaction fails with an error naming it. With nft the Syncer first checks
+// that netlink sees the table nft writes (nft may run in another network namespace, as tests do
+// through a wrapper): the first full sync writes the fixed objects through nft, and netlink is
+// used once it sees them (NetlinkState).
 package nftapply
 
 import (
@@ -57,7 +64,8 @@ const (
 	// added a chain the writer could look for, to show that both see the same table. Until one
 	// does, everything runs through nft.
 	NetlinkUnverified
-	// NetlinkOn: incremental syncs and stale-chain deletions go over netlink.
+	// NetlinkOn: incremental syncs and stale-chain deletions go over netlink, and full syncs too
+	// with WithNetlinkFull or without nft.
 	NetlinkOn
 	// NetlinkOff: the writer did not see the chains nft wrote (another network namespace, or no
 	// permission; Stats.NetlinkOff says why); every transaction runs through nft.
@@ -80,14 +88,14 @@ func (s NetlinkState) String() string {
 
 // Stats counts how a Syncer's transactions reached the kernel.
 type Stats struct {
-	// Netlink counts transactions written over netlink: incremental syncs and deletions of
-	// stale chains.
+	// Netlink counts transactions written over netlink: full and incremental syncs and
+	// deletions of stale chains.
 	Netlink int
-	// Exec counts transactions run through nft: full syncs, incremental syncs without a netlink
-	// writer, and fallbacks.
+	// Exec counts transactions run through nft: the first full sync's fixed objects (while
+	// netlink is unverified), every transaction without a netlink writer, and fallbacks.
 	Exec int
-	// Fallbacks counts incremental transactions that ran through nft although a netlink writer
-	// is configured, by reason (including FallbackUnverified and FallbackOff). Nil if none.
+	// Fallbacks counts transactions that ran through nft although a netlink writer is
+	// configured, by reason (including FallbackUnverified and FallbackOff). Nil if none.
 	Fallbacks map[FallbackReason]int
 	// NetlinkErrors counts netlink batches the kernel refused (or whose outcome is unknown); the
 	// sync returned an error and the next one is full.
@@ -118,10 +126,10 @@ func WithNetlink(nl *Netlink) Option {
 }
 
 // WithBulkNewTable makes full syncs into a table without Service chains (the first sync after
-// boot, or after the table was deleted) write the table's fixed objects through nft and the
-// Services in one netlink batch (see fullNew), once netlink is on; other full syncs replace the
-// Services in one nft transaction. NewKernel turns it on. Without a netlink writer it does
-// nothing.
+// boot, or after the table was deleted) that do not go over netlink whole (WithNetlinkFull) write
+// the table's fixed objects through nft and the Services in one netlink batch (see fullNew); this
+// is also how the first full sync verifies netlink. Other full syncs replace the Services in one
+// nft transaction. NewKernel turns it on. Without a netlink writer it does nothing.
 func WithBulkNewTable(on bool) Option {
 	return func(s *Syncer) { s.bulkNew = on }
 }

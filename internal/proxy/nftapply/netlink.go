@@ -42,10 +42,11 @@ var _ Conn = (*nftables.Conn)(nil)
 // tens of milliseconds at 10,000 Services, half of it for each of the two base chains that jump
 // into `services` (nat-prerouting, nat-output).
 //
-// It handles the operations incremental syncs write (see translate.go and rules.go); a
-// transaction with anything else is refused with an *UnsupportedError, and the Syncer runs it
-// through nft. Writers must not write concurrently, not even two of them: google/nftables numbers
-// new sets with a package-level counter.
+// It handles every operation nftrules writes into its table, full syncs included (see
+// translate.go, rules.go and typeof.go); a transaction with anything else is refused with an
+// *UnsupportedError, and the Syncer runs it through nft, or fails without nft. The userdata that
+// makes sets list as nft declares them (typeof) and the table's comment are written only by a
+// writer for the kernel (NewNetlink: see capture); NewNetlinkConn's Conn gets everything else.
 type Netlink struct {
 	t    *translator
 	dial func() (Conn, error)

@@ -17,8 +17,8 @@ import (
 // to the kernel for their text, so that a rule added over netlink lists (`nft list`, `nft -j
 // list`) exactly as the same rule added with `nft -f`. No text is read: the Builder hands its
 // rules over as statements (nftrules.RuleWriter). The encoder knows the shapes nftrules writes
-// into per-Service chains (see nftrules/service.go) and refuses anything else with an
-// *UnsupportedError, which sends the sync through nft instead.
+// (nftrules/service.go and build.go) and refuses anything else with an *UnsupportedError, which
+// sends the sync through nft instead (or fails it without nft).
 //
 // The encodings follow `nft --debug=netlink` of nft 1.0.x:
 //
@@ -43,6 +43,24 @@ import (
 //	                           proto_max reg 9 flags 0x3 (ip6: proto reg 2, after the address)
 //	jump c / goto c / drop     immediate reg 0 <verdict>
 //	comment "x"                rule userdata: TLV type 0, "x\x00"
+//	ip daddr != 127.0.0.0/8    payload load 1b @ network header + 16 => reg 1; cmp neq reg 1 0x7f
+//	                           (a prefix of whole bytes compares them; another is masked first:
+//	                           payload 4b; bitwise reg 1 = (reg 1 & mask) ^ 0; cmp)
+//	ip saddr != { a , b/n }    payload ...; lookup reg 1 set __setN 0x1, the anonymous set
+//	                           constant (an interval set, ranges merged, if it holds a prefix);
+//	                           { a } alone is compared with directly
+//	ct state new               ct load state => reg 1; bitwise reg 1 = (reg 1 & 0x8) ^ 0;
+//	                           cmp neq reg 1 0 (ct status dnat: status, 0x20)
+//	mark and 0x4000 == 0       meta load mark => reg 1; bitwise ...; cmp eq reg 1 0
+//	mark set mark or 0x4000    meta load mark => reg 1; bitwise reg 1 = (reg 1 & ~0x4000) ^ 0x4000;
+//	                           meta set mark with reg 1 (xor: & 0xffffffff ^ 0x4000)
+//	ip daddr . meta l4proto . th dport vmap @m
+//	                           payload => reg 1; meta load l4proto => reg 9;
+//	                           payload => reg 10; lookup reg 1 set m dreg 0 (a concatenation
+//	                           fills 4-byte registers: NFT_REG_1..4 on 16-byte boundaries,
+//	                           NFT_REG32_xx between; ip6: reg 1, reg 2, reg 13)
+//	reject                     reject type 0 code 3 (ip6: code 4, port unreachable)
+//	masquerade fully-random    masq flags 0x10
 
 // ruleTranslator encodes rules for one family.
 type ruleTranslator struct {

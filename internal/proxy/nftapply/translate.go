@@ -15,21 +15,20 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// FallbackReason says why an incremental sync could not be written over netlink and ran through
-// nft instead. The values are metric labels.
+// FallbackReason says why a transaction could not be written over netlink and ran through nft
+// instead. The values are metric labels.
 type FallbackReason string
 
 const (
-	// FallbackRule: a rule with a statement the encoder does not know (for example the
-	// anonymous set of a loadBalancerSourceRanges rule).
+	// FallbackRule: a rule with a statement the encoder does not know (nftrules writes none).
 	FallbackRule FallbackReason = "rule"
-	// FallbackMap: a per-Service verdict map is created; its `typeof` key needs set userdata
-	// that google/nftables cannot write.
+	// FallbackMap: a map declared in a way the writer does not know (nftrules declares none).
 	FallbackMap FallbackReason = "map"
-	// FallbackObject: an operation on an object the writer does not handle (table, base chain,
-	// set of another shape, insert or replace of a rule, ...).
+	// FallbackObject: an operation on an object the writer does not handle (a table of another
+	// name, a chain with a policy, a set of another shape, insert or replace of a rule, ...).
 	FallbackObject FallbackReason = "object"
-	// FallbackElement: a set or map element whose key or value it cannot encode (intervals).
+	// FallbackElement: a set or map element whose key, value or comment it cannot encode (a
+	// comment of 128 bytes or more, which nft's kernel side refuses too).
 	FallbackElement FallbackReason = "element"
 	// FallbackUnverified: netlink is not in use yet (NetlinkUnverified).
 	FallbackUnverified FallbackReason = "unverified"
@@ -490,7 +489,7 @@ func flushOrDelete(o op, set *nftables.Set) (c command, ok bool) {
 	return command{}, false
 }
 
-// elementOp encodes the elements nftrules writes in incremental syncs: addresses in cluster-ips,
+// elementOp encodes the elements nftrules writes (prefixes: prefixElement): addresses in cluster-ips,
 // `address . protocol . port` and `protocol . port` keys of the Service maps, and integer keys of
 // per-Service maps; values are verdicts.
 func (t *translator) elementOp(o op, e *knftables.Element) (command, error) {
