@@ -136,10 +136,11 @@ func WithBulkNewTable(on bool) Option {
 
 // WithNetlinkFull writes full syncs over netlink too, once netlink is on, in one batch (the
 // table, its fixed objects and every Service), listing the table over netlink first; only what
-// the writer cannot encode goes through nft. With nft, netlink is first verified as before (the
-// first full sync writes at least the fixed objects through nft, and netlink must see them: nft
-// may run in another network namespace, and writing the other one would be wrong); without nft
-// (New with a nil Interface) netlink is on from the start. NewKernel turns it on. It needs a
+// the writer cannot encode goes through nft. With nft, netlink is first verified (nft may run in
+// another network namespace, and writing the other one would be wrong): if nft lists a table,
+// netlink must list the same chains; if not, the first full sync writes the fixed objects
+// through nft and netlink must see them. Without nft (New with a nil Interface) netlink is on
+// from the start. NewKernel turns it on. It needs a
 // writer for the kernel (NewNetlink); without one it does nothing.
 func WithNetlinkFull(on bool) Option {
 	return func(s *Syncer) { s.nlFull = on }
@@ -218,6 +219,12 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 			s.applied = nil
 			return plan, err
 		}
+		if s.stats.NetlinkState == NetlinkUnverified && s.nlFull && s.nl.kernel && len(existing.Chains) > 0 {
+			// A table nft listed (a restart): netlink is on if it lists the same chains, and
+			// this full sync goes over netlink rather than through nft (seconds at 10,000
+			// Services).
+			s.verifyListing(existing)
+		}
 		switch {
 		case s.fullOverNetlink():
 			// One netlink batch: it replaces Services that carry traffic, atomically.
@@ -282,6 +289,19 @@ func (s *Syncer) fullNew(ctx context.Context, m *nftrules.Model, existing nftrul
 	}
 	// Netlink is now on or off: the Services go over it if it is on and can translate them.
 	return plan, s.write(ctx, svcs, true)
+}
+
+// verifyListing turns netlink on if it lists the same chains as nft did (existing), which is not
+// empty; otherwise it leaves netlink unverified, for verifyNetlink to settle.
+func (s *Syncer) verifyListing(existing nftrules.Existing) {
+	ex, err := s.nl.list()
+	if err != nil || len(ex.Chains) != len(existing.Chains) {
+		return
+	}
+	a, b := slices.Sorted(slices.Values(ex.Chains)), slices.Sorted(slices.Values(existing.Chains))
+	if slices.Equal(a, b) {
+		s.stats.NetlinkState = NetlinkOn
+	}
 }
 
 // verifyNetlink turns netlink on if it sees chains, which a transaction run through nft added, and

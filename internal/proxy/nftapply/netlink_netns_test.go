@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -390,5 +391,50 @@ func TestNetlinkFullEdges(t *testing.T) {
 				t.Errorf("stats %+v: want everything over netlink", st)
 			}
 		})
+	}
+}
+
+// TestNetlinkRestartVerifiesByListing: a Syncer that finds a table nft lists (a restart) turns
+// netlink on when netlink lists the same chains, and writes that first full sync over netlink,
+// not through nft; pointed at another namespace, it does not, and netlink ends off.
+func TestNetlinkRestartVerifiesByListing(t *testing.T) {
+	other := newNetns(t)
+	realNFT, _ := exec.LookPath("nft")
+	ns := testNetns(t) // PATH's nft writes ns
+	ctx := context.Background()
+	cfg := nftrules.Config{Family: knftables.IPv4Family}
+	m := nftrulestest.Scale(20)
+	first, err := NewKernel(cfg, WithNetlink(mustNetlink(t, knftables.IPv4Family, netnsFD(t, ns))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := first.Sync(ctx, m, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		ns    string
+		state NetlinkState
+		exec  bool
+	}{{"same namespace", ns, NetlinkOn, false}, {"another namespace", other, NetlinkOff, true}} {
+		s, err := NewKernel(cfg, WithNetlink(mustNetlink(t, knftables.IPv4Family, netnsFD(t, c.ns))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Sync(ctx, nftrulestest.WithEndpointChange(m, 3, 1), false); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		st := s.Stats()
+		if st.NetlinkState != c.state || (st.Exec > 0) != c.exec || !c.exec && st.Netlink != 1 {
+			t.Errorf("%s: stats %+v, want netlink %v, through nft %v", c.name, st, c.state, c.exec)
+		}
+		s.Close()
+	}
+	if out := nsRun(t, other, "", realNFT, "list", "tables"); strings.Contains(out, nftrules.TableName) {
+		t.Errorf("the other namespace got a table:\n%s", out)
+	}
+	if err := Cleanup(ctx, first.nft); err != nil {
+		t.Fatal(err)
 	}
 }
