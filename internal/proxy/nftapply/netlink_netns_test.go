@@ -356,7 +356,13 @@ func TestNetlinkFullEdges(t *testing.T) {
 			// Also: everything (one range up to the last address, open in nft's terms, merged with the
 			// node's VIPs), a range up to the last address beside another, and one range (which nft
 			// compares with directly, without a set).
-			others := [][]netip.Prefix{pfx("0.0.0.0/0", "::/0"), pfx("10.0.0.0/8", "255.255.255.0/24", "fd00::/8", "ffff::/16"), pfx("172.16.0.0/12", "fd00:9::/48")}
+			// And more ranges than fit in one netlink message.
+			var many []netip.Prefix
+			for i := range 1200 {
+				many = append(many, netip.MustParsePrefix(fmt.Sprintf("172.%d.%d.0/24", 16+i/250, i%250)),
+					netip.MustParsePrefix(fmt.Sprintf("fd00:7:%x::/48", 2*i)))
+			}
+			others := [][]netip.Prefix{pfx("0.0.0.0/0", "::/0"), pfx("10.0.0.0/8", "255.255.255.0/24", "fd00::/8", "ffff::/16"), pfx("172.16.0.0/12", "fd00:9::/48"), many}
 			n := 0
 			for _, k := range slices.SortedFunc(maps.Keys(m.Services), func(a, b nftrules.ServiceKey) int { return strings.Compare(a.String(), b.String()) }) {
 				s := m.Services[k]

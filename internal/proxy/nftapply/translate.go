@@ -227,7 +227,7 @@ func (bt *batch) add(c command) {
 	// At most maxElemsPerMessage elements in one message.
 	cmds := bt.cmds
 	if n := len(cmds); n > 0 && (c.kind == cmdAddElems || c.kind == cmdDelElems) &&
-		cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name &&
+		cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name && cmds[n-1].set.ID == c.set.ID &&
 		len(cmds[n-1].elems)+len(c.elems) <= maxElemsPerMessage {
 		cmds[n-1].elems = append(cmds[n-1].elems, c.elems...)
 		return
@@ -377,7 +377,18 @@ func (t *translator) ruleInto(bt *batch, o op, r *nftrules.Rule) error {
 		set := &nftables.Set{Table: t.table, Name: "__set%d", ID: bt.id(), Anonymous: true, Constant: true,
 			Interval: a.interval, KeyType: t.addrType, KeyByteOrder: binaryutil.BigEndian}
 		a.lookup.SetName, a.lookup.SetID = set.Name, set.ID
-		bt.add(command{kind: cmdAddSet, set: set, elems: a.elems, udata: a.udata, open: a.open})
+		// The elements in messages of at most maxElemsPerMessage, after the set (which the
+		// kernel finds by its ID: anonymous sets are named when created).
+		first := a.elems[:min(len(a.elems), maxElemsPerMessage)]
+		if len(first) < len(a.elems) {
+			set.Size = uint32(len(a.elems)) // a constant set holds no more than it was declared with
+		}
+		bt.add(command{kind: cmdAddSet, set: set, elems: first, udata: a.udata, open: a.open})
+		more := *set
+		more.Anonymous = false // google/nftables refuses to add to an anonymous set; the message is the same
+		for rest := a.elems[len(first):]; len(rest) > 0; rest = rest[min(len(rest), maxElemsPerMessage):] {
+			bt.add(command{kind: cmdAddElems, set: &more, elems: rest[:min(len(rest), maxElemsPerMessage)]})
+		}
 	}
 	bt.add(command{kind: cmdAddRule, rule: &nftables.Rule{
 		Table:    t.table,
