@@ -16,8 +16,8 @@
 // is one, is kept as the fallback for anything the writer does not know ([Stats.Fallbacks]);
 // without nft such a transaction fails with an error naming it. With nft the Syncer first checks
 // that netlink sees the table nft writes (nft may run in another network namespace, as tests do
-// through a wrapper): the first full sync writes the fixed objects through nft, and netlink is
-// used once it sees them (NetlinkState).
+// through a wrapper): netlink must list the chains nft lists, or, in a new table, see the fixed
+// objects the first full sync writes through nft (NetlinkState).
 package nftapply
 
 import (
@@ -140,8 +140,8 @@ func WithBulkNewTable(on bool) Option {
 // another network namespace, and writing the other one would be wrong): if nft lists a table,
 // netlink must list the same chains; if not, the first full sync writes the fixed objects
 // through nft and netlink must see them. Without nft (New with a nil Interface) netlink is on
-// from the start. NewKernel turns it on. It needs a
-// writer for the kernel (NewNetlink); without one it does nothing.
+// from the start. NewKernel turns it on. It needs a writer for the kernel (NewNetlink); without
+// one it does nothing.
 func WithNetlinkFull(on bool) Option {
 	return func(s *Syncer) { s.nlFull = on }
 }
