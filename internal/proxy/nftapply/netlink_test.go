@@ -278,3 +278,20 @@ func TestSyncerWithoutNetlink(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestNewKernelNeedsNFTOnlyWithoutNetlink: without nft on PATH, NewKernel succeeds (everything
+// over netlink) and says why nft is not used; told not to use netlink, it fails, naming nft.
+func TestNewKernelNeedsNFTOnlyWithoutNetlink(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	cfg := nftrules.Config{Family: knftables.IPv4Family}
+	s, err := NewKernel(cfg)
+	if err != nil {
+		t.Fatalf("without nft: %v", err)
+	}
+	if st := s.Stats(); st.NFT == nil || st.NetlinkState != NetlinkOn || s.nft != nil {
+		t.Errorf("without nft: stats %+v", st)
+	}
+	if _, err := NewKernel(cfg, WithNetlink(nil)); err == nil || !strings.Contains(err.Error(), "nft") {
+		t.Errorf("without nft or netlink: %v, want an error about nft", err)
+	}
+}
