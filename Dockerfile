@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The proxy's image, ghcr.io/ironlb/ironlb-proxy: ironlb with the nft tool, which `ironlb proxy`
-# still runs for full syncs (docs/image.md says where). Needs a Docker daemon:
+# still runs for its direct-server-return table (docs/image.md says where). Needs a Docker daemon:
 #   docker build --build-arg VERSION=$(cat VERSION) --build-arg COMMIT=$(git rev-parse HEAD) \
 #     -t ghcr.io/ironlb/ironlb-proxy:$(cat VERSION) .
 # ironlb's own image (controller, speaker, status; ghcr.io/ironlb/ironlb) is built without a daemon
@@ -18,7 +18,8 @@ RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
       -ldflags "-s -w -X github.com/ironlb/ironlb/internal/version.version=${VERSION} -X github.com/ironlb/ironlb/internal/version.commit=${COMMIT}" \
       -o /out/ironlb ./cmd/ironlb
 
-# The proxy runs full syncs through the nft tool (knftables); stale UDP flows go over netlink.
+# The proxy's DSR table goes through the nft tool (knftables); its own tables and stale UDP flows
+# go over netlink.
 FROM debian:bookworm-slim AS proxy
 RUN apt-get update \
  && apt-get install -y --no-install-recommends nftables \

@@ -23,11 +23,43 @@ import (
 // namespace (nft is pointed at it by a wrapper on PATH): what the converter makes of Kubernetes
 // objects, nft and the kernel accept, incrementally too. Skipped unless root with nft and ip.
 func TestKernelSync(t *testing.T) {
-	list := kernelNetns(t)
+	list, _ := kernelNetns(t)
 	s, err := nftapply.NewKernel(nftrules.Config{Family: knftables.IPv4Family})
 	if err != nil {
 		t.Fatal(err)
 	}
+	kernelSync(t, s, list)
+}
+
+// TestKernelSyncWithoutNFT is TestKernelSync with no nft on PATH: NewKernel still succeeds, and
+// every sync goes over netlink (into the namespace).
+func TestKernelSyncWithoutNFT(t *testing.T) {
+	list, ns := kernelNetns(t)
+	t.Setenv("PATH", t.TempDir()) // no nft (nor anything else)
+	f, err := os.Open("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	nl, err := nftapply.NewNetlink(knftables.IPv4Family, int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := nftapply.NewKernel(nftrules.Config{Family: knftables.IPv4Family}, nftapply.WithNetlink(nl))
+	if err != nil {
+		t.Fatalf("NewKernel without nft: %v", err)
+	}
+	defer s.Close()
+	if st := s.Stats(); st.NFT == nil || st.NetlinkState != nftapply.NetlinkOn {
+		t.Fatalf("stats %+v: want no nft, netlink on", st)
+	}
+	kernelSync(t, s, list)
+	if st := s.Stats(); st.Exec != 0 || st.Fallbacks != nil || st.Netlink == 0 {
+		t.Errorf("stats %+v: want everything over netlink", st)
+	}
+}
+
+func kernelSync(t *testing.T, s *nftapply.Syncer, list func() string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, src, cs := newTestProxier(convert.NodePorts{}, s, prometheus.NewRegistry())
@@ -90,18 +122,19 @@ func TestKernelSync(t *testing.T) {
 // PATH's nft at it through a wrapper, so that knftables programs the namespace. It returns a
 // function listing ironlb's IPv4 table there. It skips the test unless run as root with nft and
 // ip. Tests using it cannot run in parallel.
-func kernelNetns(t *testing.T) (list func() string) {
+func kernelNetns(t *testing.T) (list func() string, ns string) {
 	t.Helper()
 	netnstest.Require(t, "nft", "ip")
-	ns := fmt.Sprintf("ironlb-proxytest-%d", os.Getpid())
+	ns = fmt.Sprintf("ironlb-proxytest-%d", os.Getpid())
 	netnstest.Add(t, ns)
 	nft, _ := exec.LookPath("nft") // the real one, not the wrapper
+	ip, _ := exec.LookPath("ip")
 	netnstest.NFTOnPath(t, ns)
 	return func() string {
-		out, err := netnstest.Output(ns, nft, "list", "table", "ip", nftrules.TableName)
+		out, err := exec.Command(ip, "netns", "exec", ns, nft, "list", "table", "ip", nftrules.TableName).CombinedOutput()
 		if err != nil {
-			return "error: " + err.Error()
+			return "error: " + err.Error() + ": " + string(out)
 		}
-		return out
-	}
+		return string(out)
+	}, ns
 }

@@ -239,16 +239,29 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer s.Close()
+		if st := s.Stats(); st.NFT != nil {
+			log.Info("no nft: every sync goes over netlink", "family", f, "why", st.NFT)
+		}
 		p.fams = append(p.fams, family{name: f, s: s})
 		m.syncErrors.WithLabelValues(string(f)) // at 0 from the start
 		m.kube.addFamily(f)
 	}
+	var dsr *dsrapply.Applier
 	if slices.Contains(fams, knftables.IPv4Family) {
+		// The DSR table is written through nft (dsrapply): without nft, direct server return is
+		// off, unless it is the default external mode, which cannot do without it.
 		a, err := dsrapply.NewKernel()
-		if err != nil {
-			return err
+		switch {
+		case err == nil:
+			dsr = a
+		case extMode == nftrules.ExternalDSR:
+			return fmt.Errorf("--external-mode=dsr: %w", err)
+		default:
+			log.Warn("direct server return off (its table needs nft): Services asking for it stay snat", "err", err)
 		}
-		p.dsr, p.dsrDefault = a, extMode
+	}
+	if dsr != nil {
+		p.dsr, p.dsrDefault = dsr, extMode
 		// Publish this node's MACs for the other nodes' loop guard (any Service may ask for DSR).
 		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
 			log.Warn("this node's MACs not published: other nodes' DSR loop guard will not know it", "err", err)
@@ -262,7 +275,7 @@ func Run(ctx context.Context, cfg Config) error {
 				_ = pub.Run(ioctx)
 			}()
 		}
-	} else if extMode == nftrules.ExternalDSR {
+	} else if extMode == nftrules.ExternalDSR && !slices.Contains(fams, knftables.IPv4Family) {
 		log.Warn("--external-mode=dsr needs IPv4; external traffic stays snat")
 	}
 	if cfg.ConntrackCleanup {
@@ -354,12 +367,7 @@ func families(want string, self *corev1.Node, nc convert.NodeConfig) ([]knftable
 func cleanup(ctx context.Context, log *slog.Logger) error {
 	var errs []error
 	for _, f := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
-		nft, err := knftables.New(f, nftrules.TableName)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := nftapply.Cleanup(ctx, nft); err != nil {
+		if err := nftapply.CleanupKernel(f); err != nil { // over netlink: no nft needed
 			errs = append(errs, err)
 			continue
 		}

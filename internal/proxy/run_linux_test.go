@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an apiserver")
 	}
-	list := kernelNetns(t)
+	list, _ := kernelNetns(t)
 	env := testenv.Start(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

@@ -1,16 +1,23 @@
 // Package nftapply applies nftrules' transactions to the kernel, keeping what incremental syncs
 // need between calls: the model last applied and the stale chains waiting to be deleted.
 //
-// Full syncs that replace a table's Services run through knftables (`nft -f -`), atomically. A
-// full sync into a table without Services (the first after boot) writes only the fixed objects
-// through nft and the Services in one netlink batch (WithBulkNewTable, on in NewKernel): nft
-// takes seconds to parse and resolve 10,000 Services. Incremental syncs, and the deletion of
-// stale chains, go over netlink in one batch (google/nftables; see [Netlink]) when a netlink writer is
-// configured: `nft` reads the whole table before applying even one rule, which costs hundreds of
-// milliseconds at 10,000 Services, while a netlink batch sends only what changes. The rules'
-// statements nftrules writes are the single source of truth: nft gets the text nftrules renders
-// from them, the netlink writer encodes the statements themselves (it reads no rule text), and
-// anything it does not know sends that sync through nft ([Stats.Fallbacks]).
+// Every transaction goes over netlink in one batch (google/nftables encodes the messages; see
+// [Netlink]), which the kernel commits all or nothing: full syncs (the table, its base chains,
+// fixed sets and maps, and every Service, replacing the Services a table held atomically),
+// incremental syncs, and the deletion of stale chains. The proxy therefore needs no nft binary,
+// and does not pay for one: `nft -f` reads the whole table before it applies even one rule
+// (hundreds of milliseconds at 10,000 Services) and takes seconds to parse and resolve a full
+// sync of 10,000 Services, while a netlink batch sends only what it writes.
+//
+// The rules' statements nftrules writes are the single source of truth: the netlink writer
+// encodes the statements themselves into the expressions nft would send for their text (it reads
+// no rule text), and declares sets and maps with the userdata nft writes, so that the table lists
+// the same either way (the netns tests compare both, expression by expression). nft, when there
+// is one, is kept as the fallback for anything the writer does not know ([Stats.Fallbacks]);
+// without nft such a transaction fails with an error naming it. With nft the Syncer first checks
+// that netlink sees the table nft writes (nft may run in another network namespace, as tests do
+// through a wrapper): netlink must list the chains nft lists, or, in a new table, see the fixed
+// objects the first full sync writes through nft (NetlinkState).
 package nftapply
 
 import (
@@ -33,12 +40,13 @@ const StaleChainDelay = time.Second
 // Syncer writes one family's rules. It is not safe for concurrent use: one goroutine (the
 // proxy's sync loop) owns it.
 type Syncer struct {
-	nft knftables.Interface
-	nl  *Netlink // nil: every transaction runs through nft
+	nft knftables.Interface // nil: no nft; everything goes over netlink
+	nl  *Netlink            // nil: every transaction runs through nft
 	b   *nftrules.Builder
 	now func() time.Time
 
 	bulkNew bool // write a new table's Services over netlink (WithBulkNewTable)
+	nlFull  bool // write full syncs over netlink (WithNetlinkFull)
 
 	applied *nftrules.Model      // last model applied successfully; nil forces a full sync
 	state   nftrules.State       // the Builder's State of the table (windows of dnat-endpoints)
@@ -56,7 +64,8 @@ const (
 	// added a chain the writer could look for, to show that both see the same table. Until one
 	// does, everything runs through nft.
 	NetlinkUnverified
-	// NetlinkOn: incremental syncs and stale-chain deletions go over netlink.
+	// NetlinkOn: incremental syncs and stale-chain deletions go over netlink, and full syncs too
+	// with WithNetlinkFull or without nft.
 	NetlinkOn
 	// NetlinkOff: the writer did not see the chains nft wrote (another network namespace, or no
 	// permission; Stats.NetlinkOff says why); every transaction runs through nft.
@@ -79,14 +88,14 @@ func (s NetlinkState) String() string {
 
 // Stats counts how a Syncer's transactions reached the kernel.
 type Stats struct {
-	// Netlink counts transactions written over netlink: incremental syncs and deletions of
-	// stale chains.
+	// Netlink counts transactions written over netlink: full and incremental syncs and
+	// deletions of stale chains.
 	Netlink int
-	// Exec counts transactions run through nft: full syncs, incremental syncs without a netlink
-	// writer, and fallbacks.
+	// Exec counts transactions run through nft: the first full sync's fixed objects (while
+	// netlink is unverified), every transaction without a netlink writer, and fallbacks.
 	Exec int
-	// Fallbacks counts incremental transactions that ran through nft although a netlink writer
-	// is configured, by reason (including FallbackUnverified and FallbackOff). Nil if none.
+	// Fallbacks counts transactions that ran through nft although a netlink writer is
+	// configured, by reason (including FallbackUnverified and FallbackOff). Nil if none.
 	Fallbacks map[FallbackReason]int
 	// NetlinkErrors counts netlink batches the kernel refused (or whose outcome is unknown); the
 	// sync returned an error and the next one is full.
@@ -95,6 +104,9 @@ type Stats struct {
 	// NetlinkOff (it wraps ErrOtherTable).
 	NetlinkState NetlinkState
 	NetlinkOff   error
+	// NFT is why there is no nft to fall back on (NewKernel found none, or one too old); nil if
+	// there is one, or the Syncer was not made by NewKernel.
+	NFT error
 }
 
 // Option configures a Syncer.
@@ -114,17 +126,31 @@ func WithNetlink(nl *Netlink) Option {
 }
 
 // WithBulkNewTable makes full syncs into a table without Service chains (the first sync after
-// boot, or after the table was deleted) write the table's fixed objects through nft and the
-// Services in one netlink batch (see fullNew), once netlink is on; other full syncs replace the
-// Services in one nft transaction. NewKernel turns it on. Without a netlink writer it does
-// nothing.
+// boot, or after the table was deleted) that do not go over netlink whole (WithNetlinkFull) write
+// the table's fixed objects through nft and the Services in one netlink batch (see fullNew); this
+// is also how the first full sync verifies netlink. Other full syncs replace the Services in one
+// nft transaction. NewKernel turns it on. Without a netlink writer it does nothing.
 func WithBulkNewTable(on bool) Option {
 	return func(s *Syncer) { s.bulkNew = on }
 }
 
+// WithNetlinkFull writes full syncs over netlink too, once netlink is on, in one batch (the
+// table, its fixed objects and every Service), listing the table over netlink first; only what
+// the writer cannot encode goes through nft. With nft, netlink is first verified (nft may run in
+// another network namespace, and writing the other one would be wrong): if nft lists a table,
+// netlink must list the same chains; if not, the first full sync writes the fixed objects
+// through nft and netlink must see them. Without nft (New with a nil Interface) netlink is on
+// from the start. NewKernel turns it on. It needs a writer for the kernel (NewNetlink); without
+// one it does nothing.
+func WithNetlinkFull(on bool) Option {
+	return func(s *Syncer) { s.nlFull = on }
+}
+
 // New returns a Syncer that applies b's rules through nft, an Interface for b's family and table
-// nftrules.TableName (knftables.New, or knftables.NewFake in tests). now is the clock (nil:
-// time.Now). Without options every transaction runs through nft.
+// nftrules.TableName (knftables.New, or knftables.NewFake in tests), or nil if there is no nft:
+// then everything goes over netlink (WithNetlink is needed, with a writer for the kernel), and
+// what the writer cannot encode fails. now is the clock (nil: time.Now). Without options every
+// transaction runs through nft.
 func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opts ...Option) *Syncer {
 	if now == nil {
 		now = time.Now
@@ -133,28 +159,47 @@ func New(nft knftables.Interface, b *nftrules.Builder, now func() time.Time, opt
 	for _, o := range opts {
 		o(s)
 	}
+	if s.nl != nil && nft == nil {
+		// Netlink writes alone: there is nothing nft wrote to check it against.
+		s.stats.NetlinkState = NetlinkOn
+	}
 	return s
 }
 
-// NewKernel returns a Syncer for the kernel's table of cfg.Family: full syncs via the nft
-// binary, incremental ones over netlink in the caller's network namespace once a sync has shown
-// that netlink sees the table nft writes (opts may change that: WithNetlink(nil) turns
-// netlink off, WithNetlink(NewNetlink(family, fd)) points it at another namespace). It fails if
-// cfg is invalid or nft is missing or older than 1.0.1.
+// fullOverNetlink reports whether full syncs (and listing the table) go over netlink.
+func (s *Syncer) fullOverNetlink() bool {
+	return s.nl != nil && s.stats.NetlinkState == NetlinkOn && (s.nft == nil || s.nlFull && s.nl.kernel)
+}
+
+// NewKernel returns a Syncer for the kernel's table of cfg.Family in the caller's network
+// namespace: every sync over netlink (WithNetlinkFull), with the nft binary, if there is one (1.0.1
+// or later), as the fallback for what the netlink writer cannot encode. opts may change that:
+// WithNetlink(nil) runs everything through nft (which must then be there),
+// WithNetlink(NewNetlink(family, fd)) points netlink at another namespace, WithNetlinkFull(false)
+// runs full syncs through nft. It fails if cfg is invalid, or if it needs nft and there is none.
+// Stats.NFT says why nft is not used, if it is not.
 func NewKernel(cfg nftrules.Config, opts ...Option) (*Syncer, error) {
 	b, err := nftrules.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	nft, err := knftables.New(cfg.Family, nftrules.TableName)
-	if err != nil {
-		return nil, fmt.Errorf("nftables for %s: %w", cfg.Family, err)
+	var nft knftables.Interface
+	nftErr := error(nil)
+	if k, err := knftables.New(cfg.Family, nftrules.TableName); err != nil {
+		nftErr = fmt.Errorf("nftables for %s: %w", cfg.Family, err)
+	} else {
+		nft = k
 	}
 	nl, err := NewNetlink(cfg.Family, 0)
 	if err != nil {
 		return nil, err
 	}
-	return New(nft, b, nil, append([]Option{WithNetlink(nl), WithBulkNewTable(true)}, opts...)...), nil
+	s := New(nft, b, nil, append([]Option{WithNetlink(nl), WithBulkNewTable(true), WithNetlinkFull(true)}, opts...)...)
+	if nft == nil && (s.nl == nil || !s.nl.kernel) {
+		return nil, nftErr
+	}
+	s.stats.NFT = nftErr
+	return s, nil
 }
 
 // Sync makes the table match m: incrementally from the last model applied, or in full (after
@@ -174,9 +219,21 @@ func (s *Syncer) Sync(ctx context.Context, m *nftrules.Model, full bool) (nftrul
 			s.applied = nil
 			return plan, err
 		}
-		if s.bulkNew && s.nl != nil && s.stats.NetlinkState != NetlinkOff && !slices.ContainsFunc(existing.Chains, nftrules.IsServiceChain) {
+		if s.stats.NetlinkState == NetlinkUnverified && s.nlFull && s.nl.kernel && len(existing.Chains) > 0 {
+			// A table nft listed (a restart): netlink is on if it lists the same chains, and
+			// this full sync goes over netlink rather than through nft (seconds at 10,000
+			// Services).
+			s.verifyListing(existing)
+		}
+		switch {
+		case s.fullOverNetlink():
+			// One netlink batch: it replaces Services that carry traffic, atomically.
+			rec := &recorder{}
+			plan = s.b.Full(rec, m, existing, &s.state)
+			err = s.write(ctx, rec, true)
+		case s.bulkNew && s.nl != nil && s.stats.NetlinkState != NetlinkOff && !slices.ContainsFunc(existing.Chains, nftrules.IsServiceChain):
 			plan, err = s.fullNew(ctx, m, existing)
-		} else {
+		default:
 			// Straight into one transaction: it replaces Services that carry traffic, atomically.
 			tx := s.nft.NewTransaction()
 			plan = s.b.Full(tx, m, existing, &s.state)
@@ -234,6 +291,19 @@ func (s *Syncer) fullNew(ctx context.Context, m *nftrules.Model, existing nftrul
 	return plan, s.write(ctx, svcs, true)
 }
 
+// verifyListing turns netlink on if it lists the same chains as nft did (existing), which is not
+// empty; otherwise it leaves netlink unverified, for verifyNetlink to settle.
+func (s *Syncer) verifyListing(existing nftrules.Existing) {
+	ex, err := s.nl.list()
+	if err != nil || len(ex.Chains) != len(existing.Chains) {
+		return
+	}
+	a, b := slices.Sorted(slices.Values(ex.Chains)), slices.Sorted(slices.Values(existing.Chains))
+	if slices.Equal(a, b) {
+		s.stats.NetlinkState = NetlinkOn
+	}
+}
+
 // verifyNetlink turns netlink on if it sees chains, which a transaction run through nft added, and
 // off (saying why) if it does not.
 func (s *Syncer) verifyNetlink(chains []string) {
@@ -271,12 +341,18 @@ func (s *Syncer) write(ctx context.Context, rec *recorder, viaNetlink bool) erro
 			if !errors.As(err, &u) {
 				return err
 			}
+			if s.nft == nil {
+				return fmt.Errorf("no nft to fall back on: %w", err)
+			}
 			reason = u.Reason
 		}
 		if s.stats.Fallbacks == nil {
 			s.stats.Fallbacks = map[FallbackReason]int{}
 		}
 		s.stats.Fallbacks[reason]++
+	}
+	if s.nft == nil {
+		return errors.New("no nft, and netlink is not on")
 	}
 	tx := s.nft.NewTransaction()
 	rec.replay(tx)
@@ -287,6 +363,9 @@ func (s *Syncer) write(ctx context.Context, rec *recorder, viaNetlink bool) erro
 func (s *Syncer) exec(ctx context.Context, tx *knftables.Transaction) error {
 	if tx.NumOperations() == 0 {
 		return nil
+	}
+	if s.nft == nil {
+		return errors.New("no nft, and netlink is not on")
 	}
 	s.stats.Exec++
 	return s.nft.Run(ctx, tx)
@@ -333,9 +412,16 @@ func (s *Syncer) deleteStale(ctx context.Context) {
 	}
 }
 
-// list returns the chains, sets and maps the table holds; none if it does not exist.
+// list returns the chains, sets and maps the table holds; none if it does not exist. It reads
+// them over netlink when full syncs go over netlink, else through nft.
 func (s *Syncer) list(ctx context.Context) (nftrules.Existing, error) {
 	var ex nftrules.Existing
+	if s.fullOverNetlink() {
+		return s.nl.list()
+	}
+	if s.nft == nil {
+		return ex, errors.New("no nft, and netlink is not on")
+	}
 	chains, err := s.nft.List(ctx, "chains")
 	if err != nil {
 		if knftables.IsNotFound(err) {
@@ -355,8 +441,22 @@ func (s *Syncer) list(ctx context.Context) (nftrules.Existing, error) {
 	return ex, nil
 }
 
-// Cleanup deletes the table (on shutdown with --cleanup, or when switching back to kube-proxy).
-// A missing table is not an error.
+// CleanupKernel deletes family's table in the caller's network namespace over netlink (on
+// shutdown with --cleanup, or when switching back to kube-proxy): no nft needed. A missing table
+// is not an error.
+func CleanupKernel(family knftables.Family) error {
+	nl, err := NewNetlink(family, 0)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	if err := nl.deleteTable(); err != nil {
+		return fmt.Errorf("deleting table %s %s: %w", family, nftrules.TableName, err)
+	}
+	return nil
+}
+
+// Cleanup deletes the table through nft. A missing table is not an error.
 func Cleanup(ctx context.Context, nft knftables.Interface) error {
 	tx := nft.NewTransaction()
 	tx.Delete(&knftables.Table{})

@@ -12,60 +12,90 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// BenchmarkKernelFull times a full sync of n Services x 2 endpoints into an empty table of a
-// real kernel (in a throwaway namespace): building the transaction, listing the table, nft
-// parsing and the kernel committing. Run with -benchtime 1x to 3x.
+// BenchmarkKernelFull times a full sync of n Services x 2 endpoints into a real kernel (in a
+// throwaway namespace): building the batch, listing the table, encoding, and the kernel
+// committing. Run with -benchtime 3x to 5x; it reports the median as median-ns.
 //
-// path=netlink is how a new table is written (the fixed objects through nft, the Services in one
-// netlink batch), path=nft the single nft transaction that replaces a table's Services.
+// into=empty writes a new table (deleted, untimed, before each sync); into=full replaces the
+// Services of a table that holds them (the same ones: what a resync after a failure or a restart
+// does). path=netlink is the Syncer without nft (everything in one netlink batch, as NewKernel
+// does once netlink is verified, or at once without nft), path=nft the single nft transaction
+// full syncs used to be, path=bulk the older split of a new table (fixed objects through nft, the
+// Services in one netlink batch; only into=empty).
 func BenchmarkKernelFull(b *testing.B) {
 	ns := testNetns(b)
 	ctx := context.Background()
 	for _, n := range []int{1000, 10000, 30000} {
-		for _, path := range []string{"netlink", "nft"} {
-			b.Run(fmt.Sprintf("services=%d/path=%s", n, path), func(b *testing.B) {
-				benchFull(b, ctx, ns, n, path == "netlink")
-			})
+		for _, into := range []string{"empty", "full"} {
+			for _, path := range []string{"netlink", "nft", "bulk"} {
+				if path == "bulk" && into == "full" {
+					continue
+				}
+				b.Run(fmt.Sprintf("services=%d/into=%s/path=%s", n, into, path), func(b *testing.B) {
+					benchFull(b, ctx, ns, n, into == "empty", path)
+				})
+			}
 		}
 	}
 }
 
-func benchFull(b *testing.B, ctx context.Context, ns string, n int, netlink bool) {
-	{
-		{
-			m := nftrulestest.Scale(n)
-			var nl *Netlink
-			if netlink {
-				var err error
-				if nl, err = NewNetlink(knftables.IPv4Family, netnsFD(b, ns)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			s, err := NewKernel(nftrules.Config{Family: knftables.IPv4Family}, WithNetlink(nl))
-			if err != nil {
-				b.Fatal(err)
-			}
-			var plan nftrules.Plan
-			for b.Loop() {
-				b.StopTimer()
-				if err := Cleanup(ctx, s.nft); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if plan, err = s.Sync(ctx, m, true); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(plan.Ops), "ops")
-			b.StopTimer()
-			if err := Cleanup(ctx, s.nft); err != nil {
-				b.Fatal(err)
-			}
-			if st := s.Stats(); netlink && (st.NetlinkState != NetlinkOn || st.Netlink == 0) {
-				b.Fatalf("the Services did not go over netlink: %+v", st)
-			}
+func benchFull(b *testing.B, ctx context.Context, ns string, n int, empty bool, path string) {
+	m := nftrulestest.Scale(n)
+	bl, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
+	nft, err := knftables.New(knftables.IPv4Family, nftrules.TableName) // PATH's nft runs in ns
+	if err != nil {
+		b.Fatal(err)
+	}
+	nl, err := NewNetlink(knftables.IPv4Family, netnsFD(b, ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nl.Close()
+	var s *Syncer
+	switch path {
+	case "netlink":
+		s = New(nil, bl, nil, WithNetlink(nl), WithNetlinkFull(true))
+	case "nft":
+		s = New(nft, bl, nil)
+	case "bulk":
+		s = New(nft, bl, nil, WithNetlink(nl), WithBulkNewTable(true))
+	}
+	clean := func() {
+		if err := Cleanup(ctx, nft); err != nil {
+			b.Fatal(err)
 		}
 	}
+	clean()
+	if !empty {
+		if _, err := s.Sync(ctx, m, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var times []time.Duration
+	var plan nftrules.Plan
+	for b.Loop() {
+		if empty {
+			b.StopTimer()
+			clean()
+			b.StartTimer()
+		}
+		start := time.Now()
+		if plan, err = s.Sync(ctx, m, true); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	b.StopTimer()
+	clean()
+	st := s.Stats()
+	switch {
+	case path == "netlink" && (st.Netlink == 0 || st.Exec != 0):
+		b.Fatalf("not over netlink: %+v", st)
+	case path == "bulk" && (st.NetlinkState != NetlinkOn || st.Netlink == 0):
+		b.Fatalf("the Services did not go over netlink: %+v", st)
+	}
+	b.ReportMetric(float64(median(times).Nanoseconds()), "median-ns")
+	b.ReportMetric(float64(plan.Ops), "ops")
 }
 
 // BenchmarkKernelIncremental times applying one endpoint change among n Services x 2 endpoints

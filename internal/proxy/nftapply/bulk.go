@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -124,7 +125,7 @@ func (n *Netlink) applyBulk(cmds []command) (err error) {
 }
 
 // capture returns the messages google/nftables encodes for cmds, batch begin and end included,
-// without sending them.
+// without sending them, with the userdata of tables and sets as nft writes it (command.udata).
 func capture(cmds []command) ([]netlink.Message, error) {
 	var out []netlink.Message
 	ack := netlink.Message{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 4+unix.NLMSG_HDRLEN)}
@@ -144,8 +145,152 @@ func capture(cmds []command) ([]netlink.Message, error) {
 	if err := c.Flush(); err != nil {
 		return nil, fmt.Errorf("encoding a netlink batch: %w", err)
 	}
+	if err := setUserdata(out, cmds); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
+
+// setUserdata writes the userdata of cmds' tables and sets (by set ID) into their messages,
+// replacing what google/nftables wrote (it knows set comments and key byte orders, not typeof,
+// and no table userdata).
+func setUserdata(msgs []netlink.Message, cmds []command) error {
+	var table []byte
+	sets, open := map[uint32][]byte{}, map[uint32][]byte{}
+	for i := range cmds {
+		switch c := &cmds[i]; {
+		case c.kind == cmdAddTable && c.udata != nil:
+			table = c.udata
+		case c.kind == cmdAddSet && c.udata != nil:
+			sets[c.set.ID] = c.udata
+			if c.open != nil {
+				open[c.set.ID] = c.open
+			}
+		}
+	}
+	if table == nil && len(sets) == 0 {
+		return nil
+	}
+	const (
+		newTable   = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWTABLE
+		newSet     = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSET
+		newSetElem = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM
+	)
+	for i := range msgs {
+		m := &msgs[i]
+		var ud []byte
+		var udType uint16
+		switch m.Header.Type {
+		case newTable:
+			ud, udType = table, nftaTableUserdata
+		case newSet:
+			udType = unix.NFTA_SET_USERDATA
+		case newSetElem:
+			if len(open) > 0 {
+				if err := markOpen(m, open); err != nil {
+					return fmt.Errorf("netlink message %d: %w", i, err)
+				}
+			}
+			continue
+		default:
+			continue
+		}
+		if len(m.Data) < 4 {
+			return fmt.Errorf("netlink message %d: %d bytes", i, len(m.Data))
+		}
+		attrs, err := netlink.UnmarshalAttributes(m.Data[4:])
+		if err != nil {
+			return fmt.Errorf("netlink message %d: %w", i, err)
+		}
+		if m.Header.Type == newSet {
+			for _, a := range attrs {
+				if a.Type == unix.NFTA_SET_ID && len(a.Data) == 4 {
+					ud = sets[binary.BigEndian.Uint32(a.Data)]
+				}
+			}
+		}
+		if ud == nil {
+			continue
+		}
+		attrs = slices.DeleteFunc(attrs, func(a netlink.Attribute) bool { return a.Type == udType })
+		attrs = append(attrs, netlink.Attribute{Type: udType, Data: ud})
+		b, err := netlink.MarshalAttributes(attrs)
+		if err != nil {
+			return fmt.Errorf("netlink message %d: %w", i, err)
+		}
+		m.Data = append(m.Data[:4:4], b...)
+	}
+	return nil
+}
+
+// markOpen gives the element of a NEWSETELEM message that starts an interval without end (open,
+// by set ID) the userdata nft gives it.
+func markOpen(m *netlink.Message, open map[uint32][]byte) error {
+	const nested = unix.NLA_F_NESTED
+	attrs, err := netlink.UnmarshalAttributes(m.Data[4:])
+	if err != nil {
+		return err
+	}
+	var key []byte
+	for _, a := range attrs {
+		if a.Type&^nested == unix.NFTA_SET_ELEM_LIST_SET_ID && len(a.Data) == 4 {
+			key = open[binary.BigEndian.Uint32(a.Data)]
+		}
+	}
+	if key == nil {
+		return nil
+	}
+	for i := range attrs {
+		if attrs[i].Type&^nested != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		list, err := netlink.UnmarshalAttributes(attrs[i].Data)
+		if err != nil {
+			return err
+		}
+		for j := range list {
+			item, err := netlink.UnmarshalAttributes(list[j].Data)
+			if err != nil {
+				return err
+			}
+			match, end := false, false
+			for _, a := range item {
+				switch a.Type &^ nested {
+				case unix.NFTA_SET_ELEM_KEY:
+					k, err := netlink.UnmarshalAttributes(a.Data)
+					if err != nil {
+						return err
+					}
+					match = len(k) == 1 && slices.Equal(k[0].Data, key)
+				case unix.NFTA_SET_ELEM_FLAGS:
+					end = len(a.Data) == 4 && binary.BigEndian.Uint32(a.Data)&unix.NFT_SET_ELEM_INTERVAL_END != 0
+				}
+			}
+			if !match || end {
+				continue
+			}
+			item = append(item, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: openElemUdata})
+			// Length 0: MarshalAttributes keeps an attribute's length unless it is 0.
+			if list[j].Data, err = netlink.MarshalAttributes(item); err != nil {
+				return err
+			}
+			list[j].Length = 0
+		}
+		if attrs[i].Data, err = netlink.MarshalAttributes(list); err != nil {
+			return err
+		}
+		attrs[i].Length = 0
+	}
+	b, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return err
+	}
+	m.Data = append(m.Data[:4:4], b...)
+	return nil
+}
+
+// nftaTableUserdata is NFTA_TABLE_USERDATA (x/sys/unix does not name it).
+const nftaTableUserdata = 6
 
 func nlmsgAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
 

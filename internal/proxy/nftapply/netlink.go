@@ -1,17 +1,22 @@
 package nftapply
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/google/nftables"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
 
 // Conn is the part of *nftables.Conn the netlink writer uses. Calls buffer messages; Flush sends
 // them to the kernel as one batch, which commits all or nothing.
 type Conn interface {
+	AddTable(*nftables.Table) *nftables.Table
+	DelTable(*nftables.Table)
 	AddChain(*nftables.Chain) *nftables.Chain
 	FlushChain(*nftables.Chain)
 	DelChain(*nftables.Chain)
@@ -37,10 +42,11 @@ var _ Conn = (*nftables.Conn)(nil)
 // tens of milliseconds at 10,000 Services, half of it for each of the two base chains that jump
 // into `services` (nat-prerouting, nat-output).
 //
-// It handles the operations incremental syncs write (see translate.go and rules.go); a
-// transaction with anything else is refused with an *UnsupportedError, and the Syncer runs it
-// through nft. Writers must not write concurrently, not even two of them: google/nftables numbers
-// new sets with a package-level counter.
+// It handles every operation nftrules writes into its table, full syncs included (see
+// translate.go, rules.go and typeof.go); a transaction with anything else is refused with an
+// *UnsupportedError, and the Syncer runs it through nft, or fails without nft. The userdata that
+// makes sets list as nft declares them (typeof) and the table's comment are written only by a
+// writer for the kernel (NewNetlink: see capture); NewNetlinkConn's Conn gets everything else.
 type Netlink struct {
 	t    *translator
 	dial func() (Conn, error)
@@ -139,8 +145,12 @@ func encode(c Conn, cmds []command) error {
 			c.DelChain(cmd.chain)
 		case cmdAddRule:
 			c.AddRule(cmd.rule)
+		case cmdAddTable:
+			c.AddTable(cmd.table)
+		case cmdDelTable:
+			c.DelTable(cmd.table)
 		case cmdAddSet:
-			err = c.AddSet(cmd.set, nil)
+			err = c.AddSet(cmd.set, cmd.elems)
 		case cmdFlushSet:
 			c.FlushSet(cmd.set)
 		case cmdDelSet:
@@ -183,4 +193,83 @@ func firstError(err error) error {
 		return flat[0]
 	}
 	return fmt.Errorf("%w (and %d more errors)", flat[0], len(flat)-1)
+}
+
+// list returns the chains, sets and maps (anonymous sets left out) of the writer's table, none
+// if the table does not exist: what knftables lists through nft, read over netlink. Only a
+// writer for the kernel (NewNetlink) lists.
+func (n *Netlink) list() (nftrules.Existing, error) {
+	var ex nftrules.Existing
+	if !n.kernel {
+		return ex, errors.New("netlink writer: listing needs the kernel (NewNetlink)")
+	}
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.netns})
+	if err != nil {
+		return ex, fmt.Errorf("opening nftables netlink: %w", err)
+	}
+	defer c.Close()
+	dump := func(typ uint16, tableAttr, nameAttr, flagsAttr uint16, each func(name string, flags uint32)) error {
+		msgs, err := c.Execute(netlink.Message{
+			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ), Flags: netlink.Request | netlink.Dump},
+			Data:   []byte{byte(n.t.table.Family), unix.NFNETLINK_V0, 0, 0},
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if len(m.Data) < 4 {
+				continue
+			}
+			ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+			if err != nil {
+				return err
+			}
+			var table, name string
+			var flags uint32
+			for ad.Next() {
+				switch ad.Type() {
+				case tableAttr:
+					table = ad.String()
+				case nameAttr:
+					name = ad.String()
+				case flagsAttr:
+					ad.ByteOrder = binary.BigEndian
+					flags = ad.Uint32()
+				}
+			}
+			if err := ad.Err(); err != nil {
+				return err
+			}
+			if table == n.t.table.Name {
+				each(name, flags)
+			}
+		}
+		return nil
+	}
+	if err := dump(unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, 0xffff, func(name string, _ uint32) {
+		ex.Chains = append(ex.Chains, name)
+	}); err != nil {
+		return ex, fmt.Errorf("listing %s chains over netlink: %w", n.t.family, err)
+	}
+	if err := dump(unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, unix.NFTA_SET_FLAGS, func(name string, flags uint32) {
+		switch {
+		case flags&unix.NFT_SET_ANONYMOUS != 0:
+		case flags&unix.NFT_SET_MAP != 0:
+			ex.Maps = append(ex.Maps, name)
+		default:
+			ex.Sets = append(ex.Sets, name)
+		}
+	}); err != nil {
+		return ex, fmt.Errorf("listing %s sets over netlink: %w", n.t.family, err)
+	}
+	return ex, nil
+}
+
+// deleteTable deletes the writer's table; a missing table is not an error.
+func (n *Netlink) deleteTable() error {
+	err := n.applyBulk([]command{{kind: cmdDelTable, table: n.t.table}})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
 }

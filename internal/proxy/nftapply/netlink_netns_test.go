@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +24,7 @@ import (
 )
 
 // twins are two namespaces that receive the same syncs: exec runs every transaction through nft,
-// nl writes incremental ones over netlink.
+// nl writes incremental ones over netlink, or (nlOnly) every one, without nft.
 type twins struct {
 	fam          knftables.Family
 	execNS, nlNS string
@@ -29,7 +33,7 @@ type twins struct {
 	nlNFT        knftables.Interface
 }
 
-func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock func() time.Time) *twins {
+func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock func() time.Time, nlOnly bool) *twins {
 	t.Helper()
 	execNS, nlNS := newNetns(t), newNetns(t)
 	path := os.Getenv("PATH")
@@ -54,7 +58,11 @@ func newTwins(t *testing.T, fam knftables.Family, cfg nftrules.Config, clock fun
 		t.Fatal(err)
 	}
 	tw.exec = New(tw.execNFT, b, clock)
-	tw.nl = New(tw.nlNFT, b, clock, WithNetlink(nl), WithBulkNewTable(true))
+	if nlOnly {
+		tw.nl = New(nil, b, clock, WithNetlink(nl), WithNetlinkFull(true))
+	} else {
+		tw.nl = New(tw.nlNFT, b, clock, WithNetlink(nl), WithBulkNewTable(true))
+	}
 	return tw
 }
 
@@ -130,9 +138,13 @@ func canonical(t *testing.T, v any) string {
 // netlinkListing returns `nft --debug=netlink list table`: what the kernel holds, expression by
 // expression with registers, lengths and userdata. Rule handles are cut from the rule headers
 // and set elements sorted within their set; the order of rules is kept. The interval-end element
-// at key 0 that nft adds to an interval map it writes into (when the map was in the kernel before
-// its transaction) is left out: no interval starts at 0, lookups do not need it, and the netlink
-// writer does not add it.
+// at key 0 that nft adds to a named interval set or map it writes into (DNAT maps and
+// cluster-cidrs, when they were in the kernel before its transaction) is left out: no interval
+// starts at 0, lookups do not need it, and the netlink writer does not add it. (Anonymous sets
+// keep theirs: the writer adds it as nft does.)
+// zeroEnd is the interval end at key 0 (either family) in nft --debug=netlink's listing.
+var zeroEnd = regexp.MustCompile(`^\telement (00000000 ?)+ : 1 \[end\]`)
+
 func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 	t.Helper()
 	out := nsRun(t, ns, "", "nft", "--debug=netlink", "list", "table", string(fam), nftrules.TableName)
@@ -147,12 +159,13 @@ func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 	for _, l := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(l, "\telement "):
-			if !(inDNAT && strings.HasPrefix(l, "\telement 00000000  : 1 [end]")) {
+			if !(inDNAT && zeroEnd.MatchString(l)) {
 				elems = append(elems, l)
 			}
 			continue
 		case strings.HasPrefix(l, header+"@"):
-			inDNAT = nftrules.IsDNATMap(strings.TrimPrefix(l, header+"@"))
+			set := strings.TrimPrefix(l, header+"@")
+			inDNAT = nftrules.IsDNATMap(set) || set == "cluster-cidrs"
 		case strings.HasPrefix(l, header) && !strings.HasPrefix(l, header+"@"):
 			f := strings.Fields(l)
 			l = strings.Join(f[:3], " ") // family table chain, without handle and position
@@ -171,10 +184,18 @@ func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 // netlink, and checks after every sync that both kernels list the same table, in JSON and
 // expression by expression.
 func TestNetlinkMatchesNFT(t *testing.T) {
-	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
-		t.Run(string(fam), func(t *testing.T) {
+	for _, c := range []struct {
+		fam    knftables.Family
+		nlOnly bool
+	}{{knftables.IPv4Family, false}, {knftables.IPv6Family, false}, {knftables.IPv4Family, true}, {knftables.IPv6Family, true}} {
+		name := string(c.fam)
+		if c.nlOnly {
+			name += "/netlink-only"
+		}
+		fam := c.fam
+		t.Run(name, func(t *testing.T) {
 			clock := time.Unix(0, 0)
-			tw := newTwins(t, fam, nftrules.Config{Family: fam, MaglevTableSize: 13}, func() time.Time { return clock })
+			tw := newTwins(t, fam, nftrules.Config{Family: fam, MaglevTableSize: 13}, func() time.Time { return clock }, c.nlOnly)
 			seeds, length := uint64(4), 12
 			if testing.Short() {
 				seeds, length = 2, 6
@@ -192,8 +213,8 @@ func TestNetlinkMatchesNFT(t *testing.T) {
 			}
 			st := tw.nl.Stats()
 			t.Logf("netlink %d, nft %d (fallbacks %v), netlink errors %d", st.Netlink, st.Exec, st.Fallbacks, st.NetlinkErrors)
-			if st.Netlink == 0 || st.NetlinkErrors != 0 {
-				t.Errorf("stats %+v: want netlink writes and no netlink errors", st)
+			if st.Netlink == 0 || st.NetlinkErrors != 0 || c.nlOnly && (st.Exec != 0 || st.Fallbacks != nil) {
+				t.Errorf("stats %+v: want netlink writes and no netlink errors (and nothing else without nft)", st)
 			}
 		})
 	}
@@ -203,7 +224,7 @@ func TestNetlinkMatchesNFT(t *testing.T) {
 // going, for random, round-robin and Maglev Services — go over netlink, not through nft.
 func TestNetlinkEndpointChanges(t *testing.T) {
 	clock := time.Unix(0, 0)
-	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family, MaglevTableSize: 13}, func() time.Time { return clock })
+	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family, MaglevTableSize: 13}, func() time.Time { return clock }, false)
 	const n = 12
 	m := nftrulestest.Scale(n)
 	for i := range n {
@@ -289,7 +310,7 @@ func mustNetlink(t *testing.T, fam knftables.Family, fd int) *Netlink {
 // and endpoint changes in either map go over netlink.
 func TestNetlinkDNATMapShards(t *testing.T) {
 	clock := time.Unix(0, 0)
-	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family}, func() time.Time { return clock })
+	tw := newTwins(t, knftables.IPv4Family, nftrules.Config{Family: knftables.IPv4Family}, func() time.Time { return clock }, false)
 	small := nftrulestest.Scale(nftrules.WindowsPerMap - 1) // windows 1-63: the first map
 	tw.sync(t, small, "full")
 	big := nftrulestest.Scale(nftrules.WindowsPerMap)
@@ -306,5 +327,120 @@ func TestNetlinkDNATMapShards(t *testing.T) {
 	tw.sync(t, small, "the second map's last Service goes")
 	if got := nsRun(t, tw.nlNS, "", "nft", "list", "maps", "ip"); strings.Contains(got, "dnat-endpoints-tcp-1") {
 		t.Errorf("the emptied DNAT map is still there:\n%s", got)
+	}
+}
+
+// TestNetlinkFullEdges: full and incremental syncs without nft match nft's for what the random
+// models leave out: several (overlapping, not byte-aligned) Service CIDRs, node-port addresses,
+// the DSR skip mark, masquerade-all, and source ranges that overlap, touch, or are single
+// addresses (merged in an anonymous interval set, as nft merges them).
+func TestNetlinkFullEdges(t *testing.T) {
+	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		t.Run(string(fam), func(t *testing.T) {
+			clock := time.Unix(0, 0)
+			cfg := nftrules.Config{Family: fam, MaglevTableSize: 13, SkipMark: nftrules.DSRMarkMask, MasqueradeAll: true}
+			tw := newTwins(t, fam, cfg, func() time.Time { return clock }, true)
+			g := nftrulestest.NewGen(7)
+			m := g.Model(8)
+			pfx := func(ss ...string) []netip.Prefix {
+				var out []netip.Prefix
+				for _, s := range ss {
+					out = append(out, netip.MustParsePrefix(s))
+				}
+				return out
+			}
+			m.Node.ServiceCIDRs = pfx("10.96.0.0/16", "10.96.0.0/12", "10.128.0.0/9", "fd00:10:96::/112", "fd00:10:97::/108", "fd00:10:96::/64")
+			m.Node.NodePortAddresses = []netip.Addr{netip.MustParseAddr("192.168.0.10"), netip.MustParseAddr("fd00:192:168::10"), netip.MustParseAddr("127.0.0.1")}
+			ranges := pfx("192.168.0.0/24", "192.168.1.0/24", "203.0.113.7/32", "10.0.0.0/9", "10.64.0.0/10", "10.200.0.0/13",
+				"fd00:1::/64", "fd00:1:0:1::/64", "fd00:2::7/128", "fd00:3::/33")
+			// Also: everything (one range up to the last address, open in nft's terms, merged with the
+			// node's VIPs), a range up to the last address beside another, and one range (which nft
+			// compares with directly, without a set).
+			// And more ranges than fit in one netlink message.
+			var many []netip.Prefix
+			for i := range 1200 {
+				many = append(many, netip.MustParsePrefix(fmt.Sprintf("172.%d.%d.0/24", 16+i/250, i%250)),
+					netip.MustParsePrefix(fmt.Sprintf("fd00:7:%x::/48", 2*i)))
+			}
+			others := [][]netip.Prefix{pfx("0.0.0.0/0", "::/0"), pfx("10.0.0.0/8", "255.255.255.0/24", "fd00::/8", "ffff::/16"), pfx("172.16.0.0/12", "fd00:9::/48"), many}
+			n := 0
+			for _, k := range slices.SortedFunc(maps.Keys(m.Services), func(a, b nftrules.ServiceKey) int { return strings.Compare(a.String(), b.String()) }) {
+				s := m.Services[k]
+				if len(s.LoadBalancerIPs) == 0 {
+					continue
+				}
+				s.LoadBalancerSourceRanges = ranges
+				if n < len(others) {
+					s.LoadBalancerSourceRanges = others[n]
+				}
+				n++
+			}
+			if n <= len(others) {
+				t.Fatalf("%d Services with load-balancer IPs, want more than %d", n, len(others))
+			}
+			tw.sync(t, m, "full")
+			for step := range 6 {
+				clock = clock.Add(2 * StaleChainDelay)
+				m = g.Mutate(m, 10)
+				tw.sync(t, m, fmt.Sprintf("step %d", step))
+			}
+			clock = clock.Add(2 * StaleChainDelay)
+			if _, err := tw.exec.Sync(context.Background(), m, true); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := tw.nl.Sync(context.Background(), m, true)
+			if err != nil || !plan.Full {
+				t.Fatalf("full sync replacing the table's Services: full %v, %v", plan.Full, err)
+			}
+			tw.sync(t, m, "after a full sync over a full table")
+			if st := tw.nl.Stats(); st.Exec != 0 || st.Fallbacks != nil || st.NetlinkErrors != 0 {
+				t.Errorf("stats %+v: want everything over netlink", st)
+			}
+		})
+	}
+}
+
+// TestNetlinkRestartVerifiesByListing: a Syncer that finds a table nft lists (a restart) turns
+// netlink on when netlink lists the same chains, and writes that first full sync over netlink,
+// not through nft; pointed at another namespace, it does not, and netlink ends off.
+func TestNetlinkRestartVerifiesByListing(t *testing.T) {
+	other := newNetns(t)
+	realNFT, _ := exec.LookPath("nft")
+	ns := testNetns(t) // PATH's nft writes ns
+	ctx := context.Background()
+	cfg := nftrules.Config{Family: knftables.IPv4Family}
+	m := nftrulestest.Scale(20)
+	first, err := NewKernel(cfg, WithNetlink(mustNetlink(t, knftables.IPv4Family, netnsFD(t, ns))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := first.Sync(ctx, m, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		ns    string
+		state NetlinkState
+		exec  bool
+	}{{"same namespace", ns, NetlinkOn, false}, {"another namespace", other, NetlinkOff, true}} {
+		s, err := NewKernel(cfg, WithNetlink(mustNetlink(t, knftables.IPv4Family, netnsFD(t, c.ns))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Sync(ctx, nftrulestest.WithEndpointChange(m, 3, 1), false); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		st := s.Stats()
+		if st.NetlinkState != c.state || (st.Exec > 0) != c.exec || !c.exec && st.Netlink != 1 {
+			t.Errorf("%s: stats %+v, want netlink %v, through nft %v", c.name, st, c.state, c.exec)
+		}
+		s.Close()
+	}
+	if out := nsRun(t, other, "", realNFT, "list", "tables"); strings.Contains(out, nftrules.TableName) {
+		t.Errorf("the other namespace got a table:\n%s", out)
+	}
+	if err := Cleanup(ctx, first.nft); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ func (c *fakeConn) add(format string, args ...any) {
 	c.pending = append(c.pending, fmt.Sprintf(format, args...))
 }
 
+func (c *fakeConn) AddTable(t *nftables.Table) *nftables.Table {
+	c.add("add table %s", t.Name)
+	return t
+}
+func (c *fakeConn) DelTable(t *nftables.Table) { c.add("delete table %s", t.Name) }
 func (c *fakeConn) AddChain(ch *nftables.Chain) *nftables.Chain {
 	c.add("add chain %s", ch.Name)
 	return ch
@@ -115,19 +121,36 @@ func TestSyncerPaths(t *testing.T) {
 		t.Errorf("netlink batches: %q", batches)
 	}
 
-	// A Service switching to Maglev needs a map declared with typeof: through nft.
-	m = withMaglev(m, "svc-2") // untouched by netlink, so the Fake knows its chains
+	// A Service switching to Maglev declares a map with typeof: over netlink too.
+	m = withMaglev(m, "svc-2")
 	if _, err := s.Sync(ctx, m, false); err != nil {
 		t.Fatal(err)
 	}
-	if fake.LastTransaction == full {
-		t.Error("creating a map did not run through nft")
+	if fake.LastTransaction != full {
+		t.Error("creating a map ran through nft")
 	}
-	want.Exec++
-	want.Fallbacks = map[FallbackReason]int{FallbackMap: 1}
+	want.Netlink++
 	if diff := cmp.Diff(want, s.Stats()); diff != "" {
 		t.Errorf("after a new Maglev Service (-want +got):\n%s", diff)
 	}
+	// A Service without endpoints whose names make an element comment too long for netlink (and
+	// for nft's kernel, but not for the Fake): through nft, counted.
+	long := withLongNames(m)
+	if _, err := s.Sync(ctx, long, false); err != nil {
+		t.Fatal(err)
+	}
+	if fake.LastTransaction == full {
+		t.Error("the element with a long comment did not run through nft")
+	}
+	want.Exec++
+	want.Fallbacks = map[FallbackReason]int{FallbackElement: 1}
+	if diff := cmp.Diff(want, s.Stats()); diff != "" {
+		t.Errorf("after a Service with a long comment (-want +got):\n%s", diff)
+	}
+	if _, err := s.Sync(ctx, m, false); err != nil { // and it goes: over netlink
+		t.Fatal(err)
+	}
+	want.Netlink++
 	// One of its endpoints moves (a new endpoint chain, over netlink); a second later the old
 	// chain goes, over netlink.
 	m = nftrulestest.WithEndpointChange(m, 2, 1)
@@ -188,6 +211,46 @@ func TestSyncerOtherNamespace(t *testing.T) {
 	}
 }
 
+// withLongNames returns a copy of m with a Service without endpoints whose namespace, name and
+// port name make the comment of its no-endpoint element 143 bytes long.
+func withLongNames(m *nftrules.Model) *nftrules.Model {
+	n := &nftrules.Model{Node: m.Node, Services: maps.Clone(m.Services)}
+	svc := &nftrules.Service{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 63),
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.9.9")},
+		Ports:      []nftrules.Port{{Name: strings.Repeat("p", 15), Protocol: nftrules.TCP, Port: 80}}}
+	n.Services[svc.Key()] = svc
+	return n
+}
+
+// TestSyncerWithoutNFT: with no nft, what the netlink writer cannot encode fails the sync with an
+// error that names it, and the Syncer goes on (the next sync is full).
+func TestSyncerWithoutNFT(t *testing.T) {
+	b, _ := nftrules.New(nftrules.Config{Family: knftables.IPv4Family})
+	var batches []string
+	nl, _ := NewNetlinkConn(knftables.IPv4Family, func() (Conn, error) { return &fakeConn{log: &batches}, nil })
+	s := New(nil, b, nil, WithNetlink(nl))
+	if st := s.Stats(); st.NetlinkState != NetlinkOn {
+		t.Fatalf("without nft: netlink %v, want on", st.NetlinkState)
+	}
+	// Full syncs list the table over netlink, which only a writer for the kernel can: an error,
+	// not a crash.
+	if _, err := s.Sync(context.Background(), nftrulestest.Scale(2), false); err == nil || !strings.Contains(err.Error(), "listing") {
+		t.Fatalf("full sync with a fake netlink writer: %v", err)
+	}
+	// An incremental sync with an element it cannot encode.
+	s.applied = nftrulestest.Scale(2)
+	s.state = *b.StateOf(s.applied)
+	_, err := s.Sync(context.Background(), withLongNames(s.applied), false)
+	var u *UnsupportedError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "no nft") || !strings.Contains(err.Error(), "comment too long") ||
+		!strings.Contains(u.Op, strings.Repeat("s", 63)) {
+		t.Fatalf("unencodable element without nft: %v", err)
+	}
+	if s.applied != nil || len(batches) != 0 {
+		t.Errorf("after the failure: applied %v, batches %q", s.applied != nil, batches)
+	}
+}
+
 // withMaglev returns a copy of m in which Service name is balanced by Maglev.
 func withMaglev(m *nftrules.Model, name string) *nftrules.Model {
 	n := &nftrules.Model{Node: m.Node, Services: maps.Clone(m.Services)}
@@ -213,5 +276,22 @@ func TestSyncerWithoutNetlink(t *testing.T) {
 	}
 	if diff := cmp.Diff(Stats{Exec: 3}, s.Stats()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestNewKernelNeedsNFTOnlyWithoutNetlink: without nft on PATH, NewKernel succeeds (everything
+// over netlink) and says why nft is not used; told not to use netlink, it fails, naming nft.
+func TestNewKernelNeedsNFTOnlyWithoutNetlink(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	cfg := nftrules.Config{Family: knftables.IPv4Family}
+	s, err := NewKernel(cfg)
+	if err != nil {
+		t.Fatalf("without nft: %v", err)
+	}
+	if st := s.Stats(); st.NFT == nil || st.NetlinkState != NetlinkOn || s.nft != nil {
+		t.Errorf("without nft: stats %+v", st)
+	}
+	if _, err := NewKernel(cfg, WithNetlink(nil)); err == nil || !strings.Contains(err.Error(), "nft") {
+		t.Errorf("without nft or netlink: %v, want an error about nft", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
@@ -16,8 +17,8 @@ import (
 // to the kernel for their text, so that a rule added over netlink lists (`nft list`, `nft -j
 // list`) exactly as the same rule added with `nft -f`. No text is read: the Builder hands its
 // rules over as statements (nftrules.RuleWriter). The encoder knows the shapes nftrules writes
-// into per-Service chains (see nftrules/service.go) and refuses anything else with an
-// *UnsupportedError, which sends the sync through nft instead.
+// (nftrules/service.go and build.go) and refuses anything else with an *UnsupportedError, which
+// sends the sync through nft instead (or fails it without nft).
 //
 // The encodings follow `nft --debug=netlink` of nft 1.0.x:
 //
@@ -42,6 +43,24 @@ import (
 //	                           proto_max reg 9 flags 0x3 (ip6: proto reg 2, after the address)
 //	jump c / goto c / drop     immediate reg 0 <verdict>
 //	comment "x"                rule userdata: TLV type 0, "x\x00"
+//	ip daddr != 127.0.0.0/8    payload load 1b @ network header + 16 => reg 1; cmp neq reg 1 0x7f
+//	                           (a prefix of whole bytes compares them; another is masked first:
+//	                           payload 4b; bitwise reg 1 = (reg 1 & mask) ^ 0; cmp)
+//	ip saddr != { a , b/n }    payload ...; lookup reg 1 set __setN 0x1, the anonymous set
+//	                           constant (an interval set, ranges merged, if it holds a prefix);
+//	                           { a } alone is compared with directly
+//	ct state new               ct load state => reg 1; bitwise reg 1 = (reg 1 & 0x8) ^ 0;
+//	                           cmp neq reg 1 0 (ct status dnat: status, 0x20)
+//	mark and 0x4000 == 0       meta load mark => reg 1; bitwise ...; cmp eq reg 1 0
+//	mark set mark or 0x4000    meta load mark => reg 1; bitwise reg 1 = (reg 1 & ~0x4000) ^ 0x4000;
+//	                           meta set mark with reg 1 (xor: & 0xffffffff ^ 0x4000)
+//	ip daddr . meta l4proto . th dport vmap @m
+//	                           payload => reg 1; meta load l4proto => reg 9;
+//	                           payload => reg 10; lookup reg 1 set m dreg 0 (a concatenation
+//	                           fills 4-byte registers: NFT_REG_1..4 on 16-byte boundaries,
+//	                           NFT_REG32_xx between; ip6: reg 1, reg 2, reg 13)
+//	reject                     reject type 0 code 3 (ip6: code 4, port unreachable)
+//	masquerade fully-random    masq flags 0x10
 
 // ruleTranslator encodes rules for one family.
 type ruleTranslator struct {
@@ -69,29 +88,41 @@ var protocols = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP
 // rtnLocal is RTN_LOCAL, what `fib ... type local` compares with.
 const rtnLocal = 2
 
-// encode returns the expressions of one rule and its userdata (nil without a comment). Errors
-// are *UnsupportedError with Reason FallbackRule.
-func (t ruleTranslator) encode(r *nftrules.Rule) ([]expr.Any, []byte, error) {
+// encode returns the expressions of one rule, its userdata (nil without a comment) and the
+// anonymous sets its statements compare with (their lookups' set name and ID are left for the
+// caller to fill in). Errors are *UnsupportedError with Reason FallbackRule.
+func (t ruleTranslator) encode(r *nftrules.Rule) ([]expr.Any, []byte, []*anonSet, error) {
 	e := ruleEncoder{t: t, out: make([]expr.Any, 0, 2*len(r.Stmts)+2)}
 	exprs, err := e.encode(r.Stmts)
 	if err != nil {
-		return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: err.Error()}
+		return nil, nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: err.Error()}
 	}
 	var ud []byte
 	if r.Comment != "" {
 		if len(r.Comment) >= 128 { // nft refuses longer comments (NFTNL_UDATA_COMMENT_MAXLEN)
-			return nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: "comment too long"}
+			return nil, nil, nil, &UnsupportedError{Reason: FallbackRule, Op: "rule " + r.String(), Detail: "comment too long"}
 		}
 		ud = userdata.AppendString(nil, userdata.TypeComment, r.Comment)
 	}
-	return exprs, ud, nil
+	return exprs, ud, e.anon, nil
+}
+
+// anonSet is an anonymous set of addresses a rule compares with (`ip saddr != { ... }`): constant,
+// an interval set if it holds a prefix.
+type anonSet struct {
+	lookup   *expr.Lookup
+	interval bool
+	elems    []nftables.SetElement
+	udata    []byte
+	open     []byte // the key of the start of a range without end (up to the last address), if any
 }
 
 type ruleEncoder struct {
 	t   ruleTranslator
 	out []expr.Any
 	// l4 is the transport protocol a preceding match fixed (for dnat's port), 0 if none.
-	l4 byte
+	l4   byte
+	anon []*anonSet
 }
 
 func (e *ruleEncoder) emit(x ...expr.Any) { e.out = append(e.out, x...) }
@@ -103,8 +134,16 @@ func (e *ruleEncoder) encode(stmts []nftrules.Stmt) ([]expr.Any, error) {
 	for i := range stmts {
 		s := &stmts[i]
 		var err error
-		terminal := true // a verdict, vmap, update or dnat ends the rule
+		terminal := true // a verdict, vmap, update, dnat, reject or masquerade ends the rule
 		switch s.Kind {
+		case nftrules.StmtMarkSet:
+			terminal = false
+			err = e.markSet(s)
+		case nftrules.StmtReject:
+			e.reject()
+		case nftrules.StmtMasquerade:
+			e.emit(&expr.Masq{FullyRandom: s.Masq&nftrules.MasqFullyRandom != 0, Random: s.Masq&nftrules.MasqRandom != 0,
+				Persistent: s.Masq&nftrules.MasqPersistent != 0})
 		case nftrules.StmtMatch:
 			terminal = false
 			err = e.match(s)
@@ -171,31 +210,38 @@ func single(s *nftrules.Stmt) (nftrules.Expr, error) {
 	return s.Key[0], nil
 }
 
-// ip saddr|daddr ADDR, tcp|udp|sctp dport PORT, meta l4proto PROTO, fib saddr|daddr type local,
-// numgen|jhash ... VALUE
+// ip saddr|daddr [!=] ADDR|PREFIX|{ SET }, tcp|udp|sctp dport PORT, meta l4proto PROTO,
+// fib saddr|daddr type local, numgen|jhash ... VALUE, ct state new, ct status dnat,
+// [meta] mark and MASK ==|!= N
 func (e *ruleEncoder) match(s *nftrules.Stmt) error {
 	x, err := single(s)
 	if err != nil {
 		return err
 	}
+	v := s.Value
+	op := expr.CmpOpEq
+	if s.Op == nftrules.OpNeq {
+		op = expr.CmpOpNeq
+	}
+	switch x.Field {
+	case nftrules.FieldSaddr, nftrules.FieldDaddr:
+		if s.Set != nil {
+			return e.anonLookup(s, x)
+		}
+		return e.addrMatch(x, op, v)
+	case nftrules.FieldMark:
+		if x.Mask == 0 || v.Kind != nftrules.ValueNum || s.Set != nil {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: hostU32(x.Mask), Xor: hostU32(0)},
+			&expr.Cmp{Op: op, Register: reg1, Data: hostU32(v.Num)})
+		return nil
+	}
 	if s.Op != nftrules.OpNone || s.Set != nil {
 		return fmt.Errorf("only a plain comparison with one value: %q", s)
 	}
-	v := s.Value
 	switch x.Field {
-	case nftrules.FieldSaddr, nftrules.FieldDaddr:
-		load, err := e.t.addrLoad(x, reg1)
-		if err != nil {
-			return err
-		}
-		if v.Kind != nftrules.ValueAddr {
-			return fmt.Errorf("%s %s: not an address", x, v)
-		}
-		b, err := e.t.addr(v.Addr)
-		if err != nil {
-			return err
-		}
-		e.emit(load, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: b})
 	case nftrules.FieldDport:
 		proto, ok := protocols[string(x.Proto)]
 		if !ok || v.Kind != nftrules.ValueNum || v.Num > 0xffff {
@@ -228,10 +274,180 @@ func (e *ruleEncoder) match(s *nftrules.Stmt) error {
 			return fmt.Errorf("bad value %s for %s", v, x)
 		}
 		e.emit(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: hostU32(v.Num)})
+	case nftrules.FieldCtState, nftrules.FieldCtStatus:
+		// A flag: ct load; bitwise & FLAG; cmp neq 0.
+		key, flag := expr.CtKeySTATE, uint32(ctStateNew)
+		if x.Field == nftrules.FieldCtStatus {
+			key, flag = expr.CtKeySTATUS, ctStatusDNAT
+		}
+		if v.Kind != nftrules.ValueSym || (x.Field == nftrules.FieldCtState) != (v.Sym == "new") ||
+			(x.Field == nftrules.FieldCtStatus) != (v.Sym == "dnat") {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		e.emit(&expr.Ct{Register: reg1, Key: key},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: hostU32(flag), Xor: hostU32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: hostU32(0)})
 	default:
 		return fmt.Errorf("unsupported match %q", s)
 	}
 	return nil
+}
+
+// The bits of `ct state new` (NF_CT_STATE_BIT(IP_CT_NEW)) and `ct status dnat`.
+const (
+	ctStateNew   = 1 << 3
+	ctStatusDNAT = 1 << 5 // IPS_DST_NAT
+)
+
+// addrMatch: ip saddr|daddr ==|!= ADDR or PREFIX. A prefix of whole bytes compares those bytes
+// only; another is masked first (nft's encodings).
+func (e *ruleEncoder) addrMatch(x nftrules.Expr, op expr.CmpOp, v nftrules.Value) error {
+	load, err := e.t.addrLoad(x, reg1)
+	if err != nil {
+		return err
+	}
+	b, err := e.t.addr(v.Addr)
+	if err != nil {
+		return err
+	}
+	switch v.Kind {
+	case nftrules.ValueAddr:
+		e.emit(load, &expr.Cmp{Op: op, Register: reg1, Data: b})
+	case nftrules.ValuePrefix:
+		p := v.Prefix()
+		if p.Masked() != p {
+			return fmt.Errorf("prefix %s", p)
+		}
+		if p.Bits() > 0 && p.Bits()%8 == 0 {
+			load.Len = uint32(p.Bits() / 8)
+			e.emit(load, &expr.Cmp{Op: op, Register: reg1, Data: b[:load.Len]})
+			return nil
+		}
+		mask := make([]byte, len(b))
+		for i := range p.Bits() {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		e.emit(load, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: load.Len, Mask: mask, Xor: make([]byte, len(b))},
+			&expr.Cmp{Op: op, Register: reg1, Data: b})
+	default:
+		return fmt.Errorf("%s %s: not an address or prefix", x, v)
+	}
+	return nil
+}
+
+// anonLookup: ip saddr|daddr [!=] { ADDR|PREFIX , ... }, a lookup in an anonymous set, constant,
+// an interval set (its ranges merged) if it holds a prefix.
+func (e *ruleEncoder) anonLookup(s *nftrules.Stmt, x nftrules.Expr) error {
+	load, err := e.t.addrLoad(x, reg1)
+	if err != nil {
+		return err
+	}
+	if len(s.Set) == 0 || s.Op == nftrules.OpEq {
+		return fmt.Errorf("unsupported %q", s)
+	}
+	if len(s.Set) == 1 {
+		// nft compares with a set of one element as with the element.
+		op := expr.CmpOpEq
+		if s.Op == nftrules.OpNeq {
+			op = expr.CmpOpNeq
+		}
+		return e.addrMatch(x, op, s.Set[0])
+	}
+	a := &anonSet{lookup: &expr.Lookup{SourceRegister: reg1, Invert: s.Op == nftrules.OpNeq}}
+	ivs := make([]interval, 0, len(s.Set))
+	for _, v := range s.Set {
+		if _, err := e.t.addr(v.Addr); err != nil {
+			return err
+		}
+		switch v.Kind {
+		case nftrules.ValueAddr:
+			ivs = append(ivs, interval{v.Addr, v.Addr})
+		case nftrules.ValuePrefix:
+			if p := v.Prefix(); p.Masked() != p {
+				return fmt.Errorf("prefix %s", p)
+			}
+			a.interval = true
+			ivs = append(ivs, prefixInterval(v.Prefix()))
+		default:
+			return fmt.Errorf("%s in a set of addresses", v)
+		}
+	}
+	if a.interval {
+		a.elems, a.open = intervalElements(ivs)
+	} else {
+		seen := map[netip.Addr]bool{}
+		for _, iv := range ivs {
+			if !seen[iv.first] {
+				seen[iv.first] = true
+				a.elems = append(a.elems, nftables.SetElement{Key: iv.first.AsSlice()})
+			}
+		}
+	}
+	a.udata = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
+	if a.interval {
+		a.udata = userdata.AppendUint32(a.udata, userdata.NFTNL_UDATA_SET_MERGE_ELEMENTS, 1)
+	}
+	a.udata = userdata.Append(a.udata, userdata.NFTNL_UDATA_SET_KEY_TYPEOF, e.t.addrTypeof(x.Field))
+	e.anon = append(e.anon, a)
+	e.emit(load, a.lookup)
+	return nil
+}
+
+// regAt is the register nft loads the part of a concatenation at off (in 4-byte words) into:
+// NFT_REG_1..4 at the 16-byte boundaries, NFT_REG32_xx between them.
+func regAt(off uint32) uint32 {
+	if off%4 == 0 {
+		return 1 + off/4
+	}
+	return 8 + off
+}
+
+// loadKey loads a key (one expression or a concatenation) from reg 1 on: addresses, meta
+// l4proto, th dport.
+func (e *ruleEncoder) loadKey(key []nftrules.Expr) error {
+	off := uint32(0)
+	for _, x := range key {
+		reg := regAt(off)
+		switch {
+		case x.Field == nftrules.FieldSaddr || x.Field == nftrules.FieldDaddr:
+			load, err := e.t.addrLoad(x, reg)
+			if err != nil {
+				return err
+			}
+			e.emit(load)
+			off += load.Len / 4
+		case x == nftrules.Expr{Field: nftrules.FieldL4Proto}:
+			e.emit(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg})
+			off++
+		case x == nftrules.Expr{Field: nftrules.FieldDport}:
+			e.emit(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+			off++
+		default:
+			return fmt.Errorf("unsupported key %s", x)
+		}
+	}
+	return nil
+}
+
+// mark set mark or|xor BITS
+func (e *ruleEncoder) markSet(s *nftrules.Stmt) error {
+	mask, xor := ^s.Num, s.Num
+	if s.Xor {
+		mask = 0xffffffff
+	}
+	e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: hostU32(mask), Xor: hostU32(xor)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1})
+	return nil
+}
+
+// reject: an ICMP port unreachable of the family.
+func (e *ruleEncoder) reject() {
+	code := uint8(3) // ICMP_PORT_UNREACH
+	if e.t.v6 {
+		code = 4 // ICMPV6_PORT_UNREACH
+	}
+	e.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code})
 }
 
 func (e *ruleEncoder) l4Match(proto byte) {
@@ -242,20 +458,15 @@ func (e *ruleEncoder) l4Match(proto byte) {
 	e.l4 = proto
 }
 
-// ip saddr|daddr [!=] @set
+// ip saddr|daddr [!=] @set, ip saddr . ip daddr @set
 func (e *ruleEncoder) lookup(s *nftrules.Stmt) error {
-	x, err := single(s)
-	if err != nil {
-		return err
-	}
-	if s.Op == nftrules.OpEq {
+	if s.Op == nftrules.OpEq || len(s.Key) == 0 {
 		return fmt.Errorf("unsupported lookup %q", s)
 	}
-	load, err := e.t.addrLoad(x, reg1)
-	if err != nil {
+	if err := e.loadKey(s.Key); err != nil {
 		return err
 	}
-	e.emit(load, &expr.Lookup{SourceRegister: reg1, SetName: s.Name, Invert: s.Op == nftrules.OpNeq})
+	e.emit(&expr.Lookup{SourceRegister: reg1, SetName: s.Name, Invert: s.Op == nftrules.OpNeq})
 	return nil
 }
 
@@ -287,16 +498,17 @@ func (e *ruleEncoder) number(x nftrules.Expr) error {
 	return nil
 }
 
-// numgen ... vmap @map, jhash ... vmap @map
+// numgen ... vmap @map, jhash ... vmap @map, ip daddr . meta l4proto . th dport vmap @map,
+// meta l4proto . th dport vmap @map
 func (e *ruleEncoder) vmap(s *nftrules.Stmt) error {
-	x, err := single(s)
-	if err != nil {
-		return err
-	}
-	if s.Name == "" {
+	if s.Name == "" || len(s.Key) == 0 {
 		return fmt.Errorf("only a named map may follow vmap")
 	}
-	if err := e.number(x); err != nil {
+	if x := s.Key[0]; len(s.Key) == 1 && (x.Field == nftrules.FieldNumgen || x.Field == nftrules.FieldJhash) {
+		if err := e.number(x); err != nil {
+			return err
+		}
+	} else if err := e.loadKey(s.Key); err != nil {
 		return err
 	}
 	e.emit(&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: s.Name})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 // beside them, all on "this node".
 type trafficLab struct {
 	ns        string
+	nlOnly    bool // sync without nft, all over netlink
 	endpoints []netip.AddrPort
 	clients   []netip.Addr
 	accepted  chan accepted
@@ -29,9 +31,15 @@ type accepted struct {
 	peer     netip.AddrPort
 }
 
-func newTrafficLab(t *testing.T, nClients int) *trafficLab {
+// bothPaths runs f as two subtests: through nft (full syncs) and without nft (all over netlink).
+func bothPaths(t *testing.T, f func(t *testing.T, nlOnly bool)) {
+	t.Run("nft", func(t *testing.T) { f(t, false) })
+	t.Run("netlink-only", func(t *testing.T) { f(t, true) })
+}
+
+func newTrafficLab(t *testing.T, nlOnly bool, nClients int) *trafficLab {
 	ns := testNetns(t)
-	l := &trafficLab{ns: ns, accepted: make(chan accepted, 1000)}
+	l := &trafficLab{ns: ns, nlOnly: nlOnly, accepted: make(chan accepted, 1000)}
 	var batch strings.Builder
 	batch.WriteString("link add d0 type veth peer name d1\nlink set d0 up\nlink set d1 up\nroute add 10.96.0.0/16 dev d0\n")
 	for i := range 3 {
@@ -125,12 +133,28 @@ func (l *trafficLab) apply(t *testing.T, m *nftrules.Model) *trace.Ruleset {
 // applyConfig is apply with the rule builder's configuration.
 func (l *trafficLab) applyConfig(t *testing.T, m *nftrules.Model, cfg nftrules.Config) *trace.Ruleset {
 	t.Helper()
-	s, err := NewKernel(cfg)
+	var s *Syncer
+	var err error
+	if l.nlOnly {
+		path := os.Getenv("PATH")
+		os.Setenv("PATH", t.TempDir()) // no nft (testNetns set PATH with t.Setenv: restored at the end)
+		s, err = NewKernel(cfg, WithNetlink(mustNetlink(t, cfg.Family, netnsFD(t, l.ns))))
+		os.Setenv("PATH", path)
+		if err == nil && s.Stats().NFT == nil {
+			t.Fatal("NewKernel found nft")
+		}
+	} else {
+		s, err = NewKernel(cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	if _, err := s.Sync(context.Background(), m, true); err != nil {
 		t.Fatal(err)
+	}
+	if st := s.Stats(); l.nlOnly && (st.Exec != 0 || st.Netlink == 0) {
+		t.Fatalf("stats %+v: want the sync over netlink", st)
 	}
 	b, _ := nftrules.New(cfg)
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.TableName)
@@ -150,70 +174,76 @@ func (l *trafficLab) applyConfig(t *testing.T, m *nftrules.Model, cfg nftrules.C
 // endpoint the tracer predicts from the built rules (the kernel's jhash and reciprocal_scale,
 // the fixed seed), and a client keeps its endpoint.
 func TestTrafficMaglevMatchesTracer(t *testing.T) {
-	l := newTrafficLab(t, 40)
-	rs := l.apply(t, l.model(nftrules.Maglev))
-	host := trace.Host{}
-	for _, c := range l.clients {
-		host.LocalAddrs = append(host.LocalAddrs, c)
-	}
-	for _, ap := range l.endpoints {
-		host.LocalAddrs = append(host.LocalAddrs, ap.Addr())
-	}
-	share := map[netip.AddrPort]int{}
-	for _, c := range l.clients {
-		res, err := rs.Trace(trace.Packet{Src: c, Dst: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", DPort: 80, Origin: trace.FromHost}, host)
-		if err != nil {
-			t.Fatal(err)
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		l := newTrafficLab(t, nlOnly, 40)
+		rs := l.apply(t, l.model(nftrules.Maglev))
+		host := trace.Host{}
+		for _, c := range l.clients {
+			host.LocalAddrs = append(host.LocalAddrs, c)
 		}
-		want := res.Targets()
-		got := l.connect(t, c)
-		if len(want) != 1 || want[0] != got {
-			t.Errorf("client %s: kernel chose %s, tracer predicted %v\n%s", c, got, want, res)
+		for _, ap := range l.endpoints {
+			host.LocalAddrs = append(host.LocalAddrs, ap.Addr())
 		}
-		if again := l.connect(t, c); again != got {
-			t.Errorf("client %s moved from %s to %s", c, got, again)
+		share := map[netip.AddrPort]int{}
+		for _, c := range l.clients {
+			res, err := rs.Trace(trace.Packet{Src: c, Dst: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", DPort: 80, Origin: trace.FromHost}, host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := res.Targets()
+			got := l.connect(t, c)
+			if len(want) != 1 || want[0] != got {
+				t.Errorf("client %s: kernel chose %s, tracer predicted %v\n%s", c, got, want, res)
+			}
+			if again := l.connect(t, c); again != got {
+				t.Errorf("client %s moved from %s to %s", c, got, again)
+			}
+			share[got]++
 		}
-		share[got]++
-	}
-	if len(share) != 3 {
-		t.Errorf("40 clients reached %d endpoints: %v", len(share), share)
-	}
+		if len(share) != 3 {
+			t.Errorf("40 clients reached %d endpoints: %v", len(share), share)
+		}
+	})
 }
 
 // TestTrafficRoundRobin: round-robin hands 30 connections to 3 endpoints 10 each, exactly.
 func TestTrafficRoundRobin(t *testing.T) {
-	l := newTrafficLab(t, 1)
-	l.apply(t, l.model(nftrules.RoundRobin))
-	count := map[netip.AddrPort]int{}
-	for range 30 {
-		count[l.connect(t, l.clients[0])]++
-	}
-	for _, ap := range l.endpoints {
-		if count[ap] != 10 {
-			t.Errorf("round-robin: %v, want 10 each", count)
-			break
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		l := newTrafficLab(t, nlOnly, 1)
+		l.apply(t, l.model(nftrules.RoundRobin))
+		count := map[netip.AddrPort]int{}
+		for range 30 {
+			count[l.connect(t, l.clients[0])]++
 		}
-	}
+		for _, ap := range l.endpoints {
+			if count[ap] != 10 {
+				t.Errorf("round-robin: %v, want 10 each", count)
+				break
+			}
+		}
+	})
 }
 
 // TestTrafficRandom: random spreads 300 connections over 3 endpoints (each within 100 +- 35, about
 // four standard deviations).
 func TestTrafficRandom(t *testing.T) {
-	if testing.Short() {
-		t.Skip("300 connections")
-	}
-	l := newTrafficLab(t, 1)
-	l.apply(t, l.model(nftrules.Random))
-	count := map[netip.AddrPort]int{}
-	for range 300 {
-		count[l.connect(t, l.clients[0])]++
-	}
-	for _, ap := range l.endpoints {
-		if c := count[ap]; c < 65 || c > 135 {
-			t.Errorf("random: %v, want 100 +- 35 each", count)
-			break
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		if testing.Short() {
+			t.Skip("300 connections")
 		}
-	}
+		l := newTrafficLab(t, nlOnly, 1)
+		l.apply(t, l.model(nftrules.Random))
+		count := map[netip.AddrPort]int{}
+		for range 300 {
+			count[l.connect(t, l.clients[0])]++
+		}
+		for _, ap := range l.endpoints {
+			if c := count[ap]; c < 65 || c > 135 {
+				t.Errorf("random: %v, want 100 +- 35 each", count)
+				break
+			}
+		}
+	})
 }
 
 // TestTrafficHairpin: an endpoint reaching its own Service through a DNAT map is masqueraded
@@ -221,26 +251,28 @@ func TestTrafficRandom(t *testing.T) {
 // another. (In this lab the connections are local: masquerading out of lo keeps the address, so
 // the sign of it is the port, which masquerade fully-random changes.)
 func TestTrafficHairpin(t *testing.T) {
-	l := newTrafficLab(t, 0)
-	l.apply(t, l.model(nftrules.Random))
-	self := l.endpoints[0]
-	var toSelf, toOther int
-	for i := 0; i < 60 && (toSelf == 0 || toOther == 0); i++ {
-		ep, peer, local := l.connectPeer(t, self.Addr())
-		switch {
-		case ep == self && peer == local:
-			t.Fatalf("hairpin connection to %s not masqueraded (peer %s)", ep, peer)
-		case ep == self:
-			toSelf++
-		case peer != local:
-			t.Fatalf("connection from %s to %s masqueraded (peer %s)", local, ep, peer)
-		default:
-			toOther++
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		l := newTrafficLab(t, nlOnly, 0)
+		l.apply(t, l.model(nftrules.Random))
+		self := l.endpoints[0]
+		var toSelf, toOther int
+		for i := 0; i < 60 && (toSelf == 0 || toOther == 0); i++ {
+			ep, peer, local := l.connectPeer(t, self.Addr())
+			switch {
+			case ep == self && peer == local:
+				t.Fatalf("hairpin connection to %s not masqueraded (peer %s)", ep, peer)
+			case ep == self:
+				toSelf++
+			case peer != local:
+				t.Fatalf("connection from %s to %s masqueraded (peer %s)", local, ep, peer)
+			default:
+				toOther++
+			}
 		}
-	}
-	if toSelf == 0 || toOther == 0 {
-		t.Errorf("60 connections: %d to itself, %d to the others; want some of each", toSelf, toOther)
-	}
+		if toSelf == 0 || toOther == 0 {
+			t.Errorf("60 connections: %d to itself, %d to the others; want some of each", toSelf, toOther)
+		}
+	})
 }
 
 // TestTrafficSessionAffinity: sessionAffinity ClientIP with timeoutSeconds 1, over round-robin so
@@ -250,37 +282,39 @@ func TestTrafficHairpin(t *testing.T) {
 // endpoint in turn (the affinity set's element expired; round-robin only turns when affinity does
 // not match).
 func TestTrafficSessionAffinity(t *testing.T) {
-	l := newTrafficLab(t, 2)
-	m := l.model(nftrules.RoundRobin)
-	for _, svc := range m.Services {
-		svc.SessionAffinityClientIP, svc.SessionAffinityTimeout = true, time.Second
-	}
-	l.apply(t, m)
-	a, b := l.clients[0], l.clients[1]
-	first := l.connect(t, a)
-	for i := range 10 {
-		if got := l.connect(t, a); got != first {
-			t.Fatalf("connection %d from %s within the affinity timeout went to %s, not %s", i+2, a, got, first)
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		l := newTrafficLab(t, nlOnly, 2)
+		m := l.model(nftrules.RoundRobin)
+		for _, svc := range m.Services {
+			svc.SessionAffinityClientIP, svc.SessionAffinityTimeout = true, time.Second
 		}
-	}
-	second := l.connect(t, b)
-	if second == first {
-		t.Errorf("client %s was held to %s's endpoint %s", b, a, first)
-	}
-	if again := l.connect(t, b); again != second {
-		t.Errorf("client %s moved from %s to %s within the timeout", b, second, again)
-	}
-	// Idle for twice the timeout: the next connection is not held. Round-robin has handed out two
-	// endpoints (a's and b's), so a now gets the third.
-	time.Sleep(2 * time.Second)
-	after := l.connect(t, a)
-	if after == first || after == second {
-		t.Errorf("after the affinity timeout, %s went to %s again (first %s, b's %s): affinity did not expire", a, after, first, second)
-	}
-	// And the new endpoint holds again.
-	if again := l.connect(t, a); again != after {
-		t.Errorf("after expiry, %s moved from %s to %s: affinity not re-established", a, after, again)
-	}
+		l.apply(t, m)
+		a, b := l.clients[0], l.clients[1]
+		first := l.connect(t, a)
+		for i := range 10 {
+			if got := l.connect(t, a); got != first {
+				t.Fatalf("connection %d from %s within the affinity timeout went to %s, not %s", i+2, a, got, first)
+			}
+		}
+		second := l.connect(t, b)
+		if second == first {
+			t.Errorf("client %s was held to %s's endpoint %s", b, a, first)
+		}
+		if again := l.connect(t, b); again != second {
+			t.Errorf("client %s moved from %s to %s within the timeout", b, second, again)
+		}
+		// Idle for twice the timeout: the next connection is not held. Round-robin has handed out two
+		// endpoints (a's and b's), so a now gets the third.
+		time.Sleep(2 * time.Second)
+		after := l.connect(t, a)
+		if after == first || after == second {
+			t.Errorf("after the affinity timeout, %s went to %s again (first %s, b's %s): affinity did not expire", a, after, first, second)
+		}
+		// And the new endpoint holds again.
+		if again := l.connect(t, a); again != after {
+			t.Errorf("after expiry, %s moved from %s to %s: affinity not re-established", a, after, again)
+		}
+	})
 }
 
 // TestTrafficMasqueradeAll: with masqueradeAll, a client inside the cluster CIDR reaching a
@@ -288,21 +322,23 @@ func TestTrafficSessionAffinity(t *testing.T) {
 // connect checks). In this lab the connection is local, so masquerade keeps the address and the
 // sign of it is the port, which masquerade fully-random changes.
 func TestTrafficMasqueradeAll(t *testing.T) {
-	l := newTrafficLab(t, 1)
-	c := l.clients[0]
-	l.apply(t, l.model(nftrules.Random))
-	for range 5 {
-		l.connect(t, c) // not masqueraded: fails the test otherwise
-	}
-	l.applyConfig(t, l.model(nftrules.Random), nftrules.Config{Family: knftables.IPv4Family, MasqueradeAll: true})
-	masqueraded := 0
-	for range 5 {
-		_, peer, local := l.connectPeer(t, c)
-		if peer != local {
-			masqueraded++
+	bothPaths(t, func(t *testing.T, nlOnly bool) {
+		l := newTrafficLab(t, nlOnly, 1)
+		c := l.clients[0]
+		l.apply(t, l.model(nftrules.Random))
+		for range 5 {
+			l.connect(t, c) // not masqueraded: fails the test otherwise
 		}
-	}
-	if masqueraded != 5 {
-		t.Errorf("masqueradeAll: %d of 5 connections from %s masqueraded, want all", masqueraded, c)
-	}
+		l.applyConfig(t, l.model(nftrules.Random), nftrules.Config{Family: knftables.IPv4Family, MasqueradeAll: true})
+		masqueraded := 0
+		for range 5 {
+			_, peer, local := l.connectPeer(t, c)
+			if peer != local {
+				masqueraded++
+			}
+		}
+		if masqueraded != 5 {
+			t.Errorf("masqueradeAll: %d of 5 connections from %s masqueraded, want all", masqueraded, c)
+		}
+	})
 }

@@ -10,25 +10,25 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/userdata"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"sigs.k8s.io/knftables"
 )
 
-// FallbackReason says why an incremental sync could not be written over netlink and ran through
-// nft instead. The values are metric labels.
+// FallbackReason says why a transaction could not be written over netlink and ran through nft
+// instead. The values are metric labels.
 type FallbackReason string
 
 const (
-	// FallbackRule: a rule with a statement the encoder does not know (for example the
-	// anonymous set of a loadBalancerSourceRanges rule).
+	// FallbackRule: a rule with a statement the encoder does not know (nftrules writes none).
 	FallbackRule FallbackReason = "rule"
-	// FallbackMap: a per-Service verdict map is created; its `typeof` key needs set userdata
-	// that google/nftables cannot write.
+	// FallbackMap: a map declared in a way the writer does not know (nftrules declares none).
 	FallbackMap FallbackReason = "map"
-	// FallbackObject: an operation on an object the writer does not handle (table, base chain,
-	// set of another shape, insert or replace of a rule, ...).
+	// FallbackObject: an operation on an object the writer does not handle (a table of another
+	// name, a chain with a policy, a set of another shape, insert or replace of a rule, ...).
 	FallbackObject FallbackReason = "object"
-	// FallbackElement: a set or map element whose key or value it cannot encode (intervals).
+	// FallbackElement: a set or map element whose key, value or comment it cannot encode (a
+	// comment of 128 bytes or more, which nft's kernel side refuses too).
 	FallbackElement FallbackReason = "element"
 	// FallbackUnverified: netlink is not in use yet (NetlinkUnverified).
 	FallbackUnverified FallbackReason = "unverified"
@@ -122,15 +122,25 @@ const (
 	cmdDelSet
 	cmdAddElems
 	cmdDelElems
+	cmdAddTable
+	cmdDelTable
 )
 
 // command is one call on an nftables.Conn.
 type command struct {
 	kind  cmdKind
+	table *nftables.Table
 	chain *nftables.Chain
 	rule  *nftables.Rule
 	set   *nftables.Set
-	elems []nftables.SetElement
+	elems []nftables.SetElement // cmdAddSet: an anonymous set's elements
+	// udata is the table's or set's userdata as nft writes it (comments, byte orders, typeof),
+	// which google/nftables cannot express in full: the kernel path writes it into the message
+	// (see capture). nil: none.
+	udata []byte
+	// open is the key of an anonymous set's element that starts an interval without end, which
+	// nft marks in the element's userdata (written the same way). nil: none.
+	open []byte
 }
 
 // maxElemsPerMessage bounds the elements of one netlink message: they are nested in one
@@ -166,23 +176,63 @@ func newTranslator(family knftables.Family) (*translator, error) {
 // translate returns the commands for ops, or an *UnsupportedError for the first operation it
 // cannot translate.
 func (t *translator) translate(ops []op) ([]command, error) {
-	cmds := make([]command, 0, len(ops))
+	bt := &batch{cmds: make([]command, 0, len(ops)), nextID: firstSetID}
+	if err := t.translateInto(bt, ops); err != nil {
+		return nil, err
+	}
+	return bt.cmds, nil
+}
+
+// firstSetID is the first set ID the translator gives the sets it creates in a batch (rules
+// refer to anonymous sets by ID; google/nftables numbers sets without an ID from 1 up).
+const firstSetID = 1 << 24
+
+// batch is the state of one translation: its commands and the next set ID.
+type batch struct {
+	cmds   []command
+	nextID uint32
+}
+
+func (bt *batch) id() uint32 { bt.nextID++; return bt.nextID }
+
+func (t *translator) translateInto(bt *batch, ops []op) error {
 	for _, o := range ops {
-		c, err := t.op(o)
-		if err != nil {
-			return nil, err
-		}
-		// Consecutive element operations on one set become one message, of at most
-		// maxElemsPerMessage elements.
-		if n := len(cmds); n > 0 && (c.kind == cmdAddElems || c.kind == cmdDelElems) &&
-			cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name &&
-			len(cmds[n-1].elems)+len(c.elems) <= maxElemsPerMessage {
-			cmds[n-1].elems = append(cmds[n-1].elems, c.elems...)
+		if r, ok := o.obj.(*nftrules.Rule); ok && o.verb == verbAdd {
+			// Rules with anonymous sets: the sets first.
+			if err := t.ruleInto(bt, o, r); err != nil {
+				return err
+			}
 			continue
 		}
-		cmds = append(cmds, c)
+		if e, ok := o.obj.(*knftables.Element); ok && o.verb == verbAdd && e.Set != "" && len(e.Key) == 1 && strings.Contains(e.Key[0], "/") {
+			if err := t.prefixElement(bt, o, e); err != nil {
+				return err
+			}
+			continue
+		}
+		c, err := t.op(o)
+		if err != nil {
+			return err
+		}
+		bt.add(c)
 	}
-	return cmds, nil
+	return nil
+}
+
+// add appends c, merging consecutive element operations on one set into one message.
+func (bt *batch) add(c command) {
+	if c.kind == cmdAddSet && c.set.ID == 0 {
+		c.set.ID = bt.id() // setUserdata finds the set's message by its ID
+	}
+	// At most maxElemsPerMessage elements in one message.
+	cmds := bt.cmds
+	if n := len(cmds); n > 0 && (c.kind == cmdAddElems || c.kind == cmdDelElems) &&
+		cmds[n-1].kind == c.kind && cmds[n-1].set.Name == c.set.Name && cmds[n-1].set.ID == c.set.ID &&
+		len(cmds[n-1].elems)+len(c.elems) <= maxElemsPerMessage {
+		cmds[n-1].elems = append(cmds[n-1].elems, c.elems...)
+		return
+	}
+	bt.cmds = append(cmds, c)
 }
 
 func (t *translator) unsupported(reason FallbackReason, o op, format string, args ...any) error {
@@ -205,7 +255,11 @@ func describe(o op) string {
 	case *knftables.Map:
 		return o.verb.String() + " map " + obj.Name
 	case *knftables.Element:
-		return o.verb.String() + " element " + obj.Set + obj.Map + " { " + strings.Join(obj.Key, " . ") + " }"
+		d := o.verb.String() + " element " + obj.Set + obj.Map + " { " + strings.Join(obj.Key, " . ") + " }"
+		if obj.Comment != nil {
+			d += fmt.Sprintf(" comment %q", *obj.Comment)
+		}
+		return d
 	}
 	return fmt.Sprintf("%s %T", o.verb, o.obj)
 }
@@ -217,6 +271,8 @@ func (t *translator) ours(family knftables.Family, table string) bool {
 
 func (t *translator) op(o op) (command, error) {
 	switch obj := o.obj.(type) {
+	case *knftables.Table:
+		return t.tableOp(o, obj)
 	case *knftables.Chain:
 		return t.chainOp(o, obj)
 	case *nftrules.Rule:
@@ -228,19 +284,69 @@ func (t *translator) op(o op) (command, error) {
 	case *knftables.Element:
 		return t.elementOp(o, obj)
 	}
-	return command{}, t.unsupported(FallbackObject, o, "only chains, rules as statements, sets, maps and elements are written over netlink")
+	return command{}, t.unsupported(FallbackObject, o, "only tables, chains, rules as statements, sets, maps and elements are written over netlink")
 }
 
-func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
-	if !t.ours(c.Family, c.Table) || c.Name == "" || c.Type != nil || c.Hook != nil || c.Priority != nil ||
-		c.Policy != nil || c.Device != nil || c.Comment != nil || c.Handle != nil {
-		return command{}, t.unsupported(FallbackObject, o, "only named regular chains without comments")
+// tableOp adds (with its comment) or deletes the table. nft's `add table` does not change an
+// existing table's comment, and neither does this: the kernel keeps the first one.
+func (t *translator) tableOp(o op, tb *knftables.Table) (command, error) {
+	if !t.ours(tb.Family, tb.Name) || tb.Flags != nil || tb.Handle != nil {
+		return command{}, t.unsupported(FallbackObject, o, "table of another family or name, or with flags")
 	}
-	ch := &nftables.Chain{Name: c.Name, Table: t.table}
 	switch o.verb {
 	case verbAdd:
+		c := command{kind: cmdAddTable, table: t.table}
+		if tb.Comment != nil {
+			if len(*tb.Comment) >= 128 {
+				return command{}, t.unsupported(FallbackObject, o, "comment too long")
+			}
+			c.udata = userdata.AppendString(nil, userdata.TypeComment, *tb.Comment)
+		}
+		return c, nil
+	case verbDelete:
+		return command{kind: cmdDelTable, table: t.table}, nil
+	}
+	return command{}, t.unsupported(FallbackObject, o, "flushing the table")
+}
+
+var (
+	chainTypes = map[knftables.BaseChainType]nftables.ChainType{
+		knftables.FilterType: nftables.ChainTypeFilter, knftables.NATType: nftables.ChainTypeNAT,
+	}
+	chainHooks = map[knftables.BaseChainHook]*nftables.ChainHook{
+		knftables.PreroutingHook: nftables.ChainHookPrerouting, knftables.InputHook: nftables.ChainHookInput,
+		knftables.ForwardHook: nftables.ChainHookForward, knftables.OutputHook: nftables.ChainHookOutput,
+		knftables.PostroutingHook: nftables.ChainHookPostrouting,
+	}
+)
+
+// chainOp handles regular chains, and base chains of a type, hook and numeric priority (added
+// with them; flushed and deleted by name).
+func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
+	if !t.ours(c.Family, c.Table) || c.Name == "" || c.Policy != nil || c.Device != nil || c.Comment != nil || c.Handle != nil {
+		return command{}, t.unsupported(FallbackObject, o, "only named chains without policy, device or comment")
+	}
+	ch := &nftables.Chain{Name: c.Name, Table: t.table}
+	base := c.Type != nil || c.Hook != nil || c.Priority != nil
+	switch {
+	case o.verb == verbAdd && base:
+		if c.Type == nil || c.Hook == nil || c.Priority == nil {
+			return command{}, t.unsupported(FallbackObject, o, "a base chain needs a type, a hook and a priority")
+		}
+		typ, ok1 := chainTypes[*c.Type]
+		hook, ok2 := chainHooks[*c.Hook]
+		prio, err := strconv.ParseInt(string(*c.Priority), 10, 32)
+		if !ok1 || !ok2 || err != nil {
+			return command{}, t.unsupported(FallbackObject, o, "type %q, hook %q, priority %q", *c.Type, *c.Hook, *c.Priority)
+		}
+		p := nftables.ChainPriority(prio)
+		ch.Type, ch.Hooknum, ch.Priority = typ, hook, &p
 		return command{kind: cmdAddChain, chain: ch}, nil
-	case verbFlush:
+	case o.verb == verbAdd:
+		return command{kind: cmdAddChain, chain: ch}, nil
+	case base:
+		return command{}, t.unsupported(FallbackObject, o, "%s of a chain with a type, hook or priority", o.verb)
+	case o.verb == verbFlush:
 		return command{kind: cmdFlushChain, chain: ch}, nil
 	default:
 		return command{kind: cmdDelChain, chain: ch}, nil
@@ -248,23 +354,54 @@ func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
 }
 
 func (t *translator) ruleOp(o op, r *nftrules.Rule) (command, error) {
-	if o.verb != verbAdd || r.Chain == "" {
-		return command{}, t.unsupported(FallbackObject, o, "only appending rules")
-	}
-	exprs, ud, err := t.rules.encode(r)
-	if err != nil {
+	bt := &batch{nextID: firstSetID}
+	if err := t.ruleInto(bt, o, r); err != nil {
 		return command{}, err
 	}
-	return command{kind: cmdAddRule, rule: &nftables.Rule{
+	if len(bt.cmds) != 1 {
+		return command{}, t.unsupported(FallbackRule, o, "a rule with anonymous sets")
+	}
+	return bt.cmds[0], nil
+}
+
+// ruleInto adds a rule, after the anonymous sets its statements compare with.
+func (t *translator) ruleInto(bt *batch, o op, r *nftrules.Rule) error {
+	if o.verb != verbAdd || r.Chain == "" {
+		return t.unsupported(FallbackObject, o, "only appending rules")
+	}
+	exprs, ud, anon, err := t.rules.encode(r)
+	if err != nil {
+		return err
+	}
+	for _, a := range anon {
+		set := &nftables.Set{Table: t.table, Name: "__set%d", ID: bt.id(), Anonymous: true, Constant: true,
+			Interval: a.interval, KeyType: t.addrType, KeyByteOrder: binaryutil.BigEndian}
+		a.lookup.SetName, a.lookup.SetID = set.Name, set.ID
+		// The elements in messages of at most maxElemsPerMessage, after the set (which the
+		// kernel finds by its ID: anonymous sets are named when created).
+		first := a.elems[:min(len(a.elems), maxElemsPerMessage)]
+		if len(first) < len(a.elems) {
+			set.Size = uint32(len(a.elems)) // a constant set holds no more than it was declared with
+		}
+		bt.add(command{kind: cmdAddSet, set: set, elems: first, udata: a.udata, open: a.open})
+		more := *set
+		more.Anonymous = false // google/nftables refuses to add to an anonymous set; the message is the same
+		for rest := a.elems[len(first):]; len(rest) > 0; rest = rest[min(len(rest), maxElemsPerMessage):] {
+			bt.add(command{kind: cmdAddElems, set: &more, elems: rest[:min(len(rest), maxElemsPerMessage)]})
+		}
+	}
+	bt.add(command{kind: cmdAddRule, rule: &nftables.Rule{
 		Table:    t.table,
 		Chain:    &nftables.Chain{Name: r.Chain, Table: t.table},
 		Exprs:    exprs,
 		UserData: ud,
-	}}, nil
+	}})
+	return nil
 }
 
-// setOp handles the per-endpoint affinity sets: `type ipvX_addr ; flags dynamic,timeout ;
-// timeout T`.
+// setOp creates the sets nftrules declares: addresses of the family (plain, interval, or
+// dynamic with a timeout for affinity), and pairs of addresses (hairpin-endpoints), with their
+// comments; and flushes or deletes any set of the table.
 func (t *translator) setOp(o op, s *knftables.Set) (command, error) {
 	if !t.ours(s.Family, s.Table) || s.Name == "" || s.Handle != nil {
 		return command{}, t.unsupported(FallbackObject, o, "set of another table")
@@ -273,21 +410,36 @@ func (t *translator) setOp(o op, s *knftables.Set) (command, error) {
 	if c, ok := flushOrDelete(o, set); ok {
 		return c, nil
 	}
-	if s.Type != t.addrType.Name || s.TypeOf != "" || s.GCInterval != nil || s.Size != nil || s.Policy != nil ||
-		s.AutoMerge != nil || s.Comment != nil {
-		return command{}, t.unsupported(FallbackObject, o, "only address sets without size, policy or comment")
+	if s.TypeOf != "" || s.GCInterval != nil || s.Size != nil || s.Policy != nil || s.AutoMerge != nil {
+		return command{}, t.unsupported(FallbackObject, o, "only sets declared by type, without size, policy or auto-merge")
 	}
-	set.KeyType = t.addrType
-	set.KeyByteOrder = binaryutil.BigEndian // nft's set userdata for addresses
+	var ud []byte
+	switch s.Type {
+	case t.addrType.Name:
+		set.KeyType = t.addrType
+		ud = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
+	case t.addrType.Name + " . " + t.addrType.Name:
+		set.KeyType, _ = nftables.ConcatSetType(t.addrType, t.addrType)
+		ud = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderInvalid)
+		ud = userdata.Append(ud, userdata.NFTNL_UDATA_SET_KEY_TYPEOF, concatTypeofUdata)
+	default:
+		return command{}, t.unsupported(FallbackObject, o, "type %q", s.Type)
+	}
+	set.KeyByteOrder = binaryutil.BigEndian
 	for _, f := range s.Flags {
 		switch f {
 		case knftables.DynamicFlag:
 			set.Dynamic = true
 		case knftables.TimeoutFlag:
 			set.HasTimeout = true
+		case knftables.IntervalFlag:
+			set.Interval = true
 		default:
 			return command{}, t.unsupported(FallbackObject, o, "set flag %q", f)
 		}
+	}
+	if set.Interval && (set.Dynamic || set.HasTimeout || s.Type != t.addrType.Name) {
+		return command{}, t.unsupported(FallbackObject, o, "interval set of flags %q, type %q", s.Flags, s.Type)
 	}
 	if s.Timeout != nil {
 		if !set.HasTimeout || *s.Timeout <= 0 || *s.Timeout%time.Millisecond != 0 {
@@ -295,12 +447,17 @@ func (t *translator) setOp(o op, s *knftables.Set) (command, error) {
 		}
 		set.Timeout = *s.Timeout
 	}
-	return command{kind: cmdAddSet, set: set}, nil
+	if s.Comment != nil {
+		if len(*s.Comment) >= 128 {
+			return command{}, t.unsupported(FallbackObject, o, "comment too long")
+		}
+		ud = userdata.AppendString(ud, userdata.NFTNL_UDATA_SET_COMMENT, *s.Comment)
+	}
+	return command{kind: cmdAddSet, set: set, udata: ud}, nil
 }
 
-// mapOp handles flushing and deleting maps. Creating one is left to nft: the per-Service maps
-// are declared with `typeof`, which nft records in set userdata that google/nftables v0.3.0
-// cannot write (its Set has no field for it), and a map without it lists differently.
+// mapOp creates the maps nftrules declares (see typeof.go for their userdata) and flushes or
+// deletes any map of the table.
 func (t *translator) mapOp(o op, m *knftables.Map) (command, error) {
 	if !t.ours(m.Family, m.Table) || m.Name == "" || m.Handle != nil {
 		return command{}, t.unsupported(FallbackObject, o, "map of another table")
@@ -309,7 +466,26 @@ func (t *translator) mapOp(o op, m *knftables.Map) (command, error) {
 	if c, ok := flushOrDelete(o, set); ok {
 		return c, nil
 	}
-	return command{}, t.unsupported(FallbackMap, o, "creating a map (typeof userdata)")
+	if m.Timeout != nil || m.GCInterval != nil || m.Size != nil || m.Policy != nil {
+		return command{}, t.unsupported(FallbackMap, o, "only maps without timeout, size or policy")
+	}
+	for _, f := range m.Flags {
+		if f != knftables.IntervalFlag {
+			return command{}, t.unsupported(FallbackMap, o, "map flag %q", f)
+		}
+		set.Interval = true
+	}
+	ud, err := t.mapType(set, m)
+	if err != nil {
+		return command{}, t.unsupported(FallbackMap, o, "%v", err)
+	}
+	if m.Comment != nil {
+		if len(*m.Comment) >= 128 {
+			return command{}, t.unsupported(FallbackMap, o, "comment too long")
+		}
+		ud = userdata.AppendString(ud, userdata.NFTNL_UDATA_SET_COMMENT, *m.Comment)
+	}
+	return command{kind: cmdAddSet, set: set, udata: ud}, nil
 }
 
 // flushOrDelete returns the command for o on set (or map) if o flushes or deletes it; ok is false
@@ -324,7 +500,7 @@ func flushOrDelete(o op, set *nftables.Set) (c command, ok bool) {
 	return command{}, false
 }
 
-// elementOp encodes the elements nftrules writes in incremental syncs: addresses in cluster-ips,
+// elementOp encodes the elements nftrules writes (prefixes: prefixElement): addresses in cluster-ips,
 // `address . protocol . port` and `protocol . port` keys of the Service maps, and integer keys of
 // per-Service maps; values are verdicts.
 func (t *translator) elementOp(o op, e *knftables.Element) (command, error) {
@@ -478,4 +654,25 @@ func parsePort(s string) ([]byte, error) {
 		return nil, fmt.Errorf("bad port %q", s)
 	}
 	return binary.BigEndian.AppendUint16(nil, uint16(n)), nil
+}
+
+// prefixElement adds a prefix to an interval set (cluster-cidrs): its start element and an
+// interval end after its last address, as nft does. (Unlike for an anonymous set, nft adds no
+// interval end at the zero address to a named set it declares and flushes in the transaction.)
+func (t *translator) prefixElement(bt *batch, o op, e *knftables.Element) error {
+	if !t.ours(e.Family, e.Table) || e.Comment != nil || len(e.Value) != 0 {
+		return t.unsupported(FallbackElement, o, "prefix element with a value or comment")
+	}
+	p, err := netip.ParsePrefix(e.Key[0])
+	if err != nil || p.Addr().Zone() != "" || p.Addr().Is4() == t.rules.v6 || p.Addr().Is4In6() || p.Masked() != p {
+		return t.unsupported(FallbackElement, o, "not a masked %s prefix: %q", t.rules.ipX, e.Key[0])
+	}
+	iv := prefixInterval(p)
+	end := iv.last.Next()
+	if !end.IsValid() {
+		return t.unsupported(FallbackElement, o, "interval up to the last address")
+	}
+	elems := []nftables.SetElement{{Key: iv.first.AsSlice()}, {Key: end.AsSlice(), IntervalEnd: true}}
+	bt.add(command{kind: cmdAddElems, set: &nftables.Set{Table: t.table, Name: e.Set, Interval: true}, elems: elems})
+	return nil
 }

@@ -1,6 +1,7 @@
 package nftapply
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -31,7 +32,8 @@ func translateText(tr ruleTranslator, text string, comment *string) ([]expr.Any,
 	if comment != nil {
 		r.Comment = *comment
 	}
-	return tr.encode(r)
+	exprs, ud, _, err := tr.encode(r)
+	return exprs, ud, err
 }
 
 // TestTranslateRule pins the expressions of each rule shape to what `nft --debug=netlink` shows
@@ -167,18 +169,18 @@ func dump(es []expr.Any) string {
 // FallbackRule, never guessed.
 func TestTranslateRuleUnsupported(t *testing.T) {
 	for _, rule := range []string{
-		"ip saddr != { 192.168.0.0/16 , 10.0.0.1 } drop", // anonymous set (loadBalancerSourceRanges)
-		"ct state new jump firewall-check",               // base chains: full syncs only
-		"ip daddr . meta l4proto . th dport vmap @service-ips",
-		"fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @x",
-		"mark set mark or 0x4000",
-		"masquerade fully-random",
+		"ip saddr == { 192.168.0.0/16 , 10.0.0.1 } drop", // == with a set: nftrules writes none
+		"ip daddr . ip saddr vmap { 10.0.0.1 : drop }",   // a literal map
+		"counter drop",
+		"mark 0x4000 drop", // a mark without mask
+		"ct state established accept",
 		"ip6 daddr 10.0.0.1 drop", // other family
-		"ip daddr 10.0.0.0/8 drop",
+		"ip daddr 10.0.0.0/8 . tcp dport @x",
 		"dnat to 10.0.0.1:80", // no protocol
 		"numgen random mod 2 2 goto x",
 		"jhash ip saddr mod 13 seed 0x0 vmap @m",
 		"goto a goto b",
+		"reject drop",
 		"",
 	} {
 		_, _, err := translateText(newRuleTranslator(knftables.IPv4Family), rule, nil)
@@ -189,61 +191,37 @@ func TestTranslateRuleUnsupported(t *testing.T) {
 	}
 }
 
-// TestTranslateBuilderOutput runs the builder over random models of both families and checks
-// which of its operations translate: everything in per-Service chains except the anonymous set
-// of source ranges and the creation of per-Service maps.
+// TestTranslateBuilderOutput runs the builder over random models of both families, with and
+// without the DSR skip mark and masquerade-all, full and incremental, and checks that every
+// operation translates: nothing nftrules writes needs nft. (The netns tests check that the
+// kernel then holds what nft would have written.)
 func TestTranslateBuilderOutput(t *testing.T) {
 	counts := map[string]int{}
 	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
-		b, err := nftrules.New(nftrules.Config{Family: fam, MaglevTableSize: 13})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := newTranslator(fam)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for seed := range uint64(20) {
-			rec := &recorder{}
-			b.Full(rec, nftrulestest.NewGen(seed).Model(20), nftrules.Existing{}, nil)
-			for _, o := range rec.ops {
-				_, err := tr.translate([]op{o})
-				var u *UnsupportedError
-				if err != nil && !errors.As(err, &u) {
-					t.Fatalf("%s: %v", describe(o), err)
+		for _, cfg := range []nftrules.Config{{Family: fam, MaglevTableSize: 13}, {Family: fam, SkipMark: nftrules.DSRMarkMask, MasqueradeAll: true}} {
+			b, err := nftrules.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := newTranslator(fam)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seed := range uint64(20) {
+				g := nftrulestest.NewGen(seed)
+				m := g.Model(20)
+				rec := &recorder{}
+				b.Full(rec, m, nftrules.Existing{}, nil)
+				inc := &recorder{}
+				b.Incremental(inc, m, g.Mutate(m, 25), b.StateOf(m))
+				for _, o := range append(rec.ops, inc.ops...) {
+					if _, err := tr.translate([]op{o}); err != nil {
+						t.Errorf("%s: %v", describe(o), err)
+					}
+					counts[fmt.Sprintf("%s %T", o.verb, o.obj)]++
 				}
-				switch obj := o.obj.(type) {
-				case *nftrules.Rule:
-					switch {
-					case !nftrules.IsServiceChain(obj.Chain):
-						counts["base rule"]++
-					case strings.Contains(obj.String(), "{ ") && !strings.HasPrefix(obj.String(), "update "):
-						if err == nil || u.Reason != FallbackRule {
-							t.Errorf("%s: %v, want a rule fallback", describe(o), err)
-						}
-						counts["anonymous set rule"]++
-					case err != nil:
-						t.Errorf("%s: %v", describe(o), err)
-					default:
-						counts["service rule"]++
-					}
-				case *knftables.Map:
-					if nftrules.IsServiceMap(obj.Name) && o.verb == verbAdd && (err == nil || u.Reason != FallbackMap) {
-						t.Errorf("%s: %v, want a map fallback", describe(o), err)
-					}
-				case *knftables.Element:
-					if obj.Set != "cluster-cidrs" && err != nil {
-						t.Errorf("%s: %v", describe(o), err)
-					}
-					counts["element"]++
-				case *knftables.Set:
-					if nftrules.IsAffinitySet(obj.Name) && err != nil {
-						t.Errorf("%s: %v", describe(o), err)
-					}
-				case *knftables.Chain:
-					if nftrules.IsServiceChain(obj.Name) && err != nil {
-						t.Errorf("%s: %v", describe(o), err)
-					}
+				if _, err := tr.translate(rec.ops); err != nil {
+					t.Errorf("seed %d: the whole full sync: %v", seed, err)
 				}
 			}
 		}
@@ -302,6 +280,8 @@ func TestTranslateElements(t *testing.T) {
 			[]nftables.SetElement{{Key: []byte{0, 0x40, 0, 0}, Val: append(slices.Clone(v6addrTest), 0, 53, 0, 0)}, {Key: []byte{0, 0x41, 0, 0}, IntervalEnd: true}}},
 		{tr, verbAdd, &knftables.Element{Set: nftrules.HairpinSet, Key: []string{"10.244.0.5", "10.244.0.5"}},
 			[]nftables.SetElement{{Key: []byte{10, 244, 0, 5, 10, 244, 0, 5}}}},
+		{tr, verbAdd, &knftables.Element{Set: "cluster-cidrs", Key: []string{"10.244.0.0/16"}},
+			[]nftables.SetElement{{Key: []byte{10, 244, 0, 0}}, {Key: []byte{10, 245, 0, 0}, IntervalEnd: true}}},
 	} {
 		cmds, err := tc.tr.translate([]op{{tc.verb, tc.el}})
 		if err != nil {
@@ -315,7 +295,9 @@ func TestTranslateElements(t *testing.T) {
 		{Map: "dnat-endpoints-tcp-0", Key: []string{"131072"}, Value: []string{"10.244.0.5 . 8080"}},
 		{Map: "dnat-endpoints-tcp-0", Key: []string{"0-4294967295"}, Value: []string{"10.244.0.5 . 8080"}},
 		{Map: "dnat-endpoints-tcp-0", Key: []string{"1-2"}, Value: []string{"10.244.0.5"}},
-		{Set: "cluster-cidrs", Key: []string{"10.244.0.0/16"}},
+		{Set: "cluster-cidrs", Key: []string{"10.244.0.1/16"}},  // not masked
+		{Set: "cluster-cidrs", Key: []string{"255.255.0.0/16"}}, // up to the last address
+		{Set: "cluster-cidrs", Key: []string{"fd00::/64"}},
 		{Map: "service-ips", Key: []string{"fd00::1", "tcp", "80"}, Value: []string{"drop"}},
 		{Map: "service-ips", Key: []string{"10.0.0.1", "icmp", "80"}, Value: []string{"drop"}},
 		{Map: "service-ips", Key: []string{"10.0.0.1", "tcp", "80"}, Value: []string{"reject"}},
@@ -381,8 +363,10 @@ func TestTranslateSet(t *testing.T) {
 	}
 	for _, bad := range []*knftables.Set{
 		{Name: "x", Type: "ipv4_addr"}, // other family
-		{Name: "x", Type: "ipv6_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag}},
-		{Name: "x", Type: "ipv6_addr", Comment: ptr("c")},
+		{Name: "x", Type: "ipv6_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag, knftables.TimeoutFlag}},
+		{Name: "x", Type: "ipv6_addr . ipv6_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag}},
+		{Name: "x", Type: "ipv6_addr", Comment: ptr(strings.Repeat("c", 128))},
+		{Name: "x", Type: "ipv6_addr", Size: ptr(uint64(10))},
 		{Name: "x", TypeOf: "ip6 saddr"},
 	} {
 		var u *UnsupportedError
@@ -417,3 +401,52 @@ func FuzzTranslateRule(f *testing.F) {
 }
 
 var v6addrTest = []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5}
+
+// TestTranslateMap pins the declarations of maps to the userdata nft 1.0.6 writes for them (read
+// back from the kernel after nft created them), without their comments.
+func TestTranslateMap(t *testing.T) {
+	tr, _ := newTranslator(knftables.IPv4Family)
+	unhex := func(s string) []byte {
+		b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		m     *knftables.Map
+		key   string
+		data  string
+		udata []byte
+	}{
+		{&knftables.Map{Name: "service-X", TypeOf: "numgen random mod 2 : verdict"}, "integer", "verdict",
+			unhex("000401000000 010400000000 031a 000417000000 0112 000401000000 010402000000 020400000000 0408 000401000000 0100 060400000000")},
+		{&knftables.Map{Name: "dnat-endpoints-tcp-0", TypeOf: "numgen random mod 65536 : ip daddr . tcp dport", Flags: []knftables.SetFlag{knftables.IntervalFlag}},
+			"integer", "ipv4_addr . inet_service",
+			unhex("000401000000010400000000031a0004170000000112000401000000010400000100020400000000043400040d000000012c0014000407000000010c00040c00000001040c0000000114000407000000010c000408000000010402000000060400000000")},
+		{&knftables.Map{Name: "service-ips", Type: "ipv4_addr . inet_proto . inet_service : verdict"}, "ipv4_addr . inet_proto . inet_service", "verdict",
+			unhex("000400000000 010400000000 0308 00040d000000 0100 060400000000")},
+	} {
+		cmds, err := tr.translate([]op{{verbAdd, tc.m}})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.m, err)
+		}
+		s := cmds[0].set
+		if s.KeyType.Name != tc.key || s.DataType.Name != tc.data || !s.IsMap || !slices.Equal(cmds[0].udata, tc.udata) {
+			t.Errorf("%s: key %q data %q udata %x, want %q %q %x", tc.m.Name, s.KeyType.Name, s.DataType.Name, cmds[0].udata, tc.key, tc.data, tc.udata)
+		}
+	}
+	for _, bad := range []*knftables.Map{
+		{Name: "x", TypeOf: "numgen inc mod 2 : verdict"},
+		{Name: "x", TypeOf: "numgen random mod 2 : ip6 daddr . tcp dport"}, // other family
+		{Name: "x", TypeOf: "numgen random mod 2 : ip daddr . icmp dport"},
+		{Name: "x", Type: "ipv4_addr : verdict"},
+		{Name: "x", Type: "inet_proto . inet_service : verdict", Flags: []knftables.SetFlag{knftables.IntervalFlag}},
+		{Name: "x", Type: "inet_proto . inet_service : verdict", Size: ptr(uint64(3))},
+	} {
+		var u *UnsupportedError
+		if _, err := tr.translate([]op{{verbAdd, bad}}); !errors.As(err, &u) || u.Reason != FallbackMap {
+			t.Errorf("%+v: %v, want a map fallback", bad, err)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 		return nil, errors.New("the manifests name no ironlb image")
 	}
 	// The proxy's image (ghcr.io/ironlb/ironlb-proxy, the Dockerfile's: ironlb with Debian's nft,
-	// which the proxy still runs for full syncs) is pushed below, once the platform's image is known.
+	// which the proxy still runs for its DSR table) is pushed below, once the platform's image is known.
 	var proxyRefs, mainRefs []string
 	for _, r := range ironlbRefs {
 		if strings.Contains(r, "ironlb/ironlb-proxy") {
@@ -205,7 +205,7 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 }
 
 // proxyImage is the proxy's image as the Dockerfile builds it: ironlb's image with the nft tool
-// (knftables runs `nft -f -` for the proxy's full syncs; docs/image.md), here the host's Debian nft
+// (knftables runs `nft -f -` for the proxy's DSR table; docs/image.md), here the host's Debian nft
 // and its libraries in one more layer (cached by content like the catalogue's).
 func proxyImage(img v1.Image, created time.Time) (v1.Image, error) {
 	files, err := hostPrograms([]string{nftProgram}, true)
