@@ -33,15 +33,16 @@ import (
 
 // Layer names of the catalogue.
 const (
-	layerBase      = "base"       // ociimage.BaseFiles
-	layerBusybox   = "busybox"    // Debian's busybox-static at /bin/busybox and its applets' links
-	layerWget      = "wget"       // the host's GNU wget and its libraries, over busybox's wget applet (see wgetProgram)
-	layerTools     = "tools"      // the host's bash, curl, dig, nc (OpenBSD), socat and getent, with their libraries
-	layerAgnhost   = "agnhost"    // /agnhost (hack/e2e-binaries.sh) and /agnhost-2
-	layerWeb       = "web"        // nginx and httpd stand-ins: scripts running agnhost netexec on port 80
-	layerIPTables  = "iptables"   // the host's iptables (nft backend) and nft, their libraries and xtables modules
-	layerKubeProxy = "kube-proxy" // /usr/local/bin/kube-proxy (hack/k8s-binaries.sh)
-	layerCoreDNS   = "coredns"    // /coredns (hack/coredns-binary.sh), cap_net_bind_service=+ep
+	layerBase      = "base"                   // ociimage.BaseFiles
+	layerBusybox   = "busybox"                // Debian's busybox-static at /bin/busybox and its applets' links
+	layerWget      = "wget"                   // the host's GNU wget and its libraries, over busybox's wget applet (see wgetProgram)
+	layerTools     = "tools"                  // the host's bash, curl, dig, nc (OpenBSD), socat and getent, with their libraries
+	layerAgnhost   = "agnhost"                // /agnhost (hack/e2e-binaries.sh) and /agnhost-2
+	layerRegress   = "regression-issue-74839" // /regression-issue-74839 (hack/e2e-binaries.sh)
+	layerWeb       = "web"                    // nginx and httpd stand-ins: scripts running agnhost netexec on port 80
+	layerIPTables  = "iptables"               // the host's iptables (nft backend) and nft, their libraries and xtables modules
+	layerKubeProxy = "kube-proxy"             // /usr/local/bin/kube-proxy (hack/k8s-binaries.sh)
+	layerCoreDNS   = "coredns"                // /coredns (hack/coredns-binary.sh), cap_net_bind_service=+ep
 	layerMetalLBC  = "metallb-libs"
 	layerMLBCtrl   = "metallb-controller" // /controller (make metallb)
 	layerMLBSpkr   = "metallb-speaker"    // /speaker
@@ -64,6 +65,7 @@ var (
 	httpdRefs = []string{"httpd:latest", "httpd:2", "httpd:2.4", "registry.k8s.io/e2e-test-images/httpd:2.4.38-4",
 		"registry.k8s.io/e2e-test-images/httpd:2.4.39-4"}
 	glibcDNSRefs = []string{"registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"}
+	regressRefs  = []string{"registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"}
 )
 
 // defaultPath is the PATH of every lab image.
@@ -98,9 +100,13 @@ func labImages() []labImage {
 		{name: "metallb-speaker", refs: []string{"quay.io/metallb/speaker:" + MetalLBVersion},
 			layers: []string{layerBase, layerMetalLBC, layerMLBSpkr}, config: cfg([]string{"/speaker"}, nil, "")},
 		// agnhost's image: ENTRYPOINT ["/agnhost"], CMD ["pause"], on alpine with bash, curl, netcat,
-		// bind-tools (dig) and socat.
+		// bind-tools (dig) and socat, and /coredns (the DNS tests' own servers run `/coredns -conf
+		// FILE` in agnhost pods; upstream's is CoreDNS 1.6.2, this the lab's build).
 		{name: "agnhost", refs: agnhost,
-			layers: []string{layerBase, layerBusybox, layerWget, layerTools, layerAgnhost}, config: cfg([]string{"/agnhost"}, []string{"pause"}, "")},
+			layers: []string{layerBase, layerBusybox, layerWget, layerTools, layerAgnhost, layerCoreDNS}, config: cfg([]string{"/agnhost"}, []string{"pause"}, "")},
+		// The Conntrack suite's invalid-state server: ENTRYPOINT ["/regression-issue-74839"].
+		{name: "regression-issue-74839", refs: regressRefs,
+			layers: []string{layerBase, layerRegress}, config: cfg([]string{"/regression-issue-74839"}, nil, "")},
 		// pause: agnhost's pause (sleeps until a signal, reaps children) as the entrypoint.
 		{name: "pause", refs: pauseRefs,
 			layers: []string{layerBase, layerAgnhost}, config: cfg([]string{"/agnhost", "pause"}, nil, "")},

@@ -205,7 +205,7 @@ func TestLabImagesRun(t *testing.T) {
 		t.Skip("chroot needs root")
 	}
 	in := imageInputs{kubeProxy: filepath.Join(DefaultK8sBin(), "kube-proxy"), coredns: filepath.Join(DefaultCoreDNSBin(), "coredns"),
-		agnhost: filepath.Join(DefaultE2EBin(), "agnhost"), metallb: DefaultMetalLBBin()}
+		agnhost: filepath.Join(DefaultE2EBin(), "agnhost"), regress: filepath.Join(DefaultE2EBin(), "regression-issue-74839"), metallb: DefaultMetalLBBin()}
 	for _, f := range []string{in.kubeProxy, in.coredns, busyboxBin} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("%s: %v (the lab's binaries are not built here)", f, err)
@@ -231,15 +231,16 @@ func TestLabImagesRun(t *testing.T) {
 				{"/usr/sbin/nft", "--version"},
 				// an extension with a library of its own (libxt_statistic.so needs libm), as kube-proxy's rules use
 				{"/usr/sbin/iptables", "-m", "statistic", "--help"}},
-			"coredns":            {{"/coredns", "-version"}},
-			"metallb-controller": {{"/controller", "--help"}},
-			"metallb-speaker":    {{"/speaker", "--help"}},
-			"agnhost":            {{"/bin/sh", "-c", "true"}, {"bash", "--version"}, {"curl", "--version"}, {"dig", "-v"}, {"nc", "-h"}, {"socat", "-V"}, {"getent", "--help"}, {"/agnhost-2", "--help"}},
-			"busybox":            {{"sh", "-c", "wget --help; nslookup --help; true"}},
-			"glibc-dns-testing":  {{"dig", "-v"}},
-			"nginx":              {{"sh", "-n", "/usr/sbin/nginx"}},
-			"httpd":              {{"sh", "-n", "/usr/local/bin/httpd"}},
-			"pause":              {{"/agnhost", "--help"}},
+			"coredns":                {{"/coredns", "-version"}},
+			"metallb-controller":     {{"/controller", "--help"}},
+			"metallb-speaker":        {{"/speaker", "--help"}},
+			"agnhost":                {{"/bin/sh", "-c", "true"}, {"bash", "--version"}, {"curl", "--version"}, {"dig", "-v"}, {"nc", "-h"}, {"socat", "-V"}, {"getent", "--help"}, {"/agnhost-2", "--help"}, {"/coredns", "-version"}},
+			"regression-issue-74839": {{"/regression-issue-74839", "--help"}},
+			"busybox":                {{"sh", "-c", "wget --help; nslookup --help; true"}},
+			"glibc-dns-testing":      {{"dig", "-v"}},
+			"nginx":                  {{"sh", "-n", "/usr/sbin/nginx"}},
+			"httpd":                  {{"sh", "-n", "/usr/local/bin/httpd"}},
+			"pause":                  {{"/agnhost", "--help"}},
 		}
 		// The e2e suite's reachability check (checkReachabilityFromPod), against a server on loopback:
 		// busybox-static 1.35's wget dies of SIGSEGV on -T.

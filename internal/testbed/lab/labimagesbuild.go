@@ -43,12 +43,12 @@ const labImageLevel = gzip.BestSpeed
 
 // imageInputs are the binaries the lab's images are built from.
 type imageInputs struct {
-	kubeProxy, coredns, agnhost, metallb string
+	kubeProxy, coredns, agnhost, regress, metallb string
 }
 
 func (l *Lab) imageInputs() imageInputs {
 	return imageInputs{kubeProxy: l.bin("kube-proxy"), coredns: l.corednsBin(),
-		agnhost: filepath.Join(DefaultE2EBin(), "agnhost"), metallb: DefaultMetalLBBin()}
+		agnhost: filepath.Join(DefaultE2EBin(), "agnhost"), regress: filepath.Join(DefaultE2EBin(), "regression-issue-74839"), metallb: DefaultMetalLBBin()}
 }
 
 // runcImagePreflight checks the host files every runc lab needs for its images (agnhost and
@@ -76,6 +76,8 @@ func (in imageInputs) missing(img labImage) string {
 		switch ly {
 		case layerAgnhost:
 			f = in.agnhost
+		case layerRegress:
+			f = in.regress
 		case layerMLBCtrl:
 			f = filepath.Join(in.metallb, "controller")
 		case layerMLBSpkr:
@@ -200,6 +202,9 @@ func (in imageInputs) layerFiles(ly string) ([]ociimage.File, error) {
 			return nil, err
 		}
 		return []ociimage.File{f, {Name: "agnhost-2", Mode: 0o777, Link: "/agnhost"}}, nil
+	case layerRegress:
+		f, err := hostFile(in.regress, "regression-issue-74839", 0o755)
+		return []ociimage.File{f}, err
 	case layerWeb:
 		return webFiles(), nil
 	case layerIPTables:

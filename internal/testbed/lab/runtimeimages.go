@@ -196,7 +196,7 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.Log("  %d more images (kube-proxy, CoreDNS, MetalLB, agnhost, pause, busybox, nginx, httpd, glibc-dns-testing): %d layers, %.1f MB compressed, %d from the layer cache %s; built in %.1fs, pushed in %.1fs",
+	l.Log("  %d more images (kube-proxy, CoreDNS, MetalLB, agnhost, pause, busybox, nginx, httpd, glibc-dns-testing, regression-issue-74839): %d layers, %.1f MB compressed, %d from the layer cache %s; built in %.1fs, pushed in %.1fs",
 		len(others), st.Layers, float64(st.Compressed)/1e6, st.CacheHits, layerCacheDir(), st.Build.Seconds(), st.Push.Seconds())
 	for _, s := range st.Skipped {
 		l.Log("  not built: %s; Pods naming it fail to pull", s)
