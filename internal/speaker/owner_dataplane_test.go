@@ -317,7 +317,10 @@ func TestOwnerDataplaneDownTime(t *testing.T) {
 // fakeL2 records what linkRejoin sends.
 type fakeL2 struct{ sent []string }
 
-func (f *fakeL2) Notify(ip netip.Addr) error { f.sent = append(f.sent, "notify "+ip.String()); return nil }
+func (f *fakeL2) Notify(ip netip.Addr) error {
+	f.sent = append(f.sent, "notify "+ip.String())
+	return nil
+}
 func (f *fakeL2) Ask(self, target netip.Addr) error {
 	f.sent = append(f.sent, "ask "+target.String()+" for "+self.String())
 	return nil
