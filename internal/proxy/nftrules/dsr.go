@@ -531,14 +531,45 @@ const (
 	dsrMapLocal     = "local-services"
 	dsrSetPods      = "pod-cidrs"
 	dsrSetPeers     = "peer-macs"
-	dsrHashKey      = "ip saddr . th sport . ip daddr . th dport . meta l4proto"
 )
 
 func (p *DSRPort) chain(prefix string) string { return hashed(prefix, p.name, "") }
 
 // dsrHash is the flow hash into a table of n buckets.
-func (p *DSRPort) dsrHash(n int) string {
-	return fmt.Sprintf("jhash %s mod %d seed 0x%x", dsrHashKey, n, p.Seed)
+func (p *DSRPort) dsrHash(n int) []Expr {
+	return []Expr{{Field: FieldJhash, Flow: true, Mod: uint32(n), Seed: p.Seed}}
+}
+
+// The DSR table's keys, and its TCP flags. Key slices are shared: never modify them.
+var (
+	keyTuple      = []Expr{{Field: FieldDaddr}, {Field: FieldL4Proto}, {Field: FieldDport}}
+	keySaddr      = []Expr{{Field: FieldSaddr}}
+	keyEtherSaddr = []Expr{{Field: FieldEtherSaddr}}
+	keyIifname    = []Expr{{Field: FieldIifname}}
+	keyCtMark     = []Expr{{Field: FieldCtMark}}
+	keyMetaMark   = []Expr{{Field: FieldMark, Meta: true}}
+)
+
+const (
+	tcpSyn = 0x02
+	tcpAck = 0x10
+)
+
+// setMark is `ct mark set V` (ct) or `meta mark set V`.
+func setMark(ct bool, v uint32) Stmt { return Stmt{Kind: StmtSetMark, Ct: ct, Value: NumValue(v)} }
+
+// setMarkFrom is `ct|meta mark set KEY [map @m]`.
+func setMarkFrom(ct bool, key []Expr, m string) Stmt {
+	return Stmt{Kind: StmtSetMark, Ct: ct, Key: key, Name: m}
+}
+
+// addRule hands r to tx as statements if it takes them (RuleWriter), else as text.
+func addRule(tx Writer, r *Rule) {
+	if rw, ok := tx.(RuleWriter); ok {
+		rw.AddRule(r)
+	} else {
+		tx.Add(r.Object())
+	}
 }
 
 // WriteDSR writes the whole DSR table of plan into tx, a transaction of an Interface for family
@@ -575,7 +606,7 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 	}
 	tx.Add(&knftables.Chain{Name: dsrChainNotrack})
 	tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
-	tx.Add(&knftables.Rule{Chain: dsrChainNotrack, Rule: "notrack"})
+	addRule(tx, &Rule{Chain: dsrChainNotrack, Stmts: []Stmt{{Kind: StmtNotrack}}})
 	tx.Add(&knftables.Set{Name: dsrSetPods, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag},
 		Comment: knftables.PtrTo("pod networks: their traffic to DSR addresses takes the snat path")})
 	tx.Flush(&knftables.Set{Name: dsrSetPods})
@@ -593,14 +624,20 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		tx.Add(&knftables.Map{Name: mp, Type: tuple})
 		tx.Flush(&knftables.Map{Name: mp})
 	}
-	key := "ip daddr . meta l4proto . th dport"
-	tx.Add(&knftables.Rule{Chain: dsrChainRaw, Rule: "tcp flags & (syn | ack) == syn " + key + " vmap @" + dsrMapRaw})
-	tx.Add(&knftables.Rule{Chain: dsrChainMangle, Rule: key + " vmap @" + dsrMapMangle})
-	tx.Add(&knftables.Rule{Chain: dsrChainForward, Rule: fmt.Sprintf("oifname %q tcp flags syn tcp option maxseg size set rt mtu", DSRVXLANDevice),
-		Comment: knftables.PtrTo("encapsulation costs 50 bytes: clamp the MSS of SYNs sent through it")})
+	addRule(tx, &Rule{Chain: dsrChainRaw, Stmts: []Stmt{
+		{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpSyn)},
+		vmap(keyTuple, dsrMapRaw)}})
+	addRule(tx, &Rule{Chain: dsrChainMangle, Stmts: []Stmt{vmap(keyTuple, dsrMapMangle)}})
+	addRule(tx, &Rule{Chain: dsrChainForward, Stmts: []Stmt{
+		match([]Expr{{Field: FieldOifname}}, StringValue(DSRVXLANDevice)),
+		match([]Expr{{Field: FieldTCPFlags}}, NumValue(tcpSyn)),
+		{Kind: StmtClampMSS}},
+		Comment: "encapsulation costs 50 bytes: clamp the MSS of SYNs sent through it"})
 	self := plan.Slots[plan.Self]
 	if self != 0 {
-		tx.Add(&knftables.Rule{Chain: dsrChainNAT, Rule: fmt.Sprintf("meta mark & 0x%x == 0x%x %s vmap @%s", DSRMarkMask, DSRMark(self), key, dsrMapLocal)})
+		addRule(tx, &Rule{Chain: dsrChainNAT, Stmts: []Stmt{
+			{Kind: StmtMatch, Key: []Expr{{Field: FieldMark, Meta: true, Mask: DSRMarkMask}}, Op: OpEq, Value: NumValue(DSRMark(self))},
+			vmap(keyTuple, dsrMapLocal)}})
 	}
 	for i := range plan.Ports {
 		writeDSRPort(tx, plan, &plan.Ports[i])
@@ -648,25 +685,26 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	tx.Add(&knftables.Chain{Name: mangle, Comment: comment})
 	tx.Flush(&knftables.Chain{Name: mangle})
 	if len(plan.PodCIDRs) > 0 {
-		tx.Add(&knftables.Rule{Chain: mangle, Rule: "ip saddr @" + dsrSetPods + " return", Comment: knftables.PtrTo("pods take the snat path (hairpin)")})
+		addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{lookup(keySaddr, dsrSetPods), verdict(Return)}, Comment: "pods take the snat path (hairpin)"})
 	}
 	if len(p.Local) > 0 && self != 0 {
-		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("ether saddr @%s ct mark set %s meta mark set %s return", dsrSetPeers, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
-			Comment: knftables.PtrTo("loop guard: forwarded by another node, and this node has endpoints: serve it here")})
-		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
-			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
+		serve := []Stmt{setMark(true, NodeID(plan.ip(plan.Self))), setMark(false, DSRMark(self)), verdict(Return)}
+		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{lookup(keyEtherSaddr, dsrSetPeers)}, serve...),
+			Comment: "loop guard: forwarded by another node, and this node has endpoints: serve it here"})
+		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{match(keyIifname, StringValue(DSRVXLANDevice))}, serve...),
+			Comment: "loop guard: encapsulated by another node's entry"})
 	}
 	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
 	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be
 	// re-hashed on each one: no memory at all. A flow without a remembered owner has ct mark 0.
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct state new ct mark 0x0 ct mark set " + hash + " map @" + owners,
-		Comment: knftables.PtrTo("remember a new flow's owner")})
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set ct mark map @" + nodes + " return",
-		Comment: knftables.PtrTo("the remembered owner, while it may still hold the flow (keep)")})
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set " + hash + " map @" + owners,
-		Comment: knftables.PtrTo("untracked, invalid (one direction seen) or owner gone: by hash")})
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "ct mark set meta mark"})
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "meta mark set meta mark map @" + nodes})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{match(keyCtState, SymValue("new")), match(keyCtMark, NumValue(0)),
+		setMarkFrom(true, hash, owners)}, Comment: "remember a new flow's owner"})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{setMarkFrom(false, keyCtMark, nodes), verdict(Return)},
+		Comment: "the remembered owner, while it may still hold the flow (keep)"})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{setMarkFrom(false, hash, owners)},
+		Comment: "untracked, invalid (one direction seen) or owner gone: by hash"})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{setMarkFrom(true, keyMetaMark, "")}})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{setMarkFrom(false, keyMetaMark, nodes)}})
 
 	for _, a := range p.Addrs {
 		k := []string{a.String(), proto, port}
@@ -688,7 +726,8 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	}
 	tx.Add(&knftables.Chain{Name: local, Comment: comment})
 	tx.Flush(&knftables.Chain{Name: local})
-	tx.Add(&knftables.Rule{Chain: local, Rule: fmt.Sprintf("meta l4proto %s dnat ip to jhash %s mod %d seed 0x%x map @%s", proto, dsrHashKey, len(p.LocalBuckets), p.LocalSeed(), eps)})
+	addRule(tx, &Rule{Chain: local, Stmts: []Stmt{l4proto(p.Protocol),
+		{Kind: StmtDNATMap, Key: []Expr{{Field: FieldJhash, Flow: true, Mod: uint32(len(p.LocalBuckets)), Seed: p.LocalSeed()}}, Name: eps}}})
 	for _, a := range p.Addrs {
 		tx.Add(&knftables.Element{Map: dsrMapLocal, Key: []string{a.String(), proto, port}, Value: []string{"goto " + local}})
 	}
@@ -709,7 +748,7 @@ func (plan *DSRPlan) String() string {
 
 // writeDSRRaw writes the raw chain of TCP port p: a SYN whose owner is another node is not
 // tracked, so that the ACK after it is picked up as a new flow here (see WriteDSR).
-func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment *string) {
+func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw string, hash []Expr, comment *string) {
 	tx.Add(&knftables.Map{Name: raw, TypeOf: "numgen random mod 2 : verdict", Comment: comment})
 	tx.Flush(&knftables.Map{Name: raw})
 	for b, o := range p.Buckets {
@@ -720,9 +759,9 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 	tx.Add(&knftables.Chain{Name: raw, Comment: comment})
 	tx.Flush(&knftables.Chain{Name: raw})
 	if len(plan.PodCIDRs) > 0 {
-		tx.Add(&knftables.Rule{Chain: raw, Rule: "ip saddr @" + dsrSetPods + " return"})
+		addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{lookup(keySaddr, dsrSetPods), verdict(Return)}})
 	}
-	tx.Add(&knftables.Rule{Chain: raw, Rule: "ether saddr @" + dsrSetPeers + " return", Comment: knftables.PtrTo("forwarded by another node: tracked here")})
-	tx.Add(&knftables.Rule{Chain: raw, Rule: fmt.Sprintf("iifname %q return", DSRVXLANDevice), Comment: knftables.PtrTo("encapsulated by another node: tracked here")})
-	tx.Add(&knftables.Rule{Chain: raw, Rule: hash + " vmap @" + raw})
+	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{lookup(keyEtherSaddr, dsrSetPeers), verdict(Return)}, Comment: "forwarded by another node: tracked here"})
+	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{match(keyIifname, StringValue(DSRVXLANDevice)), verdict(Return)}, Comment: "encapsulated by another node: tracked here"})
+	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{vmap(hash, raw)}})
 }

@@ -29,7 +29,13 @@ const (
 	FieldCtStatus                      // ct status
 	FieldMark                          // mark [and Mask], meta mark [and Mask]
 	FieldNumgen                        // numgen random|inc mod Mod [offset Offset]
-	FieldJhash                         // jhash ip saddr mod Mod seed Seed
+	FieldJhash                         // jhash ip saddr mod Mod seed Seed (Flow: jhash of the flow)
+	// The fields of the DSR table (dsr.go), which ParseRule does not read.
+	FieldEtherSaddr // ether saddr
+	FieldIifname    // iifname (compared with a ValueString)
+	FieldOifname    // oifname (compared with a ValueString)
+	FieldTCPFlags   // tcp flags [& (Mask)]
+	FieldCtMark     // ct mark
 )
 
 // Expr is one expression of a statement's key; a key of several is their concatenation
@@ -45,7 +51,11 @@ type Expr struct {
 	Meta bool
 	// Inc: FieldNumgen counts (`numgen inc`) rather than draws (`numgen random`).
 	Inc bool
-	// Mask is FieldMark's `and` mask (0: none), Mod the modulus of FieldNumgen and FieldJhash
+	// Flow: FieldJhash hashes the flow, `ip saddr . th sport . ip daddr . th dport . meta
+	// l4proto` (ip only), rather than `ip saddr`.
+	Flow bool
+	// Mask is FieldMark's `and` mask (0: none), FieldTCPFlags' (0: the flags of the value are
+	// tested, `tcp flags syn`; else `tcp flags & (MASK) == VALUE`), Mod the modulus of FieldNumgen and FieldJhash
 	// (not 0), Offset FieldNumgen's offset, Seed FieldJhash's seed.
 	Mask, Mod, Offset, Seed uint32
 }
@@ -60,6 +70,7 @@ const (
 	ValueNum                           // a number: Num, written in decimal
 	ValueSym                           // a symbol (tcp, local, new, dnat): Sym
 	ValueAddrPort                      // an address and a port (dnat's target): Addr, Num
+	ValueString                        // a quoted string (an interface name): Sym
 )
 
 // Value is a literal a statement compares with.
@@ -78,6 +89,9 @@ func PrefixValue(p netip.Prefix) Value {
 }
 func NumValue(n uint32) Value { return Value{Kind: ValueNum, Num: n} }
 func SymValue(s string) Value { return Value{Kind: ValueSym, Sym: s} }
+
+// StringValue makes a ValueString.
+func StringValue(s string) Value { return Value{Kind: ValueString, Sym: s} }
 
 // AddrPortValue makes a ValueAddrPort.
 func AddrPortValue(ap netip.AddrPort) Value {
@@ -105,6 +119,8 @@ func (v Value) appendText(b []byte) []byte {
 		return strconv.AppendUint(b, uint64(v.Num), 10)
 	case ValueAddrPort:
 		return v.AddrPort().AppendTo(b)
+	case ValueString:
+		return strconv.AppendQuote(b, v.Sym)
 	}
 	return append(b, v.Sym...)
 }
@@ -168,7 +184,11 @@ const (
 	StmtMasquerade                     // masquerade [fully-random] [random] [persistent]
 	StmtUpdate                         // update @Name { Key }
 	StmtDNAT                           // dnat to Value (a ValueAddrPort)
-	StmtDNATMap                        // dnat ip|ip6 to Key map @Name (Key: one numgen random)
+	StmtDNATMap                        // dnat ip|ip6 to Key map @Name (Key: one numgen random, or jhash)
+	// The statements of the DSR table (dsr.go), which ParseRule does not read.
+	StmtSetMark  // ct|meta mark set Value (a ValueNum), or set Key [map @Name]
+	StmtNotrack  // notrack
+	StmtClampMSS // tcp option maxseg size set rt mtu
 )
 
 // Op is a match's or lookup's comparison.
@@ -217,6 +237,8 @@ type Stmt struct {
 	Masq uint8
 	// IP6: StmtDNATMap is written `dnat ip6`.
 	IP6 bool
+	// Ct: StmtSetMark sets the conntrack mark (`ct mark set`), not the packet's (`meta mark set`).
+	Ct bool
 	// Verdict is StmtVerdict's kind (its chain is Name).
 	Verdict VerdictKind
 }
@@ -254,7 +276,7 @@ func (r *Rule) Equal(o *Rule) bool {
 // Equal reports whether s and o are the same statement.
 func (s Stmt) Equal(o Stmt) bool {
 	return s.Kind == o.Kind && s.Op == o.Op && s.Value == o.Value && s.Name == o.Name && s.Verdict == o.Verdict &&
-		s.Num == o.Num && s.Xor == o.Xor && s.Masq == o.Masq && s.IP6 == o.IP6 &&
+		s.Num == o.Num && s.Xor == o.Xor && s.Masq == o.Masq && s.IP6 == o.IP6 && s.Ct == o.Ct &&
 		slices.Equal(s.Key, o.Key) && (s.Set == nil) == (o.Set == nil) && slices.Equal(s.Set, o.Set) &&
 		slices.Equal(s.Elems, o.Elems)
 }
@@ -357,11 +379,53 @@ func (e Expr) appendText(b []byte) []byte {
 		}
 		return b
 	case FieldJhash:
-		b = append(append(append(b, "jhash "...), ipX(e.IP6)...), " saddr mod "...)
+		if e.Flow {
+			b = append(b, "jhash "+FlowKey+" mod "...)
+		} else {
+			b = append(append(append(b, "jhash "...), ipX(e.IP6)...), " saddr mod "...)
+		}
 		b = strconv.AppendUint(b, uint64(e.Mod), 10)
 		return appendHex(append(b, " seed "...), e.Seed)
+	case FieldEtherSaddr:
+		return append(b, "ether saddr"...)
+	case FieldIifname:
+		return append(b, "iifname"...)
+	case FieldOifname:
+		return append(b, "oifname"...)
+	case FieldCtMark:
+		return append(b, "ct mark"...)
+	case FieldTCPFlags:
+		b = append(b, "tcp flags"...)
+		if e.Mask != 0 {
+			b = append(appendTCPFlags(append(b, " & ("...), e.Mask), ')')
+		}
+		return b
 	}
 	return append(b, "field("+strconv.Itoa(int(e.Field))+")"...)
+}
+
+// FlowKey is the flow a FieldJhash with Flow hashes.
+const FlowKey = "ip saddr . th sport . ip daddr . th dport . meta l4proto"
+
+// tcpFlags are the names of the TCP flags, lowest bit first.
+var tcpFlags = []string{"fin", "syn", "rst", "psh", "ack", "urg", "ecn", "cwr"}
+
+// appendTCPFlags appends the flags of bits, as `syn | ack`.
+func appendTCPFlags(b []byte, bits uint32) []byte {
+	first := true
+	for i, f := range tcpFlags {
+		if bits&(1<<i) == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, " | "...)
+		}
+		b, first = append(b, f...), false
+	}
+	if bits>>len(tcpFlags) != 0 {
+		b = appendHex(b, bits)
+	}
+	return b
 }
 
 func (s Stmt) appendText(b []byte) []byte {
@@ -377,6 +441,8 @@ func (s Stmt) appendText(b []byte) []byte {
 		switch {
 		case s.Kind == StmtLookup:
 			return append(append(b, " @"...), s.Name...)
+		case len(s.Key) == 1 && s.Key[0].Field == FieldTCPFlags && s.Set == nil:
+			return appendTCPFlags(append(b, ' '), s.Value.Num)
 		case s.Set != nil:
 			b = append(b, " {"...)
 			for i, v := range s.Set {
@@ -435,6 +501,24 @@ func (s Stmt) appendText(b []byte) []byte {
 	case StmtDNATMap:
 		b = append(append(append(b, "dnat "...), ipX(s.IP6)...), " to "...)
 		return append(append(appendKey(b, s.Key), " map @"...), s.Name...)
+	case StmtSetMark:
+		if s.Ct {
+			b = append(b, "ct mark set "...)
+		} else {
+			b = append(b, "meta mark set "...)
+		}
+		if len(s.Key) == 0 {
+			return appendHex(b, s.Value.Num)
+		}
+		b = appendKey(b, s.Key)
+		if s.Name != "" {
+			b = append(append(b, " map @"...), s.Name...)
+		}
+		return b
+	case StmtNotrack:
+		return append(b, "notrack"...)
+	case StmtClampMSS:
+		return append(b, "tcp option maxseg size set rt mtu"...)
 	}
 	return append(b, "stmt("+strconv.Itoa(int(s.Kind))+")"...)
 }
