@@ -1,5 +1,7 @@
 // Package dsrapply carries out a direct-server-return plan (nftrules.PlanDSR) on this node: the
-// nftables table nftrules.DSRTableName through knftables, and the policy routing that sends each
+// nftables table nftrules.DSRTableName, written over netlink in one batch by nftapply's writer
+// (nftapply.NewNetlinkTable: the rules go as nftrules' statements, encoded as nft would encode
+// their text, so no nft binary is needed), and the policy routing that sends each
 // other node's mark to that node as next hop (one `ip rule fwmark SLOT<<16/0x0fff0000 lookup
 // TABLE` and one `default via NODE-IP` route per node, through vishvananda/netlink), or, for a
 // node behind a gateway, through the vxlan device nftrules.DSRVXLANDevice; and the sysctls the
@@ -43,8 +45,20 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
+	"github.com/ironlb/ironlb/internal/proxy/nftapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
+
+// Table writes the DSR table: *nftapply.Netlink for nftrules.DSRTableName (nftapply.NewNetlinkTable),
+// in production and in the netns tests alike.
+type Table interface {
+	// Write sends a transaction in one batch (all or nothing).
+	Write(tx *nftapply.Transaction) error
+	// DeleteTable deletes the table; a missing table is not an error.
+	DeleteTable() error
+}
+
+var _ Table = (*nftapply.Netlink)(nil)
 
 // Routing is the policy-routing edge: netlink.Handle in production, a fake in tests.
 type Routing interface {
@@ -87,7 +101,7 @@ var Sysctls = map[string]string{
 
 // Applier applies DSR plans. It is not safe for concurrent use: the proxy's sync loop owns it.
 type Applier struct {
-	nft    knftables.Interface
+	table  Table
 	rt     Routing
 	sysctl func(name, value string) error
 	done   bool // sysctls written (or tried)
@@ -99,26 +113,32 @@ type Applier struct {
 	quiet map[string]bool
 }
 
-// New returns an Applier over nft (an Interface for family ip, table nftrules.DSRTableName) and
+// New returns an Applier over table (a writer of family ip's table nftrules.DSRTableName) and
 // rt. sysctl writes one setting (nil: /proc/sys).
-func New(nft knftables.Interface, rt Routing, sysctl func(name, value string) error) *Applier {
+func New(table Table, rt Routing, sysctl func(name, value string) error) *Applier {
 	if sysctl == nil {
 		sysctl = writeProcSys
 	}
-	return &Applier{nft: nft, rt: rt, sysctl: sysctl}
+	return &Applier{table: table, rt: rt, sysctl: sysctl}
 }
 
-// NewKernel returns an Applier of this network namespace.
+// NewTable returns the writer of the DSR table in the network namespace netns (an open file
+// descriptor of a namespace, or 0 for the calling thread's).
+func NewTable(netns int) (*nftapply.Netlink, error) {
+	return nftapply.NewNetlinkTable(knftables.IPv4Family, nftrules.DSRTableName, netns)
+}
+
+// NewKernel returns an Applier of this network namespace. It needs no nft binary.
 func NewKernel() (*Applier, error) {
-	nft, err := knftables.New(knftables.IPv4Family, nftrules.DSRTableName)
+	t, err := NewTable(0)
 	if err != nil {
-		return nil, fmt.Errorf("nftables for %s: %w", nftrules.DSRTableName, err)
+		return nil, err
 	}
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	return New(nft, h, nil), nil
+	return New(t, h, nil), nil
 }
 
 func writeProcSys(name, value string) error {
@@ -168,13 +188,13 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if len(plan.Ports) > 0 {
 		a.noRedirects(plan.Peers)
 	}
-	tx := a.nft.NewTransaction()
+	tx := &nftapply.Transaction{}
 	// Delete and re-create: the table is small, and this drops per-port chains and maps of
-	// Services that left in the same atomic transaction.
+	// Services that left in the same atomic batch.
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
 	nftrules.WriteDSR(tx, plan)
-	if err := a.nft.Run(ctx, tx); err != nil {
+	if err := a.table.Write(tx); err != nil {
 		errs = append(errs, fmt.Errorf("writing table %s: %w", nftrules.DSRTableName, err))
 	}
 	a.slots = plan.Slots
@@ -184,10 +204,7 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 // Cleanup deletes the DSR table and every policy rule and route of the DSR tables.
 func (a *Applier) Cleanup(ctx context.Context) error {
 	var errs []error
-	tx := a.nft.NewTransaction()
-	tx.Add(&knftables.Table{})
-	tx.Delete(&knftables.Table{})
-	if err := a.nft.Run(ctx, tx); err != nil {
+	if err := a.table.DeleteTable(); err != nil {
 		errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRTableName, err))
 	}
 	if err := a.syncRoutes(nil, 0); err != nil {

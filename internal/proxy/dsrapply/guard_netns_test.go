@@ -96,7 +96,7 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 		return got
 	}
 	peerSet := func() string {
-		return netnstest.Run(t, e, "nft", "list", "set", "ip", nftrules.DSRTableName, "peer-macs")
+		return netnstest.Run(t, e, inspectNFT(t), "list", "set", "ip", nftrules.DSRTableName, "peer-macs")
 	}
 	const flows = 24 // both pods get some unless the hash put 24 flows in a row on one (2^-23)
 	if got := served("before the ARP", flows); got["10.244.1.5"] == 0 || got["10.244.2.5"] == 0 {

@@ -14,27 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/knftables"
-
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
-
-// nsNFT is an nftables Interface that runs transactions with nft in network namespace ns.
-type nsNFT struct {
-	knftables.Interface
-	ns string
-}
-
-func (n nsNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.ns, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(tx.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("nft in %s: %v: %s", n.ns, err, out)
-	}
-	return nil
-}
 
 // TestKernelDSRPath builds a small segment in throwaway namespaces, every address inside them:
 // client C, entry nodes E1 and E2, backend node B with a pod P behind it, all on one bridge. C
@@ -157,10 +140,12 @@ func TestKernelDSRPath(t *testing.T) {
 
 // segment creates the throwaway network namespaces PREFIX-NAME-PID for the names, in their order
 // (removed when the test ends), and returns them with a function running a command in one of them
-// (failing the test if it fails). It skips the test unless root with nft, ip and sysctl.
+// (failing the test if it fails). It skips the test unless root with ip and sysctl. nft must not
+// run (forbidNFT).
 func segment(t *testing.T, prefix string, names ...string) (nss []string, in func(ns string, args ...string)) {
 	t.Helper()
-	netnstest.Require(t, "nft", "ip", "sysctl")
+	netnstest.Require(t, "ip", "sysctl")
+	forbidNFT(t)
 	for _, n := range names {
 		nss = append(nss, fmt.Sprintf("%s-%s-%d", prefix, n, os.Getpid()))
 	}

@@ -6,10 +6,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
-	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
@@ -76,8 +74,8 @@ func podBehind(t *testing.T, node, pod, gw, addr string) {
 	netnstest.Run(t, pod, "ip", "route", "add", "default", "via", gw)
 }
 
-// applierIn returns an Applier of network namespace ns (nft and sysctl run there, netlink bound
-// to it, the handle closed when the test ends) and its netlink handle.
+// applierIn returns an Applier of network namespace ns (sysctl run there, netlink bound to it, the
+// handles closed when the test ends) and its netlink handle.
 func applierIn(t *testing.T, ns string) (*dsrapply.Applier, *netlink.Handle) {
 	t.Helper()
 	nsh, err := netns.GetFromName(ns)
@@ -90,5 +88,5 @@ func applierIn(t *testing.T, ns string) (*dsrapply.Applier, *netlink.Handle) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	return dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), ns}, h, netnstest.Sysctl(ns)), h
+	return dsrapply.New(tableIn(t, ns), h, netnstest.Sysctl(ns)), h
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -157,10 +158,13 @@ func capture(cmds []command) ([]netlink.Message, error) {
 func setUserdata(msgs []netlink.Message, cmds []command) error {
 	var table []byte
 	sets, open := map[uint32][]byte{}, map[uint32][]byte{}
+	chains := map[string][]byte{}
 	for i := range cmds {
 		switch c := &cmds[i]; {
 		case c.kind == cmdAddTable && c.udata != nil:
 			table = c.udata
+		case c.kind == cmdAddChain && c.udata != nil:
+			chains[c.chain.Name] = c.udata
 		case c.kind == cmdAddSet && c.udata != nil:
 			sets[c.set.ID] = c.udata
 			if c.open != nil {
@@ -168,10 +172,11 @@ func setUserdata(msgs []netlink.Message, cmds []command) error {
 			}
 		}
 	}
-	if table == nil && len(sets) == 0 {
+	if table == nil && len(sets) == 0 && len(chains) == 0 {
 		return nil
 	}
 	const (
+		newChain   = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWCHAIN
 		newTable   = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWTABLE
 		newSet     = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSET
 		newSetElem = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM
@@ -185,6 +190,11 @@ func setUserdata(msgs []netlink.Message, cmds []command) error {
 			ud, udType = table, nftaTableUserdata
 		case newSet:
 			udType = unix.NFTA_SET_USERDATA
+		case newChain:
+			if len(chains) == 0 {
+				continue
+			}
+			udType = nftaChainUserdata
 		case newSetElem:
 			if len(open) > 0 {
 				if err := markOpen(m, open); err != nil {
@@ -202,10 +212,17 @@ func setUserdata(msgs []netlink.Message, cmds []command) error {
 		if err != nil {
 			return fmt.Errorf("netlink message %d: %w", i, err)
 		}
-		if m.Header.Type == newSet {
+		switch m.Header.Type {
+		case newSet:
 			for _, a := range attrs {
 				if a.Type == unix.NFTA_SET_ID && len(a.Data) == 4 {
 					ud = sets[binary.BigEndian.Uint32(a.Data)]
+				}
+			}
+		case newChain:
+			for _, a := range attrs {
+				if a.Type == unix.NFTA_CHAIN_NAME {
+					ud = chains[strings.TrimSuffix(string(a.Data), "\x00")]
 				}
 			}
 		}
@@ -289,8 +306,11 @@ func markOpen(m *netlink.Message, open map[uint32][]byte) error {
 	return nil
 }
 
-// nftaTableUserdata is NFTA_TABLE_USERDATA (x/sys/unix does not name it).
-const nftaTableUserdata = 6
+// NFTA_TABLE_USERDATA and NFTA_CHAIN_USERDATA (x/sys/unix does not name them).
+const (
+	nftaTableUserdata = 6
+	nftaChainUserdata = 12
+)
 
 func nlmsgAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
 

@@ -65,16 +65,23 @@ type Netlink struct {
 // namespace of the calling thread. It opens no socket until it writes. It fails if family is
 // neither ip nor ip6.
 func NewNetlink(family knftables.Family, netns int) (*Netlink, error) {
-	n, err := NewNetlinkConn(family, func() (Conn, error) {
+	return NewNetlinkTable(family, nftrules.TableName, netns)
+}
+
+// NewNetlinkTable is NewNetlink for the table named table (dsrapply writes the DSR table,
+// nftrules.DSRTableName, with it: see Write).
+func NewNetlinkTable(family knftables.Family, table string, netns int) (*Netlink, error) {
+	t, err := newTranslator(family, table)
+	if err != nil {
+		return nil, err
+	}
+	n := &Netlink{t: t, dial: func() (Conn, error) {
 		c, err := nftables.New(nftables.WithNetNSFd(netns))
 		if err != nil {
 			return nil, fmt.Errorf("opening nftables netlink: %w", err)
 		}
 		return c, nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	}}
 	n.kernel, n.netns = true, netns
 	return n, nil
 }
@@ -83,7 +90,7 @@ func NewNetlink(family knftables.Family, netns int) (*Netlink, error) {
 // it returns is used for that batch only (so a batch that fails half-built leaves nothing
 // buffered for the next one). Tests pass fakes.
 func NewNetlinkConn(family knftables.Family, dial func() (Conn, error)) (*Netlink, error) {
-	t, err := newTranslator(family)
+	t, err := newTranslator(family, nftrules.TableName)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +271,32 @@ func (n *Netlink) list() (nftrules.Existing, error) {
 	}
 	return ex, nil
 }
+
+// Transaction records the operations of one transaction (an nftrules.RuleWriter: rules arrive as
+// statements) for Netlink.Write.
+type Transaction struct{ rec recorder }
+
+var _ nftrules.RuleWriter = (*Transaction)(nil)
+
+func (tx *Transaction) Add(o knftables.Object)      { tx.rec.Add(o) }
+func (tx *Transaction) AddRule(rule *nftrules.Rule) { tx.rec.AddRule(rule) }
+func (tx *Transaction) Flush(o knftables.Object)    { tx.rec.Flush(o) }
+func (tx *Transaction) Delete(o knftables.Object)   { tx.rec.Delete(o) }
+
+// Write sends tx to the writer's table in one batch, which the kernel commits all or nothing.
+// An operation the writer cannot encode fails it with an *UnsupportedError before anything is
+// sent. This is the whole path for a table written in full each time, as the DSR table is: no
+// Syncer, no nft.
+func (n *Netlink) Write(tx *Transaction) error {
+	cmds, err := n.translate(tx.rec.ops)
+	if err != nil {
+		return err
+	}
+	return n.applyBulk(cmds)
+}
+
+// DeleteTable deletes the writer's table; a missing table is not an error.
+func (n *Netlink) DeleteTable() error { return n.deleteTable() }
 
 // deleteTable deletes the writer's table; a missing table is not an error.
 func (n *Netlink) deleteTable() error {

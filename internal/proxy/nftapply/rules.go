@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -160,6 +161,15 @@ func (e *ruleEncoder) encode(stmts []nftrules.Stmt) ([]expr.Any, error) {
 			err = e.dnat(s)
 		case nftrules.StmtDNATMap:
 			err = e.dnatMap(s)
+		case nftrules.StmtSetMark:
+			terminal = false
+			err = e.setMark(s)
+		case nftrules.StmtNotrack:
+			terminal = false
+			e.emit(&expr.Notrack{})
+		case nftrules.StmtClampMSS:
+			terminal = false
+			err = e.clampMSS()
 		default:
 			err = fmt.Errorf("statement %q", s)
 		}
@@ -229,6 +239,27 @@ func (e *ruleEncoder) match(s *nftrules.Stmt) error {
 			return e.anonLookup(s, x)
 		}
 		return e.addrMatch(x, op, v)
+	case nftrules.FieldCtMark:
+		if v.Kind != nftrules.ValueNum || s.Set != nil {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		e.emit(&expr.Ct{Register: reg1, Key: expr.CtKeyMARK}, &expr.Cmp{Op: op, Register: reg1, Data: hostU32(v.Num)})
+		return nil
+	case nftrules.FieldIifname, nftrules.FieldOifname:
+		if v.Kind != nftrules.ValueString || s.Set != nil || len(v.Sym) == 0 || len(v.Sym) >= unix.IFNAMSIZ ||
+			strings.ContainsAny(v.Sym, "*\\\x00") {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		key := expr.MetaKeyIIFNAME
+		if x.Field == nftrules.FieldOifname {
+			key = expr.MetaKeyOIFNAME
+		}
+		name := make([]byte, unix.IFNAMSIZ) // nft compares the whole name, padded with zeros
+		copy(name, v.Sym)
+		e.emit(&expr.Meta{Key: key, Register: reg1}, &expr.Cmp{Op: op, Register: reg1, Data: name})
+		return nil
+	case nftrules.FieldTCPFlags:
+		return e.tcpFlags(s, x)
 	case nftrules.FieldMark:
 		if x.Mask == 0 || v.Kind != nftrules.ValueNum || s.Set != nil {
 			return fmt.Errorf("unsupported match %q", s)
@@ -422,6 +453,12 @@ func (e *ruleEncoder) loadKey(key []nftrules.Expr) error {
 		case x == nftrules.Expr{Field: nftrules.FieldDport}:
 			e.emit(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
 			off++
+		case x == nftrules.Expr{Field: nftrules.FieldEtherSaddr} && len(key) == 1:
+			// nft's dependency: the input interface is Ethernet.
+			e.emit(&expr.Meta{Key: expr.MetaKeyIIFTYPE, Register: reg1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.NativeEndian.AppendUint16(nil, unix.ARPHRD_ETHER)},
+				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6})
+			off += 2
 		default:
 			return fmt.Errorf("unsupported key %s", x)
 		}
@@ -486,6 +523,9 @@ func (e *ruleEncoder) number(x nftrules.Expr) error {
 		if x.Seed == 0 {
 			// google/nftables leaves a zero seed out, and the kernel then picks a random one.
 			return fmt.Errorf("seed 0 cannot be written")
+		}
+		if x.Flow {
+			return e.flowHash(x)
 		}
 		load, err := e.t.addrLoad(nftrules.Expr{Field: nftrules.FieldSaddr, IP6: x.IP6}, reg2)
 		if err != nil {
@@ -562,7 +602,8 @@ func (e *ruleEncoder) dnatMap(s *nftrules.Stmt) error {
 	if err != nil {
 		return err
 	}
-	if s.IP6 != e.t.v6 || x.Field != nftrules.FieldNumgen || x.Inc {
+	jhash := x.Field == nftrules.FieldJhash && x.Flow && !e.t.v6
+	if s.IP6 != e.t.v6 || (x.Field != nftrules.FieldNumgen || x.Inc) && !jhash {
 		return fmt.Errorf("unsupported %q", s)
 	}
 	if e.l4 == 0 {
@@ -572,9 +613,17 @@ func (e *ruleEncoder) dnatMap(s *nftrules.Stmt) error {
 	if e.t.v6 {
 		regProto = reg2 // after the 16-byte address
 	}
+	if jhash {
+		// A map keyed by the hash itself, in host byte order (the DSR table's endpoints).
+		if err := e.flowHash(x); err != nil {
+			return err
+		}
+	} else {
+		// The shared interval map's keys are in network byte order (see dnatElement).
+		e.emit(&expr.Numgen{Register: reg1, Type: unix.NFT_NG_RANDOM, Modulus: x.Mod, Offset: x.Offset},
+			&expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4})
+	}
 	e.emit(
-		&expr.Numgen{Register: reg1, Type: unix.NFT_NG_RANDOM, Modulus: x.Mod, Offset: x.Offset},
-		&expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4},
 		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: s.Name},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: e.t.natFamily(), RegAddrMin: reg1, RegAddrMax: reg1,
 			RegProtoMin: regProto, RegProtoMax: regProto, Specified: true},
@@ -602,3 +651,91 @@ func verdictExpr(v nftrules.Verdict, k expr.VerdictKind) *expr.Verdict {
 
 // hostU32 is a 32-bit value as the kernel keeps it in a register (host byte order).
 func hostU32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+
+// tcp flags SYN (the flags of the value set: bitwise & flags; cmp neq 0), or
+// tcp flags & (MASK) == VALUE; after nft's dependency, meta l4proto tcp, unless a match fixed it.
+func (e *ruleEncoder) tcpFlags(s *nftrules.Stmt, x nftrules.Expr) error {
+	v := s.Value
+	if v.Kind != nftrules.ValueNum || v.Num == 0 || v.Num > 0xff || x.Mask > 0xff || s.Set != nil ||
+		(x.Mask == 0) != (s.Op == nftrules.OpNone) || s.Op == nftrules.OpNeq || x.Mask != 0 && v.Num&^x.Mask != 0 {
+		return fmt.Errorf("unsupported match %q", s)
+	}
+	if e.l4 != unix.IPPROTO_TCP {
+		e.l4Match(unix.IPPROTO_TCP)
+	}
+	mask, op, data := byte(v.Num), expr.CmpOpNeq, byte(0)
+	if x.Mask != 0 {
+		mask, op, data = byte(x.Mask), expr.CmpOpEq, byte(v.Num)
+	}
+	e.emit(&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 1, Mask: []byte{mask}, Xor: []byte{0}},
+		&expr.Cmp{Op: op, Register: reg1, Data: []byte{data}})
+	return nil
+}
+
+// flowHash emits jhash ip saddr . th sport . ip daddr . th dport . meta l4proto mod N seed S into
+// reg 1: the concatenation loaded from reg 2 on, as nft lays it out (4-byte fields).
+func (e *ruleEncoder) flowHash(x nftrules.Expr) error {
+	if e.t.v6 || x.IP6 || x.Seed == 0 || x.Mod == 0 {
+		return fmt.Errorf("unsupported expression %s", x)
+	}
+	th := func(reg, off uint32) *expr.Payload {
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: off, Len: 2}
+	}
+	e.emit(
+		&expr.Payload{DestRegister: regAt(4), Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		th(regAt(5), 0),
+		&expr.Payload{DestRegister: regAt(6), Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		th(regAt(7), 2),
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regAt(8)},
+		&expr.Hash{SourceRegister: regAt(4), DestRegister: reg1, Length: 20, Modulus: x.Mod, Seed: x.Seed, Type: expr.HashTypeJenkins},
+	)
+	return nil
+}
+
+// ct|meta mark set VALUE, or set ct mark, meta mark or a flow hash, through map @m if named.
+func (e *ruleEncoder) setMark(s *nftrules.Stmt) error {
+	switch {
+	case len(s.Key) == 0:
+		if s.Value.Kind != nftrules.ValueNum || s.Name != "" {
+			return fmt.Errorf("unsupported %q", s)
+		}
+		e.emit(&expr.Immediate{Register: reg1, Data: hostU32(s.Value.Num)})
+	case len(s.Key) > 1:
+		return fmt.Errorf("unsupported %q", s)
+	case s.Key[0] == nftrules.Expr{Field: nftrules.FieldCtMark}:
+		e.emit(&expr.Ct{Register: reg1, Key: expr.CtKeyMARK})
+	case s.Key[0] == nftrules.Expr{Field: nftrules.FieldMark, Meta: true}:
+		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1})
+	case s.Key[0].Field == nftrules.FieldJhash && s.Key[0].Flow:
+		if err := e.flowHash(s.Key[0]); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unsupported %q", s)
+	}
+	if len(s.Key) == 0 && s.Name != "" || s.Key != nil && s.Key[0].Field == nftrules.FieldJhash && s.Name == "" {
+		return fmt.Errorf("unsupported %q", s) // a hash is a bucket, not a mark
+	}
+	if s.Name != "" {
+		e.emit(&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: s.Name})
+	}
+	if s.Ct {
+		e.emit(&expr.Ct{Register: reg1, Key: expr.CtKeyMARK, SourceRegister: true})
+	} else {
+		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1})
+	}
+	return nil
+}
+
+// tcp option maxseg size set rt mtu, after a match that fixed the protocol to tcp: the route's
+// MSS, to network byte order, written into the option.
+func (e *ruleEncoder) clampMSS() error {
+	if e.l4 != unix.IPPROTO_TCP {
+		return fmt.Errorf("tcp option without a tcp match")
+	}
+	e.emit(&expr.Rt{Register: reg1, Key: expr.RtTCPMSS},
+		&expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 2, Size: 2},
+		&expr.Exthdr{SourceRegister: reg1, Type: 2 /* TCPOPT_MAXSEG */, Offset: 2, Len: 2, Op: expr.ExthdrOpTcpopt})
+	return nil
+}

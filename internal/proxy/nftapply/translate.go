@@ -3,6 +3,7 @@ package nftapply
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -158,14 +159,17 @@ type translator struct {
 	addrType nftables.SetDatatype
 }
 
-func newTranslator(family knftables.Family) (*translator, error) {
+func newTranslator(family knftables.Family, table string) (*translator, error) {
 	t := &translator{family: family, rules: newRuleTranslator(family)}
+	if table == "" {
+		return nil, fmt.Errorf("netlink writer: no table name")
+	}
 	switch family {
 	case knftables.IPv4Family:
-		t.table = &nftables.Table{Name: nftrules.TableName, Family: nftables.TableFamilyIPv4}
+		t.table = &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}
 		t.addrType = nftables.TypeIPAddr
 	case knftables.IPv6Family:
-		t.table = &nftables.Table{Name: nftrules.TableName, Family: nftables.TableFamilyIPv6}
+		t.table = &nftables.Table{Name: table, Family: nftables.TableFamilyIPv6}
 		t.addrType = nftables.TypeIP6Addr
 	default:
 		return nil, fmt.Errorf("netlink writer: family %q is neither ip nor ip6", family)
@@ -176,7 +180,7 @@ func newTranslator(family knftables.Family) (*translator, error) {
 // translate returns the commands for ops, or an *UnsupportedError for the first operation it
 // cannot translate.
 func (t *translator) translate(ops []op) ([]command, error) {
-	bt := &batch{cmds: make([]command, 0, len(ops)), nextID: firstSetID}
+	bt := &batch{cmds: make([]command, 0, len(ops)), nextID: firstSetID, maps: map[string]*nftables.Set{}}
 	if err := t.translateInto(bt, ops); err != nil {
 		return nil, err
 	}
@@ -187,10 +191,12 @@ func (t *translator) translate(ops []op) ([]command, error) {
 // refer to anonymous sets by ID; google/nftables numbers sets without an ID from 1 up).
 const firstSetID = 1 << 24
 
-// batch is the state of one translation: its commands and the next set ID.
+// batch is the state of one translation: its commands, the next set ID, and the sets and maps it
+// declares (by name: elements of the DSR table's are encoded by their declared types).
 type batch struct {
 	cmds   []command
 	nextID uint32
+	maps   map[string]*nftables.Set
 }
 
 func (bt *batch) id() uint32 { bt.nextID++; return bt.nextID }
@@ -210,9 +216,29 @@ func (t *translator) translateInto(bt *batch, ops []op) error {
 			}
 			continue
 		}
+		if e, ok := o.obj.(*knftables.Element); ok && o.verb == verbAdd && e.Set != "" && bt.maps[e.Set] != nil &&
+			bt.maps[e.Set].KeyType.GetNFTMagic() == nftables.TypeEtherAddr.GetNFTMagic() {
+			c, err := t.etherElement(o, e)
+			if err != nil {
+				return err
+			}
+			bt.add(c)
+			continue
+		}
+		if e, ok := o.obj.(*knftables.Element); ok && e.Map != "" && bt.maps[e.Map] != nil && !nftrules.IsDNATMap(e.Map) {
+			c, err := t.declaredElement(o, e, bt.maps[e.Map])
+			if err != nil {
+				return err
+			}
+			bt.add(c)
+			continue
+		}
 		c, err := t.op(o)
 		if err != nil {
 			return err
+		}
+		if c.kind == cmdAddSet && bt.maps != nil {
+			bt.maps[c.set.Name] = c.set
 		}
 		bt.add(c)
 	}
@@ -266,7 +292,7 @@ func describe(o op) string {
 
 // ours reports whether an object's family and table, if given, are the translator's.
 func (t *translator) ours(family knftables.Family, table string) bool {
-	return (family == "" || family == t.family) && (table == "" || table == nftrules.TableName)
+	return (family == "" || family == t.family) && (table == "" || table == t.table.Name)
 }
 
 func (t *translator) op(o op) (command, error) {
@@ -323,11 +349,18 @@ var (
 // chainOp handles regular chains, and base chains of a type, hook and numeric priority (added
 // with them; flushed and deleted by name).
 func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
-	if !t.ours(c.Family, c.Table) || c.Name == "" || c.Policy != nil || c.Device != nil || c.Comment != nil || c.Handle != nil {
-		return command{}, t.unsupported(FallbackObject, o, "only named chains without policy, device or comment")
+	if !t.ours(c.Family, c.Table) || c.Name == "" || c.Policy != nil || c.Device != nil || c.Handle != nil {
+		return command{}, t.unsupported(FallbackObject, o, "only named chains without policy or device")
 	}
 	ch := &nftables.Chain{Name: c.Name, Table: t.table}
 	base := c.Type != nil || c.Hook != nil || c.Priority != nil
+	var ud []byte // the comment, as nft writes it (see capture)
+	if c.Comment != nil {
+		if o.verb != verbAdd || len(*c.Comment) >= 128 {
+			return command{}, t.unsupported(FallbackObject, o, "comment too long, or not on an add")
+		}
+		ud = userdata.AppendString(nil, userdata.TypeComment, *c.Comment)
+	}
 	switch {
 	case o.verb == verbAdd && base:
 		if c.Type == nil || c.Hook == nil || c.Priority == nil {
@@ -335,15 +368,15 @@ func (t *translator) chainOp(o op, c *knftables.Chain) (command, error) {
 		}
 		typ, ok1 := chainTypes[*c.Type]
 		hook, ok2 := chainHooks[*c.Hook]
-		prio, err := strconv.ParseInt(string(*c.Priority), 10, 32)
+		prio, err := knftables.ParsePriority(t.family, string(*c.Priority)) // a number, or a name (raw, mangle, ...)
 		if !ok1 || !ok2 || err != nil {
 			return command{}, t.unsupported(FallbackObject, o, "type %q, hook %q, priority %q", *c.Type, *c.Hook, *c.Priority)
 		}
 		p := nftables.ChainPriority(prio)
 		ch.Type, ch.Hooknum, ch.Priority = typ, hook, &p
-		return command{kind: cmdAddChain, chain: ch}, nil
+		return command{kind: cmdAddChain, chain: ch, udata: ud}, nil
 	case o.verb == verbAdd:
-		return command{kind: cmdAddChain, chain: ch}, nil
+		return command{kind: cmdAddChain, chain: ch, udata: ud}, nil
 	case base:
 		return command{}, t.unsupported(FallbackObject, o, "%s of a chain with a type, hook or priority", o.verb)
 	case o.verb == verbFlush:
@@ -422,6 +455,9 @@ func (t *translator) setOp(o op, s *knftables.Set) (command, error) {
 		set.KeyType, _ = nftables.ConcatSetType(t.addrType, t.addrType)
 		ud = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderInvalid)
 		ud = userdata.Append(ud, userdata.NFTNL_UDATA_SET_KEY_TYPEOF, concatTypeofUdata)
+	case nftables.TypeEtherAddr.Name: // the DSR table's peer-macs
+		set.KeyType = nftables.TypeEtherAddr
+		ud = userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
 	default:
 		return command{}, t.unsupported(FallbackObject, o, "type %q", s.Type)
 	}
@@ -675,4 +711,93 @@ func (t *translator) prefixElement(bt *batch, o op, e *knftables.Element) error 
 	elems := []nftables.SetElement{{Key: iv.first.AsSlice()}, {Key: end.AsSlice(), IntervalEnd: true}}
 	bt.add(command{kind: cmdAddElems, set: &nftables.Set{Table: t.table, Name: e.Set, Interval: true}, elems: elems})
 	return nil
+}
+
+// declaredElement encodes an element of a map declared in the same batch by its declared types:
+// integer and mark keys (numgen or jhash buckets, conntrack marks) in host byte order, decimal or
+// 0x-hex; values that are verdicts, marks, or `address . port` (a concatenation of the family's
+// address and inet_service). Other keys go as elementKey encodes them.
+func (t *translator) declaredElement(o op, e *knftables.Element, m *nftables.Set) (command, error) {
+	if o.verb == verbFlush || !t.ours(e.Family, e.Table) || e.Set != "" {
+		return command{}, t.unsupported(FallbackObject, o, "element of a map")
+	}
+	var key []byte
+	var err error
+	if m.KeyType.GetNFTMagic() == nftables.TypeInteger.GetNFTMagic() || m.KeyType.GetNFTMagic() == nftables.TypeMark.GetNFTMagic() {
+		if len(e.Key) != 1 {
+			return command{}, t.unsupported(FallbackElement, o, "key %q is not one number", e.Key)
+		}
+		key, err = hostNumber(e.Key[0])
+	} else {
+		key, err = t.elementKey(e)
+	}
+	if err != nil {
+		return command{}, t.unsupported(FallbackElement, o, "%v", err)
+	}
+	set := &nftables.Set{Table: t.table, Name: e.Map, IsMap: true}
+	el := nftables.SetElement{Key: key}
+	if o.verb == verbDelete {
+		return command{kind: cmdDelElems, set: set, elems: []nftables.SetElement{el}}, nil
+	}
+	v := strings.Join(e.Value, " . ")
+	switch m.DataType.GetNFTMagic() {
+	case nftables.TypeVerdict.GetNFTMagic():
+		vd, err := nftrules.ParseVerdict(v)
+		k, ok := verdicts[vd.Kind]
+		if err != nil || !ok {
+			return command{}, t.unsupported(FallbackElement, o, "verdict %q", v)
+		}
+		el.VerdictData = verdictExpr(vd, k)
+	case nftables.TypeMark.GetNFTMagic():
+		if el.Val, err = hostNumber(v); err != nil {
+			return command{}, t.unsupported(FallbackElement, o, "%v", err)
+		}
+	default:
+		addr, port, ok := strings.Cut(v, " . ")
+		if !ok || m.DataType.Name != t.addrType.Name+" . "+nftables.TypeInetService.Name {
+			return command{}, t.unsupported(FallbackElement, o, "value %q is not an address and a port", v)
+		}
+		a, err := t.rules.addrText(addr)
+		if err != nil {
+			return command{}, t.unsupported(FallbackElement, o, "%v", err)
+		}
+		pt, err := parsePort(port)
+		if err != nil {
+			return command{}, t.unsupported(FallbackElement, o, "%v", err)
+		}
+		el.Val = append(append(a, pt...), 0, 0)
+	}
+	if e.Comment != nil {
+		if len(*e.Comment) >= 128 {
+			return command{}, t.unsupported(FallbackElement, o, "comment too long")
+		}
+		el.Comment = *e.Comment
+	}
+	return command{kind: cmdAddElems, set: set, elems: []nftables.SetElement{el}}, nil
+}
+
+// etherElement adds an Ethernet address to a set of them (the DSR table's peer-macs).
+func (t *translator) etherElement(o op, e *knftables.Element) (command, error) {
+	if !t.ours(e.Family, e.Table) || len(e.Key) != 1 || len(e.Value) != 0 || e.Comment != nil {
+		return command{}, t.unsupported(FallbackElement, o, "an element of a set of Ethernet addresses is one address")
+	}
+	hw, err := net.ParseMAC(e.Key[0])
+	if err != nil || len(hw) != 6 {
+		return command{}, t.unsupported(FallbackElement, o, "not an Ethernet address: %q", e.Key[0])
+	}
+	return command{kind: cmdAddElems, set: &nftables.Set{Table: t.table, Name: e.Set}, elems: []nftables.SetElement{{Key: hw}}}, nil
+}
+
+// hostNumber parses a 32-bit number, decimal or 0x-hex, into host byte order (how the kernel
+// keeps integers and marks).
+func hostNumber(s string) ([]byte, error) {
+	base, digits := 10, s
+	if h, ok := strings.CutPrefix(s, "0x"); ok {
+		base, digits = 16, h
+	}
+	n, err := strconv.ParseUint(digits, base, 32)
+	if err != nil {
+		return nil, fmt.Errorf("not a 32-bit number: %q", s)
+	}
+	return hostU32(uint32(n)), nil
 }

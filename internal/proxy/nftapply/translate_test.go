@@ -203,7 +203,7 @@ func TestTranslateBuilderOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := newTranslator(fam)
+			tr, err := newTranslator(fam, nftrules.TableName)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,8 +231,8 @@ func TestTranslateBuilderOutput(t *testing.T) {
 
 // TestTranslateElements pins key and value encodings.
 func TestTranslateElements(t *testing.T) {
-	tr, _ := newTranslator(knftables.IPv4Family)
-	tr6, _ := newTranslator(knftables.IPv6Family)
+	tr, _ := newTranslator(knftables.IPv4Family, nftrules.TableName)
+	tr6, _ := newTranslator(knftables.IPv6Family, nftrules.TableName)
 	tests := []struct {
 		tr      *translator
 		verb    verb
@@ -311,7 +311,7 @@ func TestTranslateElements(t *testing.T) {
 
 // TestTranslateMergesElements: consecutive element operations on one map become one message.
 func TestTranslateMergesElements(t *testing.T) {
-	tr, _ := newTranslator(knftables.IPv4Family)
+	tr, _ := newTranslator(knftables.IPv4Family, nftrules.TableName)
 	el := func(port string) *knftables.Element {
 		return &knftables.Element{Map: "service-nodeports", Key: []string{"tcp", port}, Value: []string{"drop"}}
 	}
@@ -351,7 +351,7 @@ func TestTranslateMergesElements(t *testing.T) {
 
 // TestTranslateSet: affinity sets as nft writes them; other sets fall back.
 func TestTranslateSet(t *testing.T) {
-	tr, _ := newTranslator(knftables.IPv6Family)
+	tr, _ := newTranslator(knftables.IPv6Family, nftrules.TableName)
 	cmds, err := tr.translate([]op{{verbAdd, &knftables.Set{Name: "affinity-X", Type: "ipv6_addr",
 		Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}, Timeout: ptr(600 * time.Second)}}})
 	if err != nil {
@@ -405,7 +405,7 @@ var v6addrTest = []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5}
 // TestTranslateMap pins the declarations of maps to the userdata nft 1.0.6 writes for them (read
 // back from the kernel after nft created them), without their comments.
 func TestTranslateMap(t *testing.T) {
-	tr, _ := newTranslator(knftables.IPv4Family)
+	tr, _ := newTranslator(knftables.IPv4Family, nftrules.TableName)
 	unhex := func(s string) []byte {
 		b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
 		if err != nil {

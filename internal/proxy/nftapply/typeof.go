@@ -34,6 +34,12 @@ import (
 //	typeof numgen random mod N : ip daddr . tcp dport
 //	                                    as above, data typeof {concat {payload ip daddr},
 //	                                    {payload tcp dport}}
+//	typeof numgen random mod N : meta mark
+//	                                    keybyteorder 1, databyteorder 1 (host), key typeof {numgen
+//	                                    ...}, data typeof {meta {key mark}}, data interval 0
+//	typeof meta mark : meta mark        keybyteorder 1, databyteorder 1, key and data typeof
+//	                                    {meta {key mark}}, data interval 0 (DSR table)
+//	type ether_addr                     keybyteorder 2 (DSR table)
 //	an anonymous set of ip saddr        keybyteorder 2, [merge elements 1 if interval],
 //	                                    key typeof {payload ip saddr}
 //
@@ -51,6 +57,7 @@ const (
 const (
 	exprTypeVerdict = 1
 	exprTypePayload = 7
+	exprTypeMeta    = 9
 	exprTypeConcat  = 13
 	exprTypeNumgen  = 23
 
@@ -75,6 +82,9 @@ func typeofUdata(exprType uint32, attrs []byte) []byte {
 	b := userdata.AppendUint32(nil, 0, exprType)
 	return userdata.Append(b, 1, attrs)
 }
+
+// metaMarkTypeof is the typeof of `meta mark`: {meta, {key: NFT_META_MARK}}.
+var metaMarkTypeof = typeofUdata(exprTypeMeta, userdata.AppendUint32(nil, 0, unix.NFT_META_MARK))
 
 // concatTypeofUdata is the key typeof nft writes for a concatenation declared by type.
 var concatTypeofUdata = typeofUdata(exprTypeConcat, nil)
@@ -101,9 +111,10 @@ func (t ruleTranslator) addrTypeof(f nftrules.Field) []byte {
 // address, protocol and port (or protocol and port), declared by type, and maps keyed by numgen,
 // declared by typeof, whose values are verdicts or an address and port.
 func (t *translator) mapType(set *nftables.Set, m *knftables.Map) ([]byte, error) {
+	dataOrder := uint32(byteorderInvalid)
 	ud := func(keyOrder uint32, keyTypeof, dataTypeof []byte) []byte {
 		b := userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, keyOrder)
-		b = userdata.AppendUint32(b, userdata.NFTNL_UDATA_SET_DATABYTEORDER, byteorderInvalid)
+		b = userdata.AppendUint32(b, userdata.NFTNL_UDATA_SET_DATABYTEORDER, dataOrder)
 		b = userdata.Append(b, userdata.NFTNL_UDATA_SET_KEY_TYPEOF, keyTypeof)
 		if dataTypeof != nil {
 			b = userdata.Append(b, userdata.NFTNL_UDATA_SET_DATA_TYPEOF, dataTypeof)
@@ -126,8 +137,13 @@ func (t *translator) mapType(set *nftables.Set, m *knftables.Map) ([]byte, error
 		}
 		set.DataType = nftables.TypeVerdict
 		return ud(byteorderInvalid, concatTypeofUdata, nil), nil
+	case m.Type == "" && m.TypeOf == "meta mark : meta mark" && !set.Interval:
+		// The DSR table's owner -> slot mark map.
+		set.KeyType, set.KeyByteOrder, set.DataType = nftables.TypeMark, binaryutil.NativeEndian, nftables.TypeMark
+		dataOrder = byteorderHost
+		return ud(byteorderHost, metaMarkTypeof, metaMarkTypeof), nil
 	case m.Type == "":
-		// numgen random mod N : verdict, or : ipX daddr . PROTO dport
+		// numgen random mod N : verdict, or : ipX daddr . PROTO dport, or : meta mark
 		f := strings.Fields(m.TypeOf)
 		if len(f) < 6 || f[0] != "numgen" || f[1] != "random" || f[2] != "mod" || f[4] != ":" {
 			break
@@ -145,6 +161,10 @@ func (t *translator) mapType(set *nftables.Set, m *knftables.Map) ([]byte, error
 		case len(data) == 1 && data[0] == "verdict" && !set.Interval:
 			set.DataType = nftables.TypeVerdict
 			return ud(byteorderHost, key, typeofUdata(exprTypeVerdict, nil)), nil
+		case len(data) == 2 && data[0] == "meta" && data[1] == "mark" && !set.Interval:
+			set.DataType = nftables.TypeMark
+			dataOrder = byteorderHost
+			return ud(byteorderHost, key, metaMarkTypeof), nil
 		case len(data) == 5 && data[0] == t.rules.ipX && data[1] == "daddr" && data[2] == "." && protoDescs[data[3]] != 0 && data[4] == "dport":
 			dt, err := nftables.ConcatSetType(t.addrType, nftables.TypeInetService)
 			if err != nil {
