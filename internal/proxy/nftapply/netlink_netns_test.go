@@ -96,7 +96,13 @@ func (tw *twins) sync(t *testing.T, m *nftrules.Model, what string) nftrules.Pla
 // without handles; rules carry their chain and position, set elements are sorted.
 func jsonListing(t *testing.T, ns string, fam knftables.Family) []string {
 	t.Helper()
-	out := nsRun(t, ns, "", "nft", "-j", "list", "table", string(fam), nftrules.TableName)
+	return jsonListingOf(t, ns, fam, nftrules.TableName)
+}
+
+// jsonListingOf is jsonListing of the table named table.
+func jsonListingOf(t *testing.T, ns string, fam knftables.Family, table string) []string {
+	t.Helper()
+	out := nsRun(t, ns, "", "nft", "-j", "list", "table", string(fam), table)
 	var doc struct {
 		Nftables []map[string]map[string]any `json:"nftables"`
 	}
@@ -147,8 +153,14 @@ var zeroEnd = regexp.MustCompile(`^\telement (00000000 ?)+ : 1 \[end\]`)
 
 func netlinkListing(t *testing.T, ns string, fam knftables.Family) []string {
 	t.Helper()
-	out := nsRun(t, ns, "", "nft", "--debug=netlink", "list", "table", string(fam), nftrules.TableName)
-	header := string(fam) + " " + nftrules.TableName + " "
+	return netlinkListingOf(t, ns, fam, nftrules.TableName)
+}
+
+// netlinkListingOf is netlinkListing of the table named table.
+func netlinkListingOf(t *testing.T, ns string, fam knftables.Family, table string) []string {
+	t.Helper()
+	out := nsRun(t, ns, "", "nft", "--debug=netlink", "list", "table", string(fam), table)
+	header := string(fam) + " " + table + " "
 	var lines, elems []string
 	inDNAT := false
 	flush := func() {
