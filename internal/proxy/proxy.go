@@ -10,10 +10,14 @@
 // answering, within tens of milliseconds instead of the 40-50 s before Kubernetes marks the node
 // NotReady; it takes them back as soon as the node answers again.
 //
-//	informers ──poke──▶ run loop ──▶ convert ──▶ nftrules ──▶ nftapply (nft -f -)
+//	informers ──poke──▶ run loop ──▶ convert ──▶ nftrules ──▶ nftapply (one netlink batch)
 //	echo detector ─poke─┘               │
-//	                                    ├──▶ conntrack -D (stale UDP flows)
+//	                                    ├──▶ dsrapply (the DSR table, also over netlink;
+//	                                    │    policy rules and routes)
+//	                                    ├──▶ conntrack (stale UDP flows, over netlink)
 //	                                    └──▶ health-check node ports, /healthz
+//
+// Nothing here runs nft or conntrack(8): the proxy's image carries neither.
 package proxy
 
 import (
@@ -248,8 +252,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var dsr *dsrapply.Applier
 	if slices.Contains(fams, knftables.IPv4Family) {
-		// The DSR table is written through nft (dsrapply): without nft, direct server return is
-		// off, unless it is the default external mode, which cannot do without it.
+		// The DSR table is written over netlink (dsrapply), like the main tables: no nft needed.
+		// If its writer cannot be made (no netlink socket), direct server return is off, unless it
+		// is the default external mode, which cannot do without it.
 		a, err := dsrapply.NewKernel()
 		switch {
 		case err == nil:
@@ -257,7 +262,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case extMode == nftrules.ExternalDSR:
 			return fmt.Errorf("--external-mode=dsr: %w", err)
 		default:
-			log.Warn("direct server return off (its table needs nft): Services asking for it stay snat", "err", err)
+			log.Warn("direct server return off: Services asking for it stay snat", "err", err)
 		}
 	}
 	if dsr != nil {
@@ -363,7 +368,8 @@ func families(want string, self *corev1.Node, nc convert.NodeConfig) ([]knftable
 	return out, nil
 }
 
-// cleanup deletes ironlb's tables in both families.
+// cleanup deletes ironlb's tables in both families, and the DSR table with its policy rules and
+// routes, all over netlink: no nft needed (TestCleanupWithoutNFT).
 func cleanup(ctx context.Context, log *slog.Logger) error {
 	var errs []error
 	for _, f := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
