@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# The proxy's image, ghcr.io/ironlb/ironlb-proxy: ironlb with the nft tool, which `ironlb proxy`
-# still runs for its direct-server-return table (docs/image.md says where). Needs a Docker daemon:
+# The proxy's image, ghcr.io/ironlb/ironlb-proxy: the static binary alone, as ironlb's own image
+# has it. `ironlb proxy` runs no tool: its tables (the direct-server-return table too), --cleanup
+# and stale UDP flows all go over netlink (docs/image.md). Needs a Docker daemon:
 #   docker build --build-arg VERSION=$(cat VERSION) --build-arg COMMIT=$(git rev-parse HEAD) \
 #     -t ghcr.io/ironlb/ironlb-proxy:$(cat VERSION) .
 # ironlb's own image (controller, speaker, status; ghcr.io/ironlb/ironlb) is built without a daemon
@@ -18,11 +19,8 @@ RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
       -ldflags "-s -w -X github.com/ironlb/ironlb/internal/version.version=${VERSION} -X github.com/ironlb/ironlb/internal/version.commit=${COMMIT}" \
       -o /out/ironlb ./cmd/ironlb
 
-# The proxy's DSR table goes through the nft tool (knftables); its own tables and stale UDP flows
-# go over netlink.
-FROM debian:bookworm-slim AS proxy
-RUN apt-get update \
- && apt-get install -y --no-install-recommends nftables \
- && rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/ironlb /usr/local/bin/ironlb
-ENTRYPOINT ["/usr/local/bin/ironlb"]
+# No nft, no conntrack, no shell: the proxy needs none (docs/image.md). The path and entrypoint are
+# ironlb's image's (/ironlb; the lab pushes ironlb's image itself under this name).
+FROM scratch AS proxy
+COPY --from=build /out/ironlb /ironlb
+ENTRYPOINT ["/ironlb"]

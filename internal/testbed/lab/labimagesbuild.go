@@ -32,7 +32,6 @@ var (
 	busyboxBin    = "/bin/busybox" // busybox-static
 	toolPrograms  = []string{"/usr/bin/bash", "/usr/bin/curl", "/usr/bin/dig", "/usr/bin/nc", "/usr/bin/socat", "/usr/bin/getent"}
 	wgetProgram   = "/usr/bin/wget" // GNU wget (labimages.go: busybox's crashes on -T)
-	nftProgram    = "/usr/sbin/nft" // the proxy's image (runtimeimages.go)
 	iptablesProgs = []string{"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
 		"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore", "/usr/sbin/nft"}
 )

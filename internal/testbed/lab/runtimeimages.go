@@ -18,7 +18,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	manifests "github.com/ironlb/ironlb/config"
 	"github.com/ironlb/ironlb/internal/ociimage"
@@ -29,8 +28,8 @@ import (
 // as a Pod, under the names Pods use (MirrorName of the upstream name, where the agents pull it):
 //
 //   - ironlb's image, built by internal/ociimage (what `make image` builds) from the lab's ironlb
-//     binary, under every ironlb image the manifests name (ghcr.io/ironlb/ironlb:VERSION and the
-//     proxy's ghcr.io/ironlb/ironlb-proxy:VERSION);
+//     binary, under every ironlb image the manifests name (ghcr.io/ironlb/ironlb:VERSION, and the
+//     proxy's ghcr.io/ironlb/ironlb-proxy:VERSION with the same layers: proxyImage);
 //   - traefik/whoami: the same layers with ENTRYPOINT ["/ironlb", "whoami"] and no USER (root, as the
 //     upstream image), under the tags the tests use, and containous/whoami's.
 //
@@ -127,8 +126,8 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	if len(ironlbRefs) == 0 {
 		return nil, errors.New("the manifests name no ironlb image")
 	}
-	// The proxy's image (ghcr.io/ironlb/ironlb-proxy, the Dockerfile's: ironlb with Debian's nft,
-	// which the proxy still runs for its DSR table) is pushed below, once the platform's image is known.
+	// The proxy's image (ghcr.io/ironlb/ironlb-proxy: ironlb's layers, proxyImage) is pushed below,
+	// once the platform's image is known.
 	var proxyRefs, mainRefs []string
 	for _, r := range ironlbRefs {
 		if strings.Contains(r, "ironlb/ironlb-proxy") {
@@ -166,7 +165,7 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 		return nil, fmt.Errorf("ironlb's image has no %s manifest", plat)
 	}
 	if len(proxyRefs) > 0 {
-		pi, err := proxyImage(img, time.Unix(epoch, 0).UTC())
+		pi, err := proxyImage(img)
 		if err != nil {
 			return nil, fmt.Errorf("building the proxy's image: %w", err)
 		}
@@ -204,30 +203,18 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	return append(out, others...), nil
 }
 
-// proxyImage is the proxy's image as the Dockerfile builds it: ironlb's image with the nft tool
-// (knftables runs `nft -f -` for the proxy's DSR table; docs/image.md), here the host's Debian nft
-// and its libraries in one more layer (cached by content like the catalogue's).
-func proxyImage(img v1.Image, created time.Time) (v1.Image, error) {
-	files, err := hostPrograms([]string{nftProgram}, true)
-	if err != nil {
-		return nil, err
-	}
-	ly, _, err := cachedLayerOf(layerCacheDir(), files, created, labImageLevel)
-	if err != nil {
-		return nil, err
-	}
-	pi, err := mutate.Append(img, mutate.Addendum{Layer: ly, MediaType: types.OCILayer,
-		History: v1.History{CreatedBy: "the host's nft and its libraries (ironlb lab, as the Dockerfile's apt-get install nftables)", Created: v1.Time{Time: created}}})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := pi.ConfigFile()
+// proxyImage is the proxy's image: ironlb's image, its layers and entrypoint unchanged, under the
+// proxy's title. The proxy runs no tool (no nft, no conntrack): it writes its tables, the DSR table
+// too, and deletes stale UDP flows over netlink (docs/image.md), so it needs nothing ironlb's
+// image lacks, as the Dockerfile's proxy stage has nothing but the binary.
+func proxyImage(img v1.Image) (v1.Image, error) {
+	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cfg := *cf.Config.DeepCopy()
-	cfg.Labels = map[string]string{"org.opencontainers.image.title": "ironlb-proxy (ironlb with nft; built by ironlb lab)"}
-	return mutate.Config(pi, cfg)
+	cfg.Labels = map[string]string{"org.opencontainers.image.title": "ironlb-proxy (ironlb's image; built by ironlb lab)"}
+	return mutate.Config(img, cfg)
 }
 
 // pushTo pushes t (an image or an index) under the mirror names of upstream refs.
