@@ -3,6 +3,7 @@ package nftapply
 import (
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/nftrules/nftrulestest"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
@@ -305,4 +307,50 @@ func unhexT(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestTranslateDSRPlans: the whole DSR table of random models (randomDSRPlan) translates in one
+// batch, as dsrapply writes it: nothing WriteDSR writes is left to a fallback that the
+// proxy, without nft, would not have.
+func TestTranslateDSRPlans(t *testing.T) {
+	tr, err := newTranslator(knftables.IPv4Family, nftrules.DSRTableName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := 0
+	for seed := range uint64(40) {
+		plan := randomDSRPlan(seed)
+		ports += len(plan.Ports)
+		tx := &Transaction{}
+		tx.Add(&knftables.Table{})
+		tx.Delete(&knftables.Table{})
+		nftrules.WriteDSR(tx, &plan)
+		if _, err := tr.translate(tx.rec.ops); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	if ports < 40 {
+		t.Errorf("%d DSR ports in all: the models hardly exercise the table", ports)
+	}
+}
+
+// randomDSRPlan is the DSR plan of a random model: every Service asking for DSR, or the default
+// mode DSR; nodes with or without MACs, this node with or without a slot.
+func randomDSRPlan(seed uint64) nftrules.DSRPlan {
+	a := netip.MustParseAddr
+	g := nftrulestest.NewGen(seed)
+	m := g.Model(12)
+	cfg := nftrules.DSRConfig{Default: nftrules.ExternalDSR, TableSize: []int{0, 13}[seed%2],
+		NodeIPs:  map[string]netip.Addr{"node-b": a("192.0.2.11"), "node-c": a("192.0.2.12")},
+		NodeMACs: map[string][]nftrules.EtherAddr{"node-b": {{2, 0, 0, 0, 0, 0x0b}}}}
+	if seed%3 != 0 { // else this node has no address: no slot
+		cfg.NodeIPs[nftrulestest.ThisNode] = a("192.0.2.10")
+		cfg.NodeMACs[nftrulestest.ThisNode] = []nftrules.EtherAddr{{2, 0, 0, 0, 0, 0x0a}}
+	}
+	for _, s := range m.Services {
+		if seed%2 == 0 {
+			s.ExternalMode = nftrules.ExternalDSR
+		}
+	}
+	return nftrules.PlanDSR(m, cfg)
 }
