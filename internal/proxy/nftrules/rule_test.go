@@ -94,6 +94,47 @@ func TestParseRuleRejects(t *testing.T) {
 	}
 }
 
+// TestParseRuleRejectsDSR: the DSR table's statements (dsr.go) render to nft's text, which
+// ParseRule, the tracer's reader of the main table, does not read: an error, never a guess.
+func TestParseRuleRejectsDSR(t *testing.T) {
+	m, cfg := dsrModel()
+	cfg.NodeMACs = map[string][]nftrules.EtherAddr{"node-b": {{2, 0, 0, 0, 0, 3}}}
+	plan := nftrules.PlanDSR(m, cfg)
+	w := &ruleRecorder{}
+	nftrules.WriteDSR(w, &plan)
+	parsed := 0
+	for _, r := range w.rules {
+		if _, err := nftrules.ParseRule(r.String()); err == nil {
+			parsed++ // a shape of the main table's grammar (ip saddr @set return, vmaps by tuple)
+		}
+	}
+	for _, rule := range []string{
+		"notrack",
+		"ct mark set 0x1",
+		"meta mark set ct mark map @m return",
+		`iifname "x" return`,
+		"ether saddr @peer-macs return",
+		"tcp flags & (syn | ack) == syn ip daddr . meta l4proto . th dport vmap @m",
+		"jhash " + nftrules.FlowKey + " mod 3 seed 0x1 vmap @m",
+		"tcp option maxseg size set rt mtu",
+	} {
+		if s, err := nftrules.ParseRule(rule); err == nil {
+			t.Errorf("%q: parsed as %+v, want an error", rule, s)
+		}
+	}
+	if len(w.rules) == 0 || parsed == len(w.rules) {
+		t.Errorf("%d of the DSR table's %d rules parse", parsed, len(w.rules))
+	}
+}
+
+// ruleRecorder is a RuleWriter that keeps the rules.
+type ruleRecorder struct{ rules []*nftrules.Rule }
+
+func (r *ruleRecorder) Add(knftables.Object)        {}
+func (r *ruleRecorder) Flush(knftables.Object)      {}
+func (r *ruleRecorder) Delete(knftables.Object)     {}
+func (r *ruleRecorder) AddRule(rule *nftrules.Rule) { r.rules = append(r.rules, rule) }
+
 // FuzzParseRule: parsing never panics, and what parses renders to text that parses into the
 // same statements and renders to itself (parse(render(ast)) == ast, render(parse(x)) == x for
 // rendered x). The corpus starts with every rule the Builder writes.
