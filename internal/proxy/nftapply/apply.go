@@ -12,7 +12,9 @@
 // The rules' statements nftrules writes are the single source of truth: the netlink writer
 // encodes the statements themselves into the expressions nft would send for their text (it reads
 // no rule text), and declares sets and maps with the userdata nft writes, so that the table lists
-// the same either way (the netns tests compare both, expression by expression). nft, when there
+// the same either way (the netns tests compare both, expression by expression). The DSR table
+// (nftrules.WriteDSR, applied by dsrapply) goes through the same writer, a whole table per batch,
+// without a Syncer (Netlink.Write; TestNetlinkDSRMatchesNFT). nft, when there
 // is one, is kept as the fallback for anything the writer does not know ([Stats.Fallbacks]);
 // without nft such a transaction fails with an error naming it. With nft the Syncer first checks
 // that netlink sees the table nft writes (nft may run in another network namespace, as tests do

@@ -42,8 +42,9 @@ var _ Conn = (*nftables.Conn)(nil)
 // tens of milliseconds at 10,000 Services, half of it for each of the two base chains that jump
 // into `services` (nat-prerouting, nat-output).
 //
-// It handles every operation nftrules writes into its table, full syncs included (see
-// translate.go, rules.go and typeof.go); a transaction with anything else is refused with an
+// It handles every operation nftrules writes into its tables, full syncs included, and the whole
+// DSR table nftrules.WriteDSR writes (NewNetlinkTable, Write: dsrapply's path, with no nft at
+// all) (see translate.go, rules.go and typeof.go); a transaction with anything else is refused with an
 // *UnsupportedError, and the Syncer runs it through nft, or fails without nft. The userdata that
 // makes sets list as nft declares them (typeof) and the table's comment are written only by a
 // writer for the kernel (NewNetlink: see capture); NewNetlinkConn's Conn gets everything else.
