@@ -52,13 +52,13 @@ func newProxyCmd(run func(context.Context, proxy.Config) error) *cobra.Command {
 	f.DurationVar(&cfg.HealthzTimeout, "healthz-timeout", time.Minute, "/healthz fails when a change has waited this long to be applied")
 	f.StringVar(&cfg.HealthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address of the proxy's /healthz and /livez (kube-proxy's format; empty disables)")
 	metricsFlags(cmd, &cfg.MetricsAddr, "127.0.0.1:10249", &cfg.MetricsSecure)
-	f.BoolVar(&cfg.ConntrackCleanup, "conntrack-cleanup", true, "delete stale UDP conntrack entries when endpoints go (needs the conntrack tool)")
+	f.BoolVar(&cfg.ConntrackCleanup, "conntrack-cleanup", true, "delete stale UDP conntrack entries when endpoints go (over netlink)")
 	f.BoolVar(&cfg.NodeLiveness, "node-liveness", true, "probe every other node with ICMP echoes and stop using the endpoints of a node that stops answering")
 	f.DurationVar(&cfg.EchoInterval, "echo-interval", 10*time.Millisecond, "ICMP echo probe interval to every other node")
 	f.DurationVar(&cfg.EchoBurst, "echo-burst-interval", 2*time.Millisecond, "echo probe interval while an answer is overdue")
 	f.DurationVar(&cfg.EchoTimeout, "echo-timeout", 5*time.Millisecond, "how long an echo probe may wait for its answer")
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
-	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables and exit")
+	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables (the direct-server-return table too) and its DSR policy rules and routes, and exit")
 	return cmd
 }
 

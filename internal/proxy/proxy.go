@@ -88,7 +88,7 @@ type Config struct {
 	// HTTP to anyone (bind it to 127.0.0.1).
 	MetricsSecure bool
 
-	ConntrackCleanup bool // flush stale UDP conntrack entries (needs the conntrack tool)
+	ConntrackCleanup bool // flush stale UDP conntrack entries (over netlink)
 
 	NodeLiveness bool          // run the echo detector and avoid endpoints on dead nodes
 	EchoInterval time.Duration // echo probe interval
