@@ -707,15 +707,12 @@ func (e *ruleEncoder) setMark(s *nftrules.Stmt) error {
 		e.emit(&expr.Ct{Register: reg1, Key: expr.CtKeyMARK})
 	case s.Key[0] == nftrules.Expr{Field: nftrules.FieldMark, Meta: true}:
 		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1})
-	case s.Key[0].Field == nftrules.FieldJhash && s.Key[0].Flow:
+	case s.Key[0].Field == nftrules.FieldJhash && s.Key[0].Flow && s.Name != "": // a hash is a bucket: mapped to a mark
 		if err := e.flowHash(s.Key[0]); err != nil {
 			return err
 		}
 	default:
 		return fmt.Errorf("unsupported %q", s)
-	}
-	if len(s.Key) == 0 && s.Name != "" || s.Key != nil && s.Key[0].Field == nftrules.FieldJhash && s.Name == "" {
-		return fmt.Errorf("unsupported %q", s) // a hash is a bucket, not a mark
 	}
 	if s.Name != "" {
 		e.emit(&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: s.Name})
