@@ -39,6 +39,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
@@ -97,6 +100,10 @@ type Applier struct {
 	slots    map[string]int
 	// quiet are the devices whose send_redirects was written (the devices that reach peers).
 	quiet map[string]bool
+	// syn writes the SYN table (nftrules.DSRSYNTableName; nil: none, SYNs of forwarded flows
+	// stay untracked); synOK says it was written, synFailed that its failure was reported.
+	syn              *nftables.Conn
+	synOK, synFailed bool
 }
 
 // New returns an Applier over nft (an Interface for family ip, table nftrules.DSRTableName) and
@@ -118,7 +125,19 @@ func NewKernel() (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	return New(nft, h, nil), nil
+	syn, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("nftables netlink: %w", err)
+	}
+	return New(nft, h, nil).WithSYNTable(syn), nil
+}
+
+// WithSYNTable has a write the SYN table (nftrules.DSRSYNTableName) through c, in the network
+// namespace c works in, and returns a. Without it the SYNs of flows other nodes own are not
+// tracked (nftrules.DSRPlan.TrackSYN).
+func (a *Applier) WithSYNTable(c *nftables.Conn) *Applier {
+	a.syn = c
+	return a
 }
 
 func writeProcSys(name, value string) error {
@@ -168,12 +187,26 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if len(plan.Ports) > 0 {
 		a.noRedirects(plan.Peers)
 	}
+	// The SYN table before the first table that tracks forwarded SYNs (written once: it does not
+	// depend on the plan, and rewriting a ct timeout object walks the whole conntrack table).
+	if len(plan.Ports) > 0 && a.syn != nil && !a.synOK {
+		if err := writeSYNTable(a.syn); err != nil {
+			if !a.synFailed {
+				a.warnings = append(a.warnings, fmt.Errorf("table %s (conntrack timeout policies, CONFIG_NF_CONNTRACK_TIMEOUT): %w: SYNs of flows other nodes own stay untracked, and a client reusing a source port can meet its old connection's conntrack entry", nftrules.DSRSYNTableName, err))
+				a.synFailed = true
+			}
+		} else {
+			a.synOK = true
+		}
+	}
+	p := *plan
+	p.TrackSYN = a.synOK
 	tx := a.nft.NewTransaction()
 	// Delete and re-create: the table is small, and this drops per-port chains and maps of
 	// Services that left in the same atomic transaction.
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
-	nftrules.WriteDSR(tx, plan)
+	nftrules.WriteDSR(tx, &p)
 	if err := a.nft.Run(ctx, tx); err != nil {
 		errs = append(errs, fmt.Errorf("writing table %s: %w", nftrules.DSRTableName, err))
 	}
@@ -189,6 +222,15 @@ func (a *Applier) Cleanup(ctx context.Context) error {
 	tx.Delete(&knftables.Table{})
 	if err := a.nft.Run(ctx, tx); err != nil {
 		errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRTableName, err))
+	}
+	if a.syn != nil {
+		t := synTable()
+		a.syn.AddTable(t) // so that the delete finds one
+		a.syn.DelTable(t)
+		if err := a.syn.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRSYNTableName, err))
+		}
+		a.synOK = false
 	}
 	if err := a.syncRoutes(nil, 0); err != nil {
 		errs = append(errs, err)
@@ -463,4 +505,56 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+func synTable() *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftrules.DSRSYNTableName}
+}
+
+// Conntrack status bits (include/uapi/linux/netfilter/nf_conntrack_common.h).
+const (
+	ipsConfirmed = 1 << 3
+	ipsDstNAT    = 1 << 5
+)
+
+// synPolicy is the forwarded SYN's timeout policy: the kernel's TCP defaults but SYN_SENT 0 (the
+// entry expires as it is confirmed). Every state is given: google/nftables fills the missing
+// ones from its own defaults (ESTABLISHED 43200, not the kernel's 432000).
+var synPolicy = expr.CtStatePolicyTimeout{
+	expr.CtStateTCPSYNSENT: 0, expr.CtStateTCPSYNRECV: 60, expr.CtStateTCPESTABLISHED: 432000,
+	expr.CtStateTCPFINWAIT: 120, expr.CtStateTCPCLOSEWAIT: 60, expr.CtStateTCPLASTACK: 30,
+	expr.CtStateTCPTIMEWAIT: 120, expr.CtStateTCPCLOSE: 10, expr.CtStateTCPSYNSENT2: 120,
+	expr.CtStateTCPRETRANS: 300, expr.CtStateTCPUNACK: 300,
+}
+
+// writeSYNTable adds the SYN table (nftrules.DSRSYNTableName, whose documentation says why) in one
+// batch; adding it again changes nothing (the chain is flushed, the timeout object kept).
+func writeSYNTable(c *nftables.Conn) error {
+	t := c.AddTable(synTable())
+	c.AddObj(&nftables.NamedObj{Table: t, Name: nftrules.DSRSYNTimeout, Type: nftables.ObjTypeCtTimeout,
+		Obj: &expr.CtTimeout{L3Proto: unix.NFPROTO_IPV4, L4Proto: unix.IPPROTO_TCP, Policy: synPolicy}})
+	prio := nftables.ChainPriority(nftrules.DSRSYNPriority)
+	ch := c.AddChain(&nftables.Chain{Table: t, Name: "prerouting", Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: &prio})
+	c.FlushChain(ch)
+	zero := make([]byte, 4)
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+		// meta mark & 0x0fff0000 != 0: the DSR table marked it for an owner
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
+		// tcp flags & (syn | ack) == syn
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
+		// ct status & (confirmed | dnat) == 0: a new entry, not served here
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
+		// ct timeout set "forwarded-syn"
+		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRSYNTimeout},
+	}})
+	return c.Flush()
 }

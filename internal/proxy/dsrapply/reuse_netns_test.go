@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
 
 	"github.com/ironlb/ironlb/internal/proxy/dsrapply"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
@@ -133,11 +134,17 @@ type reuseNodes struct {
 	published map[string][]nftrules.EtherAddr
 }
 
-func newReuseNodes(t *testing.T, ns map[string]string, ips map[string]netip.Addr) *reuseNodes {
+// newReuseNodes makes the nodes' appliers, with the SYN table (nftrules.DSRSYNTableName) if syn,
+// else without it: the rules before issue 19's reuse fix (forwarded SYNs not tracked), which is
+// also what a kernel without conntrack timeout policies gets.
+func newReuseNodes(t *testing.T, ns map[string]string, ips map[string]netip.Addr, syn bool) *reuseNodes {
 	t.Helper()
 	n := &reuseNodes{t: t, ns: ns, ips: ips, appliers: map[string]*dsrapply.Applier{}, published: map[string][]nftrules.EtherAddr{}}
 	for node, nsName := range ns {
 		a, h := applierIn(t, nsName)
+		if !syn {
+			a = dsrapply.New(nsNFT{knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName), nsName}, h, netnstest.Sysctl(nsName))
+		}
 		macs, err := dsrapply.LocalMACs(h, []netip.Addr{ips[node]})
 		if err != nil {
 			t.Fatal(err)
@@ -187,13 +194,35 @@ func reuseService(eps ...nftrules.Endpoint) *nftrules.Service {
 }
 
 // reuseCheck opens a new connection from sport (reused) and one from a port never used (control),
-// asks each 3 times, and wants every answer from pod.
-func reuseCheck(t *testing.T, c, e string, sport, fresh int, pod string) {
+// asks each 3 times, and wants every answer from pod. While the reused port's connection is open,
+// E's conntrack entry of it must remember owner (its mark: the owner's address) and must not
+// translate to oldPod.
+//
+// With fixed false (the control: the rules before the fix), the reused port's connection must
+// fail instead (the test's own proof that it can), and the fresh port's still work.
+func reuseCheck(t *testing.T, c, e string, sport, fresh int, pod string, owner netip.Addr, oldPod string, fixed bool) {
 	t.Helper()
+	if !fixed {
+		conn, err := dialFrom(t, c, sport, dsrVIP+":80")
+		if err == nil {
+			got, err2 := who(conn, bufio.NewReader(conn))
+			conn.Close()
+			if err2 == nil && got == pod {
+				t.Errorf("control: the reused port %d's new connection was answered by %s without the fix", sport, got)
+			}
+			err = err2
+		}
+		t.Logf("control: the reused port %d's new connection, without the fix: %v", sport, err)
+		conntrackOf(t, e, "E", sport)
+		sport = 0 // only the fresh port below
+	}
 	for _, p := range []struct {
 		what  string
 		sport int
 	}{{"reused source port", sport}, {"fresh source port (control)", fresh}} {
+		if p.sport == 0 {
+			continue
+		}
 		conn, err := dialFrom(t, c, p.sport, dsrVIP+":80")
 		if err != nil {
 			t.Errorf("%s %d: connecting: %v", p.what, p.sport, err)
@@ -204,10 +233,19 @@ func reuseCheck(t *testing.T, c, e string, sport, fresh int, pod string) {
 			got, err := who(conn, r)
 			if err != nil || got != pod {
 				t.Errorf("%s %d, request %d: answered by %q (%v), want %s", p.what, p.sport, i, got, err, pod)
-				conntrackOf(t, e, "E", p.sport)
 				break
 			}
 			t.Logf("%s %d, request %d: answered by %s", p.what, p.sport, i, got)
+		}
+		if p.sport == sport {
+			out, _ := exec.Command("ip", "netns", "exec", e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport)).CombinedOutput()
+			t.Logf("conntrack on E with the new connection from port %d open:\n%s", sport, out)
+			if mark := fmt.Sprintf("mark=%d ", nftrules.NodeID(owner)); !strings.Contains(string(out), mark) {
+				t.Errorf("E's entry of port %d does not remember the new owner %s (%s)", sport, owner, mark)
+			}
+			if strings.Contains(string(out), "src="+oldPod+" ") {
+				t.Errorf("E's entry of port %d still translates to the old pod %s", sport, oldPod)
+			}
 		}
 		conn.Close()
 	}
@@ -223,6 +261,11 @@ func reuseCheck(t *testing.T, c, e string, sport, fresh int, pod string) {
 // Skipped unless root with nft, ip, sysctl, ss and conntrack.
 func TestKernelDSRReusedPortOwnerChanged(t *testing.T) {
 	netnstest.Require(t, "ss", "conntrack")
+	t.Run("fixed", func(t *testing.T) { reuseOwnerChanged(t, true) })
+	t.Run("control without the SYN table", func(t *testing.T) { reuseOwnerChanged(t, false) })
+}
+
+func reuseOwnerChanged(t *testing.T, fixed bool) {
 	const pod1, pod2 = "10.244.1.5", "10.244.2.5"
 	nss := dsrTopology(t, "ilbreuse", "e",
 		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b1", "192.0.2.21"}, {"b2", "192.0.2.22"}},
@@ -230,7 +273,7 @@ func TestKernelDSRReusedPortOwnerChanged(t *testing.T) {
 	c, e := nss["c"], nss["e"]
 	reuseServe(t, map[string]string{nss["p1"]: pod1, nss["p2"]: pod2})
 	nodes := newReuseNodes(t, map[string]string{"e": e, "b1": nss["b1"], "b2": nss["b2"]},
-		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")})
+		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")}, fixed)
 	svc := func() *nftrules.Service {
 		return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(pod1), Node: "b1", Ready: true, Serving: true},
 			nftrules.Endpoint{Addr: netip.MustParseAddr(pod2), Node: "b2", Ready: true, Serving: true})
@@ -243,7 +286,7 @@ func TestKernelDSRReusedPortOwnerChanged(t *testing.T) {
 
 	// E's detector holds B1 dead: its buckets (this flow's among them) go to B2.
 	nodes.apply("e", svc(), "b1")
-	reuseCheck(t, c, e, sport, 42000, pod2)
+	reuseCheck(t, c, e, sport, 42000, pod2, netip.MustParseAddr("192.0.2.22"), pod1, fixed)
 }
 
 // TestKernelDSRReusedPortServedLocally is case (b) of the reuse row in docs/dsr.md: entry node E
@@ -255,6 +298,11 @@ func TestKernelDSRReusedPortOwnerChanged(t *testing.T) {
 // with nft, ip, sysctl, ss and conntrack.
 func TestKernelDSRReusedPortServedLocally(t *testing.T) {
 	netnstest.Require(t, "ss", "conntrack")
+	t.Run("fixed", func(t *testing.T) { reuseServedLocally(t, true) })
+	t.Run("control without the SYN table", func(t *testing.T) { reuseServedLocally(t, false) })
+}
+
+func reuseServedLocally(t *testing.T, fixed bool) {
 	const podE, podB = "10.244.1.5", "10.244.2.5"
 	nss := dsrTopology(t, "ilbreusel", "e",
 		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}},
@@ -262,7 +310,7 @@ func TestKernelDSRReusedPortServedLocally(t *testing.T) {
 	c, e := nss["c"], nss["e"]
 	reuseServe(t, map[string]string{nss["pe"]: podE, nss["pb"]: podB})
 	nodes := newReuseNodes(t, map[string]string{"e": e, "b": nss["b"]},
-		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")})
+		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}, fixed)
 	svc := func(pe nftrules.Endpoint) func() *nftrules.Service {
 		return func() *nftrules.Service {
 			pe.Addr, pe.Node = netip.MustParseAddr(podE), "e"
@@ -277,5 +325,66 @@ func TestKernelDSRReusedPortServedLocally(t *testing.T) {
 
 	// PE terminates gracefully: new flows go to B only.
 	nodes.applyAll(svc(nftrules.Endpoint{Serving: true, Terminating: true}))
-	reuseCheck(t, c, e, sport, 44000, podB)
+	reuseCheck(t, c, e, sport, 44000, podB, netip.MustParseAddr("192.0.2.20"), podE, fixed)
+}
+
+// TestKernelDSRReusedPortNowLocal is the third reuse case: the old connection was forwarded (PB
+// served it, E kept a one-way entry in FIN_WAIT remembering B), and then the bucket's new owner is
+// E itself (E's echo detector holds B dead, falsely: B and PB go on, and B still lists its
+// endpoint). C reconnects from the same source port. E tracks this SYN (its own bucket), but
+// conntrack ignores a SYN on the old one-way entry and keeps it, without DNAT: E cannot serve the
+// new connection itself. So the SYN keeps the remembered owner, as the following segments do, and
+// PB serves the connection; rewriting the owner to E would send it nowhere (E routes the service
+// address by its main table: "network is unreachable"). Before the reuse fix the rules did the
+// same; this test guards the rehash rule's exception. Skipped unless root with nft, ip, sysctl,
+// ss and conntrack.
+func TestKernelDSRReusedPortNowLocal(t *testing.T) {
+	netnstest.Require(t, "ss", "conntrack")
+	const podE, podB = "10.244.1.5", "10.244.2.5"
+	nss := dsrTopology(t, "ilbreusen", "e",
+		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}},
+		[]dsrPod{{"pe", "e", "10.244.1.1", podE}, {"pb", "b", "10.244.2.1", podB}})
+	c, e := nss["c"], nss["e"]
+	reuseServe(t, map[string]string{nss["pe"]: podE, nss["pb"]: podB})
+	nodes := newReuseNodes(t, map[string]string{"e": e, "b": nss["b"]},
+		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}, true)
+	svc := func() *nftrules.Service {
+		return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true},
+			nftrules.Endpoint{Addr: netip.MustParseAddr(podB), Node: "b", Ready: true, Serving: true})
+	}
+	nodes.applyAll(svc)
+
+	sport, conn, r := portServedBy(t, c, 45000, podB)
+	closedByPod(t, c, sport, conn, r)
+	conntrackOf(t, e, "E after the old connection", sport)
+
+	// E's detector holds B dead: every bucket is E's; B still lists its endpoint (keep).
+	nodes.apply("e", svc(), "b")
+	conn, err := dialFrom(t, c, sport, dsrVIP+":80")
+	if err != nil {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d: connecting: %v", sport, err)
+	}
+	defer conn.Close()
+	r = bufio.NewReader(conn)
+	for i := range 3 {
+		if got, err := who(conn, r); err != nil || got != podB {
+			conntrackOf(t, e, "E", sport)
+			t.Fatalf("reused source port %d, request %d: answered by %q (%v), want the remembered owner's %s", sport, i, got, err, podB)
+		}
+	}
+	out := netnstest.Run(t, e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport))
+	t.Logf("conntrack on E with the new connection open:\n%s", out)
+	if mark := fmt.Sprintf("mark=%d ", nftrules.NodeID(netip.MustParseAddr("192.0.2.20"))); !strings.Contains(out, mark) {
+		t.Errorf("E's entry does not remember B (%s)", mark)
+	}
+	// A fresh port goes to E's own pod: the owner of every bucket now.
+	fresh, err := dialFrom(t, c, 46000, dsrVIP+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got, err := who(fresh, bufio.NewReader(fresh)); err != nil || got != podE {
+		t.Errorf("fresh source port (control): answered by %q (%v), want %s", got, err, podE)
+	}
 }
