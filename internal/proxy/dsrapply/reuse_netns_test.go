@@ -330,16 +330,26 @@ func reuseServedLocally(t *testing.T, fixed bool) {
 
 // TestKernelDSRReusedPortNowLocal is the third reuse case: the old connection was forwarded (PB
 // served it, E kept a one-way entry in FIN_WAIT remembering B), and then the bucket's new owner is
-// E itself (E's echo detector holds B dead, falsely: B and PB go on, and B still lists its
-// endpoint). C reconnects from the same source port. E tracks this SYN (its own bucket), but
+// E itself. C reconnects from the same source port. E tracks this SYN (its own bucket), but
 // conntrack ignores a SYN on the old one-way entry and keeps it, without DNAT: E cannot serve the
 // new connection itself. So the SYN keeps the remembered owner, as the following segments do, and
-// PB serves the connection; rewriting the owner to E would send it nowhere (E routes the service
-// address by its main table: "network is unreachable"). Before the reuse fix the rules did the
-// same; this test guards the rehash rule's exception. Skipped unless root with nft, ip, sysctl,
-// ss and conntrack.
+// PB serves it; rewriting the owner to E would send it nowhere (E routes the service address by
+// its main table: "network is unreachable"). Two ways the owner changes:
+//
+//   - E's echo detector holds B dead, falsely (B and PB go on; B still lists its endpoint): B
+//     serves forwarded flows as before;
+//   - PB terminates gracefully (still serving): B has no endpoint for new flows, and must still
+//     serve a flow an entry forwards to it, rather than send it back to E by the hash, where it
+//     meets the same entry.
+//
+// Skipped unless root with nft, ip, sysctl, ss and conntrack.
 func TestKernelDSRReusedPortNowLocal(t *testing.T) {
 	netnstest.Require(t, "ss", "conntrack")
+	t.Run("E holds B dead", func(t *testing.T) { reuseNowLocal(t, false) })
+	t.Run("PB terminating", func(t *testing.T) { reuseNowLocal(t, true) })
+}
+
+func reuseNowLocal(t *testing.T, terminating bool) {
 	const podE, podB = "10.244.1.5", "10.244.2.5"
 	nss := dsrTopology(t, "ilbreusen", "e",
 		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}},
@@ -348,18 +358,25 @@ func TestKernelDSRReusedPortNowLocal(t *testing.T) {
 	reuseServe(t, map[string]string{nss["pe"]: podE, nss["pb"]: podB})
 	nodes := newReuseNodes(t, map[string]string{"e": e, "b": nss["b"]},
 		map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}, true)
-	svc := func() *nftrules.Service {
-		return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true},
-			nftrules.Endpoint{Addr: netip.MustParseAddr(podB), Node: "b", Ready: true, Serving: true})
+	svc := func(pb nftrules.Endpoint) func() *nftrules.Service {
+		return func() *nftrules.Service {
+			pb.Addr, pb.Node = netip.MustParseAddr(podB), "b"
+			return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true}, pb)
+		}
 	}
-	nodes.applyAll(svc)
+	ready := nftrules.Endpoint{Ready: true, Serving: true}
+	nodes.applyAll(svc(ready))
 
 	sport, conn, r := portServedBy(t, c, 45000, podB)
 	closedByPod(t, c, sport, conn, r)
 	conntrackOf(t, e, "E after the old connection", sport)
 
-	// E's detector holds B dead: every bucket is E's; B still lists its endpoint (keep).
-	nodes.apply("e", svc(), "b")
+	// Every bucket is E's now; B still lists its endpoint (keep).
+	if terminating {
+		nodes.applyAll(svc(nftrules.Endpoint{Serving: true, Terminating: true}))
+	} else {
+		nodes.apply("e", svc(ready)(), "b")
+	}
 	conn, err := dialFrom(t, c, sport, dsrVIP+":80")
 	if err != nil {
 		conntrackOf(t, e, "E", sport)

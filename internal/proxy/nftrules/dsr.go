@@ -351,6 +351,20 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			if len(count) == 0 {
 				continue // no endpoints: the main table rejects
 			}
+			if len(local) == 0 && sp.Protocol != UDP {
+				// None of this node's endpoints gets new flows, but one still serving (a pod
+				// terminating gracefully) serves a flow an entry node forwards here by its memory
+				// (this node is in the keep set): a new connection on an old entry's 5-tuple (a
+				// reused source port) that the entry cannot serve itself, or a flow of a stale
+				// table. Hashed on, it would go back to the entry, which sends it here again or
+				// cannot serve it (TestKernelDSRReusedPortNowLocal). Entry nodes never hash a new
+				// flow here.
+				for _, ep := range sp.Endpoints {
+					if ep.Node == m.Node.Name && ep.Serving && dsrEndpoint(ep, cfg.NodeIPs) {
+						local = append(local, netip.AddrPortFrom(ep.Addr, ep.Port))
+					}
+				}
+			}
 			dp := DSRPort{Service: k, Protocol: sp.Protocol, Port: sp.Port, Addrs: addrs, name: portBase(svc, sp)}
 			dp.Seed = seed(dp.name)
 			for n := range count {

@@ -656,3 +656,59 @@ func TestWriteDSRTCPRules(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanDSRLocalServing: this node's endpoints that get no new flows still serve what entries
+// forward here by memory (TCP and SCTP, whose flows stay with a kept node), if they are serving:
+// Local, the loop guard and the DNAT table, while Nodes (the hash) leave this node out. UDP flows
+// move instead, and an endpoint that no longer serves serves nothing.
+func TestPlanDSRLocalServing(t *testing.T) {
+	mine, c := ep("10.244.1.5:8080", thisNode), ep("10.244.3.5:8080", "node-c")
+	mine.Local = true
+	other := ep("10.244.1.6:8080", thisNode)
+	other.Local = true
+	for _, tc := range []struct {
+		name      string
+		eps       []nftrules.Endpoint
+		proto     nftrules.Protocol
+		local     string // Local
+		nodes     string
+		wantGuard bool
+	}{
+		{"ready here: in use", []nftrules.Endpoint{mine, c}, nftrules.TCP, "[10.244.1.5:8080]", "[node-a node-c]", true},
+		{"terminating and serving here, TCP", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.TCP, "[10.244.1.5:8080]", "[node-c]", true},
+		{"terminating and serving here, SCTP", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.SCTP, "[10.244.1.5:8080]", "[node-c]", true},
+		{"terminating and serving here, UDP: moved, not served", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.UDP, "[]", "[node-c]", false},
+		{"terminating, no longer serving", []nftrules.Endpoint{terminating(mine, false), c}, nftrules.TCP, "[]", "[node-c]", false},
+		{"one ready, one terminating here: only the ready one", []nftrules.Endpoint{terminating(mine, true), other, c}, nftrules.TCP, "[10.244.1.6:8080]", "[node-a node-c]", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ips := map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-c": a("192.168.1.12")}
+			plan := webDSRPlan(tc.proto, ips, nil, tc.eps...)
+			if len(plan.Ports) != 1 {
+				t.Fatalf("%d ports", len(plan.Ports))
+			}
+			p := plan.Ports[0]
+			if got := fmt.Sprint(p.Local); got != tc.local {
+				t.Errorf("local %s, want %s", got, tc.local)
+			}
+			if got := fmt.Sprint(p.Nodes); got != tc.nodes {
+				t.Errorf("nodes %s, want %s", got, tc.nodes)
+			}
+			fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+			tx := fake.NewTransaction()
+			nftrules.WriteDSR(tx, &plan)
+			if err := fake.Run(t.Context(), tx); err != nil {
+				t.Fatal(err)
+			}
+			guard := false
+			for _, ch := range fake.Table.Chains {
+				for _, r := range ch.Rules {
+					guard = guard || strings.HasPrefix(r.Rule, "ether saddr @peer-macs ct mark set")
+				}
+			}
+			if guard != tc.wantGuard {
+				t.Errorf("loop guard %v, want %v", guard, tc.wantGuard)
+			}
+		})
+	}
+}
