@@ -27,6 +27,18 @@
 // flows. And, as on any shared segment without ARP inspection, a host that claims a node's address
 // receives what is sent to that address, DSR-forwarded packets included; the guard does not
 // change that (it is the segment's, and snat's node-to-pod traffic has it too).
+//
+// # The SYN table, and a client that reuses a source port
+//
+// Besides the DSR table, Apply writes once the small table nftrules.DSRSYNTableName over netlink
+// (google/nftables: knftables has no ct timeout objects): a conntrack timeout policy that makes the
+// entry of a SYN this node forwards expire as it is confirmed. With it the DSR table tracks every
+// SYN (nftrules.DSRPlan.TrackSYN), so that a SYN reusing the 5-tuple of an old connection reaches
+// that connection's conntrack entry: conntrack replaces a TIME_WAIT or CLOSE entry (a DNAT to this
+// node's own pod, say), and the DSR table re-hashes the owner remembered by an old one-way entry
+// that conntrack keeps (FIN_WAIT, CLOSE_WAIT). Without the table (a kernel without
+// CONFIG_NF_CONNTRACK_TIMEOUT: Apply warns) forwarded SYNs stay untracked, as before, and such a
+// new connection can follow the old one's entry to the old owner or pod (docs/dsr.md, limits).
 package dsrapply
 
 import (
@@ -79,7 +91,8 @@ var _ Routing = (*netlink.Handle)(nil)
 //   - nf_conntrack_tcp_be_liberal: the entry node sees only the client's half of a TCP flow; its
 //     conntrack entry must not call the client's segments out of window (INVALID);
 //   - nf_conntrack_tcp_loose: a mid-stream ACK (the entry's first packet of a flow after a SYN
-//     that was not tracked, or after a failover) starts a tracked flow.
+//     whose entry expired at once (the SYN table) or that was not tracked, or after a failover)
+//     starts a tracked flow.
 var Sysctls = map[string]string{
 	"net/ipv4/ip_forward":                       "1",
 	"net/ipv4/conf/all/send_redirects":          "0",

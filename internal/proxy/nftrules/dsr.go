@@ -600,11 +600,15 @@ func (p *DSRPort) dsrHash(n int) string {
 //
 // Chains, in hook order:
 //
-//	raw-prerouting (raw, -300)         a TCP SYN whose owner is another node is not tracked here
-//	                                   (the entry sees one direction: the next ACK is picked up
-//	                                   loosely and marked instead of being INVALID after SYN_SENT)
+//	raw-prerouting (raw, -300)         only without the SYN table (DSRPlan.TrackSYN false): a TCP
+//	                                   SYN whose owner is another node is not tracked here (the
+//	                                   entry sees one direction: the next ACK is picked up loosely
+//	                                   and marked instead of being INVALID after SYN_SENT). With
+//	                                   it the SYN is tracked and its entry expires at once (see
+//	                                   DSRSYNTableName), so that it meets an old connection's entry
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's; a
+//	                                   SYN on an old forwarded entry re-hashes its owner
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
