@@ -158,7 +158,9 @@ type DSRPort struct {
 	Keep []string
 	// Buckets is the Maglev table: bucket i belongs to Nodes[Buckets[i]].
 	Buckets []int
-	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table.
+	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table: those that get
+	// new flows or, for TCP and SCTP when none of this node's does, those still serving (they
+	// serve what entries forward here by memory; see PlanDSR).
 	Local        []netip.AddrPort
 	LocalBuckets []int
 	// Seed is the jhash seed of both lookups, the same on every node.
