@@ -114,7 +114,7 @@ type Applier struct {
 	// quiet are the devices whose send_redirects was written (the devices that reach peers).
 	quiet map[string]bool
 	// syn writes the SYN table (nftrules.DSRSYNTableName; nil: none, SYNs of forwarded flows
-	// stay untracked); synOK says it was written, synFailed that its failure was reported.
+	// stay untracked); synOK says the last write worked, synFailed that a failure was reported.
 	syn              *nftables.Conn
 	synOK, synFailed bool
 }
@@ -200,16 +200,18 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if len(plan.Ports) > 0 {
 		a.noRedirects(plan.Peers)
 	}
-	// The SYN table before the first table that tracks forwarded SYNs (written once: it does not
-	// depend on the plan, and rewriting a ct timeout object walks the whole conntrack table).
-	if len(plan.Ports) > 0 && a.syn != nil && !a.synOK {
+	// The SYN table before the table that tracks forwarded SYNs, on every sync (so that one
+	// deleted by hand comes back): adding it again only replaces its one rule, and keeps the
+	// timeout object (deleting one walks the whole conntrack table).
+	if len(plan.Ports) > 0 && a.syn != nil {
 		if err := writeSYNTable(a.syn); err != nil {
+			a.synOK = false
 			if !a.synFailed {
 				a.warnings = append(a.warnings, fmt.Errorf("table %s (conntrack timeout policies, CONFIG_NF_CONNTRACK_TIMEOUT): %w: SYNs of flows other nodes own stay untracked, and a client reusing a source port can meet its old connection's conntrack entry", nftrules.DSRSYNTableName, err))
 				a.synFailed = true
 			}
 		} else {
-			a.synOK = true
+			a.synOK, a.synFailed = true, false
 		}
 	}
 	p := *plan
@@ -541,7 +543,8 @@ var synPolicy = expr.CtStatePolicyTimeout{
 }
 
 // writeSYNTable adds the SYN table (nftrules.DSRSYNTableName, whose documentation says why) in one
-// batch; adding it again changes nothing (the chain is flushed, the timeout object kept).
+// batch; adding it again replaces the chain's rule and keeps the timeout object (the kernel leaves
+// an existing one as it is).
 func writeSYNTable(c *nftables.Conn) error {
 	t := c.AddTable(synTable())
 	c.AddObj(&nftables.NamedObj{Table: t, Name: nftrules.DSRSYNTimeout, Type: nftables.ObjTypeCtTimeout,

@@ -140,6 +140,14 @@ func TestKernelApply(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, w := range a.Warnings() {
+		if strings.Contains(w.Error(), nftrules.DSRSYNTableName) {
+			t.Errorf("writing the SYN table again: %v", w)
+		}
+	}
+	if syn2 := in(nftPath, "list", "table", "ip", nftrules.DSRSYNTableName); strings.Count(syn2, "ct timeout set") != 1 {
+		t.Errorf("the SYN table after three writes:\n%s", syn2)
+	}
 	rules = in("ip", "rule", "show")
 	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(3))) || strings.Count(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(2))) != 1 {
 		t.Errorf("after node-c left, rules:\n%s", rules)
