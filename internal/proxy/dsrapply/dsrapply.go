@@ -30,7 +30,7 @@
 //
 // # The SYN table, and a client that reuses a source port
 //
-// Besides the DSR table, Apply writes once the small table nftrules.DSRSYNTableName over netlink
+// Besides the DSR table, Apply adds the small table nftrules.DSRSYNTableName over netlink
 // (google/nftables: knftables has no ct timeout objects): a conntrack timeout policy that makes the
 // entry of a SYN this node forwards expire as it is confirmed. With it the DSR table tracks every
 // SYN (nftrules.DSRPlan.TrackSYN), so that a SYN reusing the 5-tuple of an old connection reaches

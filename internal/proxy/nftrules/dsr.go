@@ -204,7 +204,7 @@ type DSRPlan struct {
 	TrackSYN bool
 }
 
-// The SYN table: a table of its own (never rewritten by a sync, so never missing while the DSR
+// The SYN table: a table of its own (never deleted by a sync, so never missing while the DSR
 // table is replaced), written by the applier over netlink because knftables has no ct timeout
 // objects. In nft's words:
 //
