@@ -158,7 +158,9 @@ type DSRPort struct {
 	Keep []string
 	// Buckets is the Maglev table: bucket i belongs to Nodes[Buckets[i]].
 	Buckets []int
-	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table.
+	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table: those that get
+	// new flows or, for TCP and SCTP when none of this node's does, those still serving (they
+	// serve what entries forward here by memory; see PlanDSR).
 	Local        []netip.AddrPort
 	LocalBuckets []int
 	// Seed is the jhash seed of both lookups, the same on every node.
@@ -193,7 +195,46 @@ type DSRPlan struct {
 	// other node published (DSRConfig.NodeMACs), sorted, each once: the loop guard.
 	Peers    []netip.Addr
 	PeerMACs []string
+	// TrackSYN is set by the applier when this node holds the table DSRSYNTableName (the short
+	// SYN_SENT timeout of forwarded SYNs): then every SYN to a DSR address is tracked here, and a
+	// SYN that reuses the 5-tuple of an old connection gets a fresh conntrack entry (TIME_WAIT and
+	// CLOSE entries are reopened) or rewrites the old entry's owner (WriteDSR). Without it the SYN
+	// of a flow another node owns is not tracked (raw-prerouting: notrack), as before issue 19's
+	// reuse fix, and a reused source port can meet the old connection's entry.
+	TrackSYN bool
 }
+
+// The SYN table: a table of its own (never deleted by a sync, so never missing while the DSR
+// table is replaced), written by the applier over netlink because knftables has no ct timeout
+// objects. In nft's words:
+//
+//	table ip ironlb-dsr-syn {
+//		ct timeout forwarded-syn { protocol tcp; l3proto ip; policy = { syn_sent: 0 } }
+//		chain prerouting {
+//			type filter hook prerouting priority -90   # after the DSR table's mangle and every dstnat
+//			meta mark & 0x0fff0000 != 0 meta l4proto tcp tcp flags & (syn | ack) == syn
+//				ct status & (confirmed | dnat) == 0 ct timeout set "forwarded-syn"
+//		}
+//	}
+//
+// A new SYN the DSR table marked for an owner and that was not DNATed here is forwarded: this node
+// sees one direction of its flow, and a SYN_SENT entry would call every later segment of the
+// client INVALID (an ACK in SYN_SENT is) for two minutes, losing the owner's memory (the mark of
+// the entry) for them. With syn_sent 0 the entry expires as it is confirmed: the client's next
+// segment finds none and is picked up as an established flow (nf_conntrack_tcp_loose) and
+// marked with its owner, as an untracked SYN's next segment was. But the SYN went through
+// conntrack, so an old entry of the same 5-tuple saw it: TIME_WAIT and CLOSE entries are killed
+// and replaced (the kernel's reopen), which an untracked SYN never did (the soak's case b: an old
+// connection the entry node served itself kept its DNAT in TIME_WAIT and took the new
+// connection's segments to the old pod).
+const (
+	DSRSYNTableName = "ironlb-dsr-syn"
+	DSRSYNTimeout   = "forwarded-syn"
+	// DSRSYNPriority is the SYN table's prerouting priority: after the DSR table's mangle (-150)
+	// and nat (-110) chains and the main table's dstnat (-100), so that the mark and the DNAT
+	// status are known.
+	DSRSYNPriority = -90
+)
 
 // EtherAddr is an Ethernet (EUI-48) address.
 type EtherAddr [6]byte
@@ -311,6 +352,20 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			}
 			if len(count) == 0 {
 				continue // no endpoints: the main table rejects
+			}
+			if len(local) == 0 && sp.Protocol != UDP {
+				// None of this node's endpoints gets new flows, but one still serving (a pod
+				// terminating gracefully) serves a flow an entry node forwards here by its memory
+				// (this node is in the keep set): a new connection on an old entry's 5-tuple (a
+				// reused source port) that the entry cannot serve itself, or a flow of a stale
+				// table. Hashed on, it would go back to the entry, which sends it here again or
+				// cannot serve it (TestKernelDSRReusedPortNowLocal). Entry nodes never hash a new
+				// flow here.
+				for _, ep := range sp.Endpoints {
+					if ep.Node == m.Node.Name && ep.Serving && dsrEndpoint(ep, cfg.NodeIPs) {
+						local = append(local, netip.AddrPortFrom(ep.Addr, ep.Port))
+					}
+				}
 			}
 			dp := DSRPort{Service: k, Protocol: sp.Protocol, Port: sp.Port, Addrs: addrs, name: portBase(svc, sp)}
 			dp.Seed = seed(dp.name)
@@ -547,25 +602,33 @@ func (p *DSRPort) dsrHash(n int) string {
 //
 // Chains, in hook order:
 //
-//	raw-prerouting (raw, -300)         a TCP SYN whose owner is another node is not tracked here
-//	                                   (the entry sees one direction: the next ACK is picked up
-//	                                   loosely and marked instead of being INVALID after SYN_SENT)
+//	raw-prerouting (raw, -300)         only without the SYN table (DSRPlan.TrackSYN false): a TCP
+//	                                   SYN whose owner is another node is not tracked here (the
+//	                                   entry sees one direction: the next ACK is picked up loosely
+//	                                   and marked instead of being INVALID after SYN_SENT). With
+//	                                   it the SYN is tracked and its entry expires at once (see
+//	                                   DSRSYNTableName), so that it meets an old connection's entry
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's; a
+//	                                   SYN on an old forwarded entry re-hashes its owner
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("direct server return for ironlb proxy")})
-	for _, c := range []struct {
+	type baseChain struct {
 		name string
 		typ  knftables.BaseChainType
 		prio knftables.BaseChainPriority
-	}{
-		{dsrChainRaw, knftables.FilterType, knftables.RawPriority},
+	}
+	base := []baseChain{
 		{dsrChainMangle, knftables.FilterType, knftables.ManglePriority},
 		{dsrChainNAT, knftables.NATType, "-110"},
 		{dsrChainForward, knftables.FilterType, knftables.ManglePriority},
-	} {
+	}
+	if !plan.TrackSYN {
+		base = append([]baseChain{{dsrChainRaw, knftables.FilterType, knftables.RawPriority}}, base...)
+	}
+	for _, c := range base {
 		hook := knftables.PreroutingHook
 		if c.name == dsrChainForward {
 			hook = knftables.ForwardHook
@@ -573,9 +636,11 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		tx.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(hook), Priority: knftables.PtrTo(c.prio)})
 		tx.Flush(&knftables.Chain{Name: c.name})
 	}
-	tx.Add(&knftables.Chain{Name: dsrChainNotrack})
-	tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
-	tx.Add(&knftables.Rule{Chain: dsrChainNotrack, Rule: "notrack"})
+	if !plan.TrackSYN {
+		tx.Add(&knftables.Chain{Name: dsrChainNotrack})
+		tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
+		tx.Add(&knftables.Rule{Chain: dsrChainNotrack, Rule: "notrack"})
+	}
 	tx.Add(&knftables.Set{Name: dsrSetPods, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag},
 		Comment: knftables.PtrTo("pod networks: their traffic to DSR addresses takes the snat path")})
 	tx.Flush(&knftables.Set{Name: dsrSetPods})
@@ -589,12 +654,18 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		tx.Add(&knftables.Element{Set: dsrSetPeers, Key: []string{mac}})
 	}
 	tuple := "ipv4_addr . inet_proto . inet_service : verdict"
-	for _, mp := range []string{dsrMapRaw, dsrMapMangle, dsrMapLocal} {
+	maps := []string{dsrMapMangle, dsrMapLocal}
+	if !plan.TrackSYN {
+		maps = append([]string{dsrMapRaw}, maps...)
+	}
+	for _, mp := range maps {
 		tx.Add(&knftables.Map{Name: mp, Type: tuple})
 		tx.Flush(&knftables.Map{Name: mp})
 	}
 	key := "ip daddr . meta l4proto . th dport"
-	tx.Add(&knftables.Rule{Chain: dsrChainRaw, Rule: "tcp flags & (syn | ack) == syn " + key + " vmap @" + dsrMapRaw})
+	if !plan.TrackSYN {
+		tx.Add(&knftables.Rule{Chain: dsrChainRaw, Rule: "tcp flags & (syn | ack) == syn " + key + " vmap @" + dsrMapRaw})
+	}
 	tx.Add(&knftables.Rule{Chain: dsrChainMangle, Rule: key + " vmap @" + dsrMapMangle})
 	tx.Add(&knftables.Rule{Chain: dsrChainForward, Rule: fmt.Sprintf("oifname %q tcp flags syn tcp option maxseg size set rt mtu", DSRVXLANDevice),
 		Comment: knftables.PtrTo("encapsulation costs 50 bytes: clamp the MSS of SYNs sent through it")})
@@ -639,8 +710,9 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		tx.Add(&knftables.Element{Map: nodes, Key: []string{hex(NodeID(plan.ip(nd)))}, Value: []string{hex(DSRMark(plan.Slots[nd]))}})
 	}
 
-	// raw: a SYN owned by another node is not tracked (see WriteDSR).
-	if p.Protocol == TCP {
+	// raw: a SYN owned by another node is not tracked (see WriteDSR), unless the SYN table
+	// makes tracking it harmless (DSRPlan.TrackSYN).
+	if p.Protocol == TCP && !plan.TrackSYN {
 		writeDSRRaw(tx, plan, p, raw, hash, comment)
 	}
 
@@ -656,6 +728,22 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("iifname %q ct mark set %s meta mark set %s return", DSRVXLANDevice, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
 			Comment: knftables.PtrTo("loop guard: encapsulated by another node's entry")})
 	}
+	// A SYN on an entry that is already confirmed and not DNATed here is a new connection on a
+	// 5-tuple whose old connection this node forwarded (a reused source port; conntrack ignores a
+	// SYN in ESTABLISHED, FIN_WAIT, CLOSE_WAIT and LAST_ACK and leaves the old entry, with the old
+	// owner in its mark). The new connection goes by the hash, and its next segments follow the
+	// mark: rewrite it. Unless the hash says this node: an entry without DNAT cannot be served
+	// here, so the SYN keeps the remembered owner (when it may still hold flows), as its segments do.
+	if p.Protocol == TCP {
+		rehash := "tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed "
+		if self != 0 {
+			rehash += fmt.Sprintf("meta mark set %s map @%s meta mark != %s ct mark set meta mark", hash, owners, hex(NodeID(plan.ip(plan.Self))))
+		} else {
+			rehash += fmt.Sprintf("ct mark set %s map @%s", hash, owners)
+		}
+		tx.Add(&knftables.Rule{Chain: mangle, Rule: rehash,
+			Comment: knftables.PtrTo("a new connection on an old forwarded entry of its 5-tuple (reused source port): owned by the hash, unless that is this node")})
+	}
 	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
 	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be
 	// re-hashed on each one: no memory at all. A flow without a remembered owner has ct mark 0.
@@ -670,7 +758,7 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 
 	for _, a := range p.Addrs {
 		k := []string{a.String(), proto, port}
-		if p.Protocol == TCP {
+		if p.Protocol == TCP && !plan.TrackSYN {
 			tx.Add(&knftables.Element{Map: dsrMapRaw, Key: k, Value: []string{"goto " + raw}})
 		}
 		tx.Add(&knftables.Element{Map: dsrMapMangle, Key: k, Value: []string{"goto " + mangle}})
