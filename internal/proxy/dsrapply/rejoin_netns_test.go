@@ -29,7 +29,8 @@ import (
 // Then C's flows move to F, which has no memory of them either and forwards R's buckets to R (the
 // loop-guard path): a connection R never saw goes to S through R too. A connection opened to PR
 // after R's return is served by PR throughout (R's conntrack entry of it is established), and a
-// connection in S's buckets is untouched. Skipped unless root with nft, ip and sysctl.
+// connection in S's buckets is untouched, and so are connections opened to PR through R and
+// through F (their SYNs are never taken). Skipped unless root with nft, ip and sysctl.
 func TestKernelDSRRejoin(t *testing.T) {
 	const podR, podS = "10.244.1.5", "10.244.2.5"
 	nss := dsrTopology(t, "ilbrejoin", "e",
@@ -170,6 +171,8 @@ func TestKernelDSRRejoin(t *testing.T) {
 	check("through R", moved, podS)
 	check("through R", fresh, podR)
 	check("through R", steady, podS)
+	viaR := open("a connection opened in R's buckets through R", "r", podR)
+	check("through R", viaR, podR)
 
 	// Then to F, which forwards R's buckets to R (a peer: the loop guard's path).
 	netnstest.Run(t, c, "ip", "route", "replace", dsrVIP+"/32", "via", "192.0.2.12")
@@ -177,4 +180,6 @@ func TestKernelDSRRejoin(t *testing.T) {
 	check("through F", moved, podS)
 	check("through F", fresh, podR)
 	check("through F", steady, podS)
+	check("through F", viaR, podR)
+	check("through F", open("a connection opened in R's buckets through F", "r", podR), podR)
 }
