@@ -48,6 +48,20 @@ import (
 // answered when its owner dies (conntrack.Stale deletes the owner's UDP entries in the same case
 // for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
 // its new owner after the old one comes back.
+//
+// Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
+// have substitute owners, and connections opened then live on the substitutes. When R returns
+// its buckets are its own again; an entry node with a memory of such a flow sends it on to the
+// substitute, but one without (the router moved the flow to a new entry, often to R itself) hashes
+// it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment that is not a
+// SYN and of whose flow it has no conntrack state (ct state new: R never saw its pod answer it, so
+// no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
+// (DSRPort.AltBuckets: stickyBuckets over the other nodes with the same every, what the others
+// computed while R was away), and remembers it in the ct mark. Whether the segment came from
+// outside (R is the entry) or from a peer (an entry forwarded it), the alternate gets it from a
+// peer and serves it: at most one extra hop. A connection R serves is never taken (its conntrack
+// entry saw the pod's SYN-ACK: established), nor is a SYN. Only one previous table is covered,
+// the one of R's own absence; UDP (no mid-stream segment to tell) is left alone.
 
 // ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
 // reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
@@ -595,7 +609,9 @@ func (p *DSRPort) dsrHash(n int) string {
 //	                                   (the entry sees one direction: the next ACK is picked up
 //	                                   loosely and marked instead of being INVALID after SYN_SENT)
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's; a
+//	                                   mid-stream TCP segment without state in this node's bucket
+//	                                   goes to the bucket's alternate owner (rejoin)
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {

@@ -262,3 +262,20 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestPlanDSRAltBucketsJoin: a node that joins (its first endpoints) has as alternates, on every
+// bucket it takes, the owners of the table before it joined: a flow the router moves to it
+// mid-stream goes on to the node that served it.
+func TestPlanDSRAltBucketsJoin(t *testing.T) {
+	nodes := []string{"node-1", "node-2", "node-3", "node-4"}
+	eps, ips := nodeEndpoints(nodes, []int{1, 2, 1, 1})
+	var before []nftrules.Endpoint
+	for _, e := range eps {
+		if e.Node != "node-4" {
+			before = append(before, e)
+		}
+	}
+	joined := dsrPlanAt("node-4", nftrules.TCP, ips, nil, eps...).Ports[0]
+	old := dsrPlanAt("node-1", nftrules.TCP, ips, nil, before...).Ports[0]
+	checkAltIsTableWithoutSelf(t, "node-4 joined", "node-4", joined, old)
+}
