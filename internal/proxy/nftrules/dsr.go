@@ -53,8 +53,8 @@ import (
 // have substitute owners, and connections opened then live on the substitutes. When R returns
 // its buckets are its own again; an entry node with a memory of such a flow sends it on to the
 // substitute, but one without (the router moved the flow to a new entry, often to R itself) hashes
-// it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment that is not a
-// SYN and of whose flow it has no conntrack state (ct state new: R never saw its pod answer it, so
+// it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment with ACK and
+// without SYN of whose flow it has no conntrack state (ct state new: R never saw its pod answer it, so
 // no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
 // (DSRPort.AltBuckets: stickyBuckets over the other nodes with the same every, what the others
 // computed while R was away), and remembers it in the ct mark. Whether the segment came from
@@ -793,17 +793,18 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 }
 
 // writeDSRRejoin writes the rejoin rule of TCP port p (see the top of this file) into its mangle
-// chain, before the loop guard: a segment that is not a SYN, of a flow this node has no conntrack
-// state of (ct state new: it never saw a reply of it, so no pod of its serves it), in a bucket
-// this node owns, goes to the bucket's alternate owner (DSRPort.AltBuckets), remembered in the ct
-// mark. It comes from outside (this node is the entry) or from a peer (an entry forwarded it):
-// either way the alternate node gets it from a peer and serves it (its own buckets are not its
-// rejoin buckets, so there is at most one extra hop). A connection this node serves is never
-// taken: its conntrack entry saw the pod's SYN-ACK, so it is established, not new. UDP has no
-// mid-stream segment to tell and is left alone.
+// chain, before the loop guard: a segment with ACK and without SYN (mid-stream: every segment of
+// an established connection has ACK), of a flow this node has no conntrack state of (ct state new:
+// it never saw a reply of it, so no pod of its serves it), in a bucket this node owns, goes to the
+// bucket's alternate owner (DSRPort.AltBuckets), remembered in the ct mark. It comes from outside
+// (this node is the entry) or from a peer (an entry forwarded it): either way the alternate node
+// gets it from a peer and serves it (its own buckets are not its rejoin buckets, so there is at
+// most one extra hop). A connection this node serves is never taken: its conntrack entry saw the
+// pod's SYN-ACK, so it is established, not new. UDP has no mid-stream segment to tell and is left
+// alone. The rules have the shapes of the mangle chain's own (the remembered owner while in keep,
+// else the table's), with the alternates' map for the owners' one.
 func writeDSRRejoin(tx Writer, plan *DSRPlan, p *DSRPort, mangle, nodes, hash string, comment *string) {
 	rejoin, alt := p.chain(prefixDSRRejoin), p.chain(prefixDSRAlt)
-	selfID := hex(NodeID(plan.ip(plan.Self)))
 	tx.Add(&knftables.Chain{Name: rejoin, Comment: comment})
 	tx.Flush(&knftables.Chain{Name: rejoin})
 	tx.Add(&knftables.Map{Name: alt, TypeOf: "numgen random mod 2 : meta mark", Comment: comment})
@@ -818,11 +819,14 @@ func writeDSRRejoin(tx Writer, plan *DSRPlan, p *DSRPort, mangle, nodes, hash st
 		tx.Add(&knftables.Element{Map: alt, Key: k, Value: []string{hex(NodeID(plan.ip(p.Nodes[o])))}})
 		tx.Add(&knftables.Element{Map: rejoin, Key: k, Value: []string{"goto " + rejoin}})
 	}
-	tx.Add(&knftables.Rule{Chain: rejoin, Rule: fmt.Sprintf("ct mark { 0x0, %s } ct mark set %s map @%s", selfID, hash, alt),
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "ct mark 0x0 ct mark set " + hash + " map @" + alt,
 		Comment: knftables.PtrTo("remember the alternate owner: the owner while this node was away")})
-	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set ct mark map @" + nodes + " return"})
-	tx.Add(&knftables.Rule{Chain: rejoin, Rule: fmt.Sprintf("ct mark set %s map @%s meta mark set ct mark map @%s return", hash, alt, nodes),
-		Comment: knftables.PtrTo("the remembered one left keep: the alternate owner now")})
-	tx.Add(&knftables.Rule{Chain: mangle, Rule: "tcp flags & syn == 0 ct state new " + hash + " vmap @" + rejoin,
-		Comment: knftables.PtrTo("rejoin: mid-stream, no state here, in this node's bucket: it was opened while this node was away")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set ct mark map @" + nodes + " return",
+		Comment: knftables.PtrTo("the remembered owner, while it may still hold the flow (keep)")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set " + hash + " map @" + alt,
+		Comment: knftables.PtrTo("the remembered owner left keep: the alternate owner now")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "ct mark set meta mark"})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set meta mark map @" + nodes})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "tcp flags & (syn | ack) == ack ct state new " + hash + " vmap @" + rejoin,
+		Comment: knftables.PtrTo("rejoin: mid-stream, no state here, in this node's bucket: opened while this node was away")})
 }

@@ -158,7 +158,7 @@ func TestPropertyAltBucketsIsTableWithoutSelf(t *testing.T) {
 }
 
 // TestWriteDSRRejoin: the rules of the rejoin table. For a TCP port this node owns buckets of, the
-// mangle chain sends a segment that is not a SYN and has no conntrack state here, in one of its
+// mangle chain sends a segment with ACK and without SYN that has no conntrack state here, in one of its
 // buckets, to the rejoin chain before the loop guard (so forwarded packets are taken too); the
 // maps hold exactly this node's buckets, with the alternate owners' marks. A SYN, a tracked flow
 // and every other bucket go on as before; UDP ports get no such rule.
@@ -196,7 +196,7 @@ func TestWriteDSRRejoin(t *testing.T) {
 		for i, r := range rules {
 			if strings.Contains(r.Rule, "vmap @"+rejoinChain) {
 				jump = i
-				if !strings.HasPrefix(r.Rule, "tcp flags & syn == 0 ct state new jhash ") {
+				if !strings.HasPrefix(r.Rule, "tcp flags & (syn | ack) == ack ct state new jhash ") {
 					t.Errorf("the rejoin rule %q does not take only segments without SYN of flows new here", r.Rule)
 				}
 			}
@@ -215,10 +215,12 @@ func TestWriteDSRRejoin(t *testing.T) {
 			}
 		}
 		gotAlt, gotJump := map[string]string{}, map[string]string{}
+		altMap := ""
 		for name, mp := range fake.Table.Maps {
 			for _, e := range mp.Elements {
 				switch {
 				case strings.HasPrefix(name, "dsr-alt-"):
+					altMap = name
 					gotAlt[e.Key[0]] = e.Value[0]
 				case name == rejoinChain:
 					gotJump[e.Key[0]] = e.Value[0]
@@ -246,9 +248,9 @@ func TestWriteDSRRejoin(t *testing.T) {
 		for _, r := range fake.Table.Chains[rejoinChain].Rules {
 			chain = append(chain, r.Rule)
 		}
-		self := fmt.Sprintf("0x%x", nftrules.NodeID(plan.NodeIPs["node-1"]))
-		if len(chain) != 3 || !strings.HasPrefix(chain[0], "ct mark { 0x0, "+self+" } ct mark set jhash ") ||
-			!strings.HasSuffix(chain[1], " return") || !strings.HasSuffix(chain[2], " return") {
+		if len(chain) != 5 || !strings.HasPrefix(chain[0], "ct mark 0x0 ct mark set jhash ") || !strings.HasSuffix(chain[0], " map @"+altMap) ||
+			!strings.HasPrefix(chain[1], "meta mark set ct mark map @dsr-nodes-") || !strings.HasSuffix(chain[1], " return") ||
+			!strings.HasSuffix(chain[2], " map @"+altMap) || chain[3] != "ct mark set meta mark" || !strings.HasPrefix(chain[4], "meta mark set meta mark map @dsr-nodes-") {
 			t.Errorf("rejoin chain:\n%s", strings.Join(chain, "\n"))
 		}
 	}
