@@ -609,9 +609,7 @@ func (p *DSRPort) dsrHash(n int) string {
 //	                                   (the entry sees one direction: the next ACK is picked up
 //	                                   loosely and marked instead of being INVALID after SYN_SENT)
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's; a
-//	                                   mid-stream TCP segment without state in this node's bucket
-//	                                   goes to the bucket's alternate owner (rejoin)
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
