@@ -803,7 +803,7 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 // else the table's), with the alternates' map for the owners' one.
 func writeDSRRejoin(tx Writer, plan *DSRPlan, p *DSRPort, mangle, nodes, hash string, comment *string) {
 	rejoin, alt := p.chain(prefixDSRRejoin), p.chain(prefixDSRAlt)
-	tx.Add(&knftables.Chain{Name: rejoin, Comment: comment})
+	tx.Add(&knftables.Chain{Name: rejoin, Comment: knftables.PtrTo(*comment + " rejoin")})
 	tx.Flush(&knftables.Chain{Name: rejoin})
 	tx.Add(&knftables.Map{Name: alt, TypeOf: "numgen random mod 2 : meta mark", Comment: comment})
 	tx.Flush(&knftables.Map{Name: alt})
