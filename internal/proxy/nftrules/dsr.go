@@ -351,7 +351,8 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			slices.Sort(dp.Keep)
 			dp.Buckets = WeightedNodeTable(dp.Nodes, dp.Weights, size)
 			self := slices.Index(dp.Nodes, m.Node.Name)
-			if len(m.Node.DeadNodes) > 0 || (self >= 0 && len(dp.Nodes) > 1) {
+			rejoin := self >= 0 && len(dp.Nodes) > 1 && sp.Protocol == TCP
+			if len(m.Node.DeadNodes) > 0 || rejoin {
 				// every: the nodes with endpoints, dead or alive, and their weights.
 				all := m.Node
 				all.DeadNodes = nil
@@ -365,7 +366,7 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 					// The buckets of live owners stay theirs (see the top of this file).
 					dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
 				}
-				if self >= 0 && len(dp.Nodes) > 1 && sp.Protocol == TCP {
+				if rejoin {
 					dp.AltBuckets = altBuckets(dp.Nodes, dp.Weights, dp.Buckets, self, every, size)
 				}
 			}
