@@ -50,18 +50,18 @@ import (
 // its new owner after the old one comes back.
 //
 // Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
-// have substitute owners, and connections opened then live on the substitutes. When R returns
-// its buckets are its own again; an entry node with a memory of such a flow sends it on to the
+// have substitute owners, and connections opened then live on the substitutes. When R returns its
+// buckets are its own again; an entry node with a memory of such a flow sends it on to the
 // substitute, but one without (the router moved the flow to a new entry, often to R itself) hashes
 // it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment with ACK and
-// without SYN of whose flow it has no conntrack state (ct state new: R never saw its pod answer it, so
-// no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
+// without SYN of whose flow it has no conntrack state (ct state new: R never saw its pod answer it,
+// so no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
 // (DSRPort.AltBuckets: stickyBuckets over the other nodes with the same every, what the others
 // computed while R was away), and remembers it in the ct mark. Whether the segment came from
 // outside (R is the entry) or from a peer (an entry forwarded it), the alternate gets it from a
 // peer and serves it: at most one extra hop. A connection R serves is never taken (its conntrack
-// entry saw the pod's SYN-ACK: established), nor is a SYN. Only one previous table is covered,
-// the one of R's own absence; UDP (no mid-stream segment to tell) is left alone.
+// entry saw the pod's SYN-ACK: established), nor is a SYN. Only one previous table is covered, the
+// one of R's own absence; UDP (no mid-stream segment to tell) is left alone.
 
 // ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
 // reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
