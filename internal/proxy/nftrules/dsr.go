@@ -48,6 +48,20 @@ import (
 // answered when its owner dies (conntrack.Stale deletes the owner's UDP entries in the same case
 // for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
 // its new owner after the old one comes back.
+//
+// Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
+// have substitute owners, and connections opened then live on the substitutes. When R returns its
+// buckets are its own again; an entry node with a memory of such a flow sends it on to the
+// substitute, but one without (the router moved the flow to a new entry, often to R itself) hashes
+// it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment with ACK and
+// without SYN of whose flow it has no conntrack state (ct state new: R never saw its pod answer it,
+// so no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
+// (DSRPort.AltBuckets: stickyBuckets over the other nodes with the same every, what the others
+// computed while R was away), and remembers it in the ct mark. Whether the segment came from
+// outside (R is the entry) or from a peer (an entry forwarded it), the alternate gets it from a
+// peer and serves it: at most one extra hop. A connection R serves is never taken (its conntrack
+// entry saw the pod's SYN-ACK: established), nor is a SYN. Only one previous table is covered, the
+// one of R's own absence; UDP (no mid-stream segment to tell) is left alone.
 
 // ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
 // reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
@@ -163,6 +177,13 @@ type DSRPort struct {
 	// serve what entries forward here by memory; see PlanDSR).
 	Local        []netip.AddrPort
 	LocalBuckets []int
+	// AltBuckets, for a TCP port whose Nodes hold this node, is the rejoin table (see the top of
+	// this file): for each bucket this node owns, the index in Nodes of its alternate owner, the
+	// owner the bucket has in the table every other node computes while this node is dead to it
+	// (the same length as Buckets); -1 for the other buckets. Nil when this node owns no bucket,
+	// is the only node, or the table without it has another size (weights summing to more than
+	// DefaultMaglevTableSize/4 can change it: then a bucket here names no bucket there).
+	AltBuckets []int
 	// Seed is the jhash seed of both lookups, the same on every node.
 	Seed uint32
 	name string // base for chain and map names
@@ -384,8 +405,10 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			}
 			slices.Sort(dp.Keep)
 			dp.Buckets = WeightedNodeTable(dp.Nodes, dp.Weights, size)
-			if len(m.Node.DeadNodes) > 0 {
-				// The buckets of live owners stay theirs (see the top of this file).
+			self := slices.Index(dp.Nodes, m.Node.Name)
+			rejoin := self >= 0 && len(dp.Nodes) > 1 && sp.Protocol == TCP
+			if len(m.Node.DeadNodes) > 0 || rejoin {
+				// every: the nodes with endpoints, dead or alive, and their weights.
 				all := m.Node
 				all.DeadNodes = nil
 				every := map[string]int{}
@@ -394,7 +417,13 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 						every[ep.Node]++
 					}
 				}
-				dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
+				if len(m.Node.DeadNodes) > 0 {
+					// The buckets of live owners stay theirs (see the top of this file).
+					dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
+				}
+				if rejoin {
+					dp.AltBuckets = altBuckets(dp.Nodes, dp.Weights, dp.Buckets, self, every, size)
+				}
 			}
 			if len(local) > 0 {
 				slices.SortFunc(local, netip.AddrPort.Compare)
@@ -534,6 +563,36 @@ func stickyBuckets(nodes []string, weights, reduced []int, every map[string]int,
 		if i := slices.Index(nodes, names[o]); i >= 0 && weights[i] == ws[o] {
 			out[b] = i
 		}
+	}
+	return out
+}
+
+// altBuckets is the rejoin table of node nodes[self] (DSRPort.AltBuckets): for each bucket of
+// buckets that self owns, the owner the bucket has in stickyBuckets over the nodes without self,
+// with the same every (the nodes with endpoints, dead or alive): what every other node computes
+// while self is in its DeadNodes and self's endpoints are still listed. For the buckets self owns
+// in the table over every node, that is the plain table over the others; for a dead node's
+// buckets that self took over, the table over the others and without the dead node too. Nil if
+// that table has another size than buckets.
+func altBuckets(nodes []string, weights, buckets []int, self int, every map[string]int, size int) []int {
+	others := slices.Delete(slices.Clone(nodes), self, self+1)
+	ws := slices.Delete(slices.Clone(weights), self, self+1)
+	reduced := WeightedNodeTable(others, ws, size)
+	alt := stickyBuckets(others, ws, reduced, every, size)
+	if len(alt) != len(buckets) {
+		return nil
+	}
+	out := make([]int, len(buckets))
+	owns := false
+	for b, o := range buckets {
+		out[b] = -1
+		if o == self {
+			out[b] = slices.Index(nodes, others[alt[b]])
+			owns = true
+		}
+	}
+	if !owns {
+		return nil
 	}
 	return out
 }
@@ -680,12 +739,14 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 
 // DSR per-port chain and map prefixes (hashed like the main table's names).
 const (
-	prefixDSRRaw     = "dsr-raw-"   // chain and vmap: remote buckets -> notrack
-	prefixDSRMangle  = "dsr-"       // chain
-	prefixDSRBuckets = "dsr-owner-" // map bucket -> owner's NodeID
-	prefixDSRNodes   = "dsr-nodes-" // map NodeID -> slot mark
-	prefixDSRLocal   = "dsr-local-" // chain
-	prefixDSREps     = "dsr-ep-"    // map bucket -> local endpoint
+	prefixDSRRaw     = "dsr-raw-"    // chain and vmap: remote buckets -> notrack
+	prefixDSRMangle  = "dsr-"        // chain
+	prefixDSRBuckets = "dsr-owner-"  // map bucket -> owner's NodeID
+	prefixDSRNodes   = "dsr-nodes-"  // map NodeID -> slot mark
+	prefixDSRLocal   = "dsr-local-"  // chain
+	prefixDSREps     = "dsr-ep-"     // map bucket -> local endpoint
+	prefixDSRRejoin  = "dsr-rejoin-" // chain and vmap: this node's buckets with an alternate owner
+	prefixDSRAlt     = "dsr-alt-"    // map bucket -> alternate owner's NodeID
 )
 
 func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
@@ -721,6 +782,9 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	tx.Flush(&knftables.Chain{Name: mangle})
 	if len(plan.PodCIDRs) > 0 {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: "ip saddr @" + dsrSetPods + " return", Comment: knftables.PtrTo("pods take the snat path (hairpin)")})
+	}
+	if p.AltBuckets != nil && len(p.Local) > 0 && self != 0 {
+		writeDSRRejoin(tx, plan, p, mangle, nodes, hash, comment)
 	}
 	if len(p.Local) > 0 && self != 0 {
 		tx.Add(&knftables.Rule{Chain: mangle, Rule: fmt.Sprintf("ether saddr @%s ct mark set %s meta mark set %s return", dsrSetPeers, hex(NodeID(plan.ip(plan.Self))), hex(DSRMark(self))),
@@ -813,4 +877,43 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw, hash string, comment
 	tx.Add(&knftables.Rule{Chain: raw, Rule: "ether saddr @" + dsrSetPeers + " return", Comment: knftables.PtrTo("forwarded by another node: tracked here")})
 	tx.Add(&knftables.Rule{Chain: raw, Rule: fmt.Sprintf("iifname %q return", DSRVXLANDevice), Comment: knftables.PtrTo("encapsulated by another node: tracked here")})
 	tx.Add(&knftables.Rule{Chain: raw, Rule: hash + " vmap @" + raw})
+}
+
+// writeDSRRejoin writes the rejoin rule of TCP port p (see the top of this file) into its mangle
+// chain, before the loop guard: a segment with ACK and without SYN (mid-stream: every segment of
+// an established connection has ACK), of a flow this node has no conntrack state of (ct state new:
+// it never saw a reply of it, so no pod of its serves it), in a bucket this node owns, goes to the
+// bucket's alternate owner (DSRPort.AltBuckets), remembered in the ct mark. It comes from outside
+// (this node is the entry) or from a peer (an entry forwarded it): either way the alternate node
+// gets it from a peer and serves it (its own buckets are not its rejoin buckets, so there is at
+// most one extra hop). A connection this node serves is never taken: its conntrack entry saw the
+// pod's SYN-ACK, so it is established, not new. UDP has no mid-stream segment to tell and is left
+// alone. The rules have the shapes of the mangle chain's own (the remembered owner while in keep,
+// else the table's), with the alternates' map for the owners' one.
+func writeDSRRejoin(tx Writer, plan *DSRPlan, p *DSRPort, mangle, nodes, hash string, comment *string) {
+	rejoin, alt := p.chain(prefixDSRRejoin), p.chain(prefixDSRAlt)
+	tx.Add(&knftables.Chain{Name: rejoin, Comment: knftables.PtrTo(*comment + " rejoin")})
+	tx.Flush(&knftables.Chain{Name: rejoin})
+	tx.Add(&knftables.Map{Name: alt, TypeOf: "numgen random mod 2 : meta mark", Comment: comment})
+	tx.Flush(&knftables.Map{Name: alt})
+	tx.Add(&knftables.Map{Name: rejoin, TypeOf: "numgen random mod 2 : verdict", Comment: comment})
+	tx.Flush(&knftables.Map{Name: rejoin})
+	for b, o := range p.AltBuckets {
+		if o < 0 {
+			continue
+		}
+		k := []string{strconv.Itoa(b)}
+		tx.Add(&knftables.Element{Map: alt, Key: k, Value: []string{hex(NodeID(plan.ip(p.Nodes[o])))}})
+		tx.Add(&knftables.Element{Map: rejoin, Key: k, Value: []string{"goto " + rejoin}})
+	}
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "ct mark 0x0 ct mark set " + hash + " map @" + alt,
+		Comment: knftables.PtrTo("remember the alternate owner: the owner while this node was away")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set ct mark map @" + nodes + " return",
+		Comment: knftables.PtrTo("the remembered owner, while it may still hold the flow (keep)")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set " + hash + " map @" + alt,
+		Comment: knftables.PtrTo("the remembered owner left keep: the alternate owner now")})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "ct mark set meta mark"})
+	tx.Add(&knftables.Rule{Chain: rejoin, Rule: "meta mark set meta mark map @" + nodes})
+	tx.Add(&knftables.Rule{Chain: mangle, Rule: "tcp flags & (syn | ack) == ack ct state new " + hash + " vmap @" + rejoin,
+		Comment: knftables.PtrTo("rejoin: mid-stream, no state here, in this node's bucket: opened while this node was away")})
 }
