@@ -571,6 +571,7 @@ func TestWriteDSRTCPRules(t *testing.T) {
 		why   string
 	}{
 		{true, "mangle", []string{"ip saddr @pod-cidrs return"}, "pods take the snat path (hairpin)"},
+		{true, "mangle", []string{"tcp flags & (syn | ack) == ack ct state new jhash ", " vmap @dsr-rejoin-"}, "rejoin: mid-stream, no state here, in this node's bucket: to the alternate owner"},
 		{true, "mangle", []string{"ether saddr @peer-macs ct mark set 0xc0a8010a meta mark set 0x10000 return"}, "loop guard: forwarded by a peer, served here"},
 		{true, "mangle", []string{`iifname "ironlb-dsr0" ct mark set 0xc0a8010a meta mark set 0x10000 return`}, "loop guard: encapsulated by a peer"},
 		{true, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark set jhash", "meta mark != 0xc0a8010a ct mark set meta mark"},
@@ -588,6 +589,7 @@ func TestWriteDSRTCPRules(t *testing.T) {
 		// Without the SYN table the mangle chain is the same (its SYN rule then sees only SYNs of
 		// this node's buckets: the others are untracked).
 		{false, "mangle", []string{"ip saddr @pod-cidrs return"}, ""},
+		{false, "mangle", []string{"tcp flags & (syn | ack) == ack ct state new"}, ""},
 		{false, "mangle", []string{"ether saddr @peer-macs"}, ""},
 		{false, "mangle", []string{`iifname "ironlb-dsr0"`}, ""},
 		{false, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed"}, ""},
