@@ -85,6 +85,7 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 	f.DurationVar(&o.Timeout, "timeout", 90*time.Minute, "the whole suite's timeout (ginkgo --timeout)")
 	f.IntVar(&o.Procs, "procs", conformance.DefaultProcs, "parallel test processes (ginkgo --procs, as upstream's CI runs the suite; [Serial] tests run alone at the end); 1 runs e2e.test alone, one test at a time")
 	f.BoolVar(&longLane, "long-lane", true, "with --procs above 1, run the selected tests that alone take as long as the rest (the rolling-update and source-ranges LoadBalancers tests, about 15 min each) from the start in a ginkgo run of their own beside the others, one process each, taken from --procs")
+	f.StringVar(&o.Client, "client", "", "the lab host the suite runs in (default: mypc2, behind the router, in a lab up --bgp, whose address is outside the nodes' subnet as a real client's is; mypc otherwise)")
 	f.BoolVar(&compare, "compare", false, "run the selection on a kube-proxy (nftables) lab and on an ironlb-proxy lab, each brought up and down here, and compare")
 	return cmd
 }
@@ -92,7 +93,11 @@ columns side by side with the regressions (passed on kube-proxy, not on ironlb) 
 // runOne runs the selection on lab l, naming its report files after the lab's proxy.
 func runOne(ctx context.Context, l *lab.Lab, o conformance.Options, total int) ([]conformance.Result, error) {
 	o.Name, o.Out = l.Plan.Config.ProxyMode, os.Stdout
-	fmt.Printf("running %d tests on lab %s (proxy %s) in %d processes; output in %s\n", total, l.Plan.Config.Name, o.Name, max(o.Procs, 1), o.LogFile())
+	client := o.Client
+	if client == "" {
+		client = conformance.DefaultClient(l.Plan)
+	}
+	fmt.Printf("running %d tests on lab %s (proxy %s) from %s in %d processes; output in %s\n", total, l.Plan.Config.Name, o.Name, client, max(o.Procs, 1), o.LogFile())
 	t := time.Now()
 	rs, err := conformance.Run(ctx, l, o, total)
 	if err != nil {

@@ -384,7 +384,7 @@ func cleanup(ctx context.Context, log *slog.Logger) error {
 	} else if err := a.Cleanup(ctx); err != nil {
 		errs = append(errs, err)
 	} else {
-		log.Info("direct server return table, policy rules and routes deleted", "table", nftrules.DSRTableName)
+		log.Info("direct server return tables, policy rules and routes deleted", "tables", []string{nftrules.DSRTableName, nftrules.DSRSYNTableName})
 	}
 	return errors.Join(errs...)
 }

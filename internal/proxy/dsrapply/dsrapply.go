@@ -29,6 +29,19 @@
 // flows. And, as on any shared segment without ARP inspection, a host that claims a node's address
 // receives what is sent to that address, DSR-forwarded packets included; the guard does not
 // change that (it is the segment's, and snat's node-to-pod traffic has it too).
+//
+// # The SYN table, and a client that reuses a source port
+//
+// Besides the DSR table, Apply adds the small table nftrules.DSRSYNTableName over netlink
+// (google/nftables directly, in its own batch: its ct timeout object is no statement of
+// nftrules'): a conntrack timeout policy that makes the
+// entry of a SYN this node forwards expire as it is confirmed. With it the DSR table tracks every
+// SYN (nftrules.DSRPlan.TrackSYN), so that a SYN reusing the 5-tuple of an old connection reaches
+// that connection's conntrack entry: conntrack replaces a TIME_WAIT or CLOSE entry (a DNAT to this
+// node's own pod, say), and the DSR table re-hashes the owner remembered by an old one-way entry
+// that conntrack keeps (FIN_WAIT, CLOSE_WAIT). Without the table (a kernel without
+// CONFIG_NF_CONNTRACK_TIMEOUT: Apply warns) forwarded SYNs stay untracked, as before, and such a
+// new connection can follow the old one's entry to the old owner or pod (docs/dsr.md, limits).
 package dsrapply
 
 import (
@@ -41,6 +54,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
@@ -90,7 +106,8 @@ var _ Routing = (*netlink.Handle)(nil)
 //   - nf_conntrack_tcp_be_liberal: the entry node sees only the client's half of a TCP flow; its
 //     conntrack entry must not call the client's segments out of window (INVALID);
 //   - nf_conntrack_tcp_loose: a mid-stream ACK (the entry's first packet of a flow after a SYN
-//     that was not tracked, or after a failover) starts a tracked flow.
+//     whose entry expired at once (the SYN table) or that was not tracked, or after a failover)
+//     starts a tracked flow.
 var Sysctls = map[string]string{
 	"net/ipv4/ip_forward":                       "1",
 	"net/ipv4/conf/all/send_redirects":          "0",
@@ -111,6 +128,10 @@ type Applier struct {
 	slots    map[string]int
 	// quiet are the devices whose send_redirects was written (the devices that reach peers).
 	quiet map[string]bool
+	// syn writes the SYN table (nftrules.DSRSYNTableName; nil: none, SYNs of forwarded flows
+	// stay untracked); synOK says the last write worked, synFailed that a failure was reported.
+	syn              *nftables.Conn
+	synOK, synFailed bool
 }
 
 // New returns an Applier over table (a writer of family ip's table nftrules.DSRTableName) and
@@ -138,7 +159,19 @@ func NewKernel() (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	return New(t, h, nil), nil
+	syn, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("nftables netlink: %w", err)
+	}
+	return New(t, h, nil).WithSYNTable(syn), nil
+}
+
+// WithSYNTable has a write the SYN table (nftrules.DSRSYNTableName) through c, in the network
+// namespace c works in, and returns a. Without it the SYNs of flows other nodes own are not
+// tracked (nftrules.DSRPlan.TrackSYN).
+func (a *Applier) WithSYNTable(c *nftables.Conn) *Applier {
+	a.syn = c
+	return a
 }
 
 func writeProcSys(name, value string) error {
@@ -188,12 +221,28 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if len(plan.Ports) > 0 {
 		a.noRedirects(plan.Peers)
 	}
+	// The SYN table before the table that tracks forwarded SYNs, on every sync (so that one
+	// deleted by hand comes back): adding it again only replaces its one rule, and keeps the
+	// timeout object (deleting one walks the whole conntrack table).
+	if len(plan.Ports) > 0 && a.syn != nil {
+		if err := writeSYNTable(a.syn); err != nil {
+			a.synOK = false
+			if !a.synFailed {
+				a.warnings = append(a.warnings, fmt.Errorf("table %s (conntrack timeout policies, CONFIG_NF_CONNTRACK_TIMEOUT): %w: SYNs of flows other nodes own stay untracked, and a client reusing a source port can meet its old connection's conntrack entry", nftrules.DSRSYNTableName, err))
+				a.synFailed = true
+			}
+		} else {
+			a.synOK, a.synFailed = true, false
+		}
+	}
+	p := *plan
+	p.TrackSYN = a.synOK
 	tx := &nftapply.Transaction{}
 	// Delete and re-create: the table is small, and this drops per-port chains and maps of
 	// Services that left in the same atomic batch.
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
-	nftrules.WriteDSR(tx, plan)
+	nftrules.WriteDSR(tx, &p)
 	if err := a.table.Write(tx); err != nil {
 		errs = append(errs, fmt.Errorf("writing table %s: %w", nftrules.DSRTableName, err))
 	}
@@ -206,6 +255,15 @@ func (a *Applier) Cleanup(ctx context.Context) error {
 	var errs []error
 	if err := a.table.DeleteTable(); err != nil {
 		errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRTableName, err))
+	}
+	if a.syn != nil {
+		t := synTable()
+		a.syn.AddTable(t) // so that the delete finds one
+		a.syn.DelTable(t)
+		if err := a.syn.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRSYNTableName, err))
+		}
+		a.synOK = false
 	}
 	if err := a.syncRoutes(nil, 0); err != nil {
 		errs = append(errs, err)
@@ -480,4 +538,57 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+func synTable() *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftrules.DSRSYNTableName}
+}
+
+// Conntrack status bits (include/uapi/linux/netfilter/nf_conntrack_common.h).
+const (
+	ipsConfirmed = 1 << 3
+	ipsDstNAT    = 1 << 5
+)
+
+// synPolicy is the forwarded SYN's timeout policy: the kernel's TCP defaults but SYN_SENT 0 (the
+// entry expires as it is confirmed). Every state is given: google/nftables fills the missing
+// ones from its own defaults (ESTABLISHED 43200, not the kernel's 432000).
+var synPolicy = expr.CtStatePolicyTimeout{
+	expr.CtStateTCPSYNSENT: 0, expr.CtStateTCPSYNRECV: 60, expr.CtStateTCPESTABLISHED: 432000,
+	expr.CtStateTCPFINWAIT: 120, expr.CtStateTCPCLOSEWAIT: 60, expr.CtStateTCPLASTACK: 30,
+	expr.CtStateTCPTIMEWAIT: 120, expr.CtStateTCPCLOSE: 10, expr.CtStateTCPSYNSENT2: 120,
+	expr.CtStateTCPRETRANS: 300, expr.CtStateTCPUNACK: 300,
+}
+
+// writeSYNTable adds the SYN table (nftrules.DSRSYNTableName, whose documentation says why) in one
+// batch; adding it again replaces the chain's rule and keeps the timeout object (the kernel leaves
+// an existing one as it is).
+func writeSYNTable(c *nftables.Conn) error {
+	t := c.AddTable(synTable())
+	c.AddObj(&nftables.NamedObj{Table: t, Name: nftrules.DSRSYNTimeout, Type: nftables.ObjTypeCtTimeout,
+		Obj: &expr.CtTimeout{L3Proto: unix.NFPROTO_IPV4, L4Proto: unix.IPPROTO_TCP, Policy: synPolicy}})
+	prio := nftables.ChainPriority(nftrules.DSRSYNPriority)
+	ch := c.AddChain(&nftables.Chain{Table: t, Name: "prerouting", Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: &prio})
+	c.FlushChain(ch)
+	zero := make([]byte, 4)
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+		// meta mark & 0x0fff0000 != 0: the DSR table marked it for an owner
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
+		// tcp flags & (syn | ack) == syn
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
+		// ct status & (confirmed | dnat) == 0: a new entry, not served here
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
+		// ct timeout set "forwarded-syn"
+		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRSYNTimeout},
+	}})
+	return c.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestKernelApply(t *testing.T) {
 	}
 	defer h.Close()
 	sysctls := map[string]string{}
-	a := dsrapply.New(tableIn(t, ns), h, func(k, v string) error { sysctls[k] = v; return nil })
+	a := dsrapply.New(tableIn(t, ns), h, func(k, v string) error { sysctls[k] = v; return nil }).WithSYNTable(synConnIn(t, nsh))
 
 	m := &nftrules.Model{Node: nftrules.Node{Name: "node-a"}, Services: map[nftrules.ServiceKey]*nftrules.Service{}}
 	s := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
@@ -104,6 +105,20 @@ func TestKernelApply(t *testing.T) {
 	if !strings.Contains(table, "192.0.2.240 . tcp . 80 : goto dsr-") || !strings.Contains(table, "10.244.1.5 . 8080") {
 		t.Errorf("table lacks the Service:\n%s", table)
 	}
+	// The SYN table is there, so forwarded SYNs are tracked: no notrack left in the DSR table.
+	syn := in(nftPath, "list", "table", "ip", nftrules.DSRSYNTableName)
+	t.Logf("the SYN table:\n%s", syn)
+	// Each piece as nft prints it (nft 1.0.6's form first, then the older one).
+	for _, want := range [][]string{{"ct timeout " + nftrules.DSRSYNTimeout}, {"syn_sent : 0"}, {"hook prerouting priority dstnat + 10"},
+		{"meta mark & 0x0fff0000 != 0x00000000"}, {"tcp flags syn / syn,ack", "tcp flags & (syn | ack) == syn"},
+		{"ct status ! confirmed,dnat", "ct status & (confirmed | dnat) == 0"}, {`ct timeout set "` + nftrules.DSRSYNTimeout + `"`}} {
+		if !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(syn, w) }) {
+			t.Errorf("the SYN table lacks %q", want[0])
+		}
+	}
+	if strings.Contains(table, "notrack") {
+		t.Errorf("the DSR table still untracks SYNs with the SYN table present:\n%s", table)
+	}
 
 	// node-c loses its endpoint: its rule and route go; a second apply changes nothing else.
 	s2 := *s
@@ -117,6 +132,14 @@ func TestKernelApply(t *testing.T) {
 		if err := a.Apply(ctx, &plan); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, w := range a.Warnings() {
+		if strings.Contains(w.Error(), nftrules.DSRSYNTableName) {
+			t.Errorf("writing the SYN table again: %v", w)
+		}
+	}
+	if syn2 := in(nftPath, "list", "table", "ip", nftrules.DSRSYNTableName); strings.Count(syn2, "ct timeout set") != 1 {
+		t.Errorf("the SYN table after three writes:\n%s", syn2)
 	}
 	rules = in("ip", "rule", "show")
 	if strings.Contains(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(3))) || strings.Count(rules, fmt.Sprintf("lookup %d", nftrules.DSRTable(2))) != 1 {
@@ -135,8 +158,10 @@ func TestKernelApply(t *testing.T) {
 	if got := in("ip", "route", "show", "table", "all"); strings.Contains(got, "192.0.2.11") {
 		t.Errorf("routes left after cleanup:\n%s", got)
 	}
-	if out, err := netnstest.Output(ns, nftPath, "list", "table", "ip", nftrules.DSRTableName); err == nil {
-		t.Errorf("table left after cleanup:\n%s", out)
+	for _, name := range []string{nftrules.DSRTableName, nftrules.DSRSYNTableName} {
+		if out, err := netnstest.Output(ns, nftPath, "list", "table", "ip", name); err == nil {
+			t.Errorf("table %s left after cleanup:\n%s", name, out)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -83,10 +84,23 @@ func applierIn(t *testing.T, ns string) (*dsrapply.Applier, *netlink.Handle) {
 		t.Fatal(err)
 	}
 	h, err := netlink.NewHandleAt(nsh)
-	nsh.Close()
 	if err != nil {
+		nsh.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	return dsrapply.New(tableIn(t, ns), h, netnstest.Sysctl(ns)), h
+	defer nsh.Close()
+	return dsrapply.New(tableIn(t, ns), h, netnstest.Sysctl(ns)).WithSYNTable(synConnIn(t, nsh)), h
+}
+
+// synConnIn returns a google/nftables connection that stays in the network namespace of nsh,
+// closed when the test ends.
+func synConnIn(t *testing.T, nsh netns.NsHandle) *nftables.Conn {
+	t.Helper()
+	c, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(nsh)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseLasting() })
+	return c
 }

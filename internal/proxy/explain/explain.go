@@ -95,6 +95,9 @@ type DSRPath struct {
 	// LocalBucket and Endpoint are the owner's choice among its endpoints.
 	LocalBucket uint32
 	Endpoint    netip.AddrPort
+	// Alternate is the owner of Bucket in the table without Owner (nftrules.DSRPort.AltBuckets,
+	// TCP only): where Owner's rejoin rule sends a mid-stream segment it has no conntrack state of.
+	Alternate string
 }
 
 // Match is a Service port a destination address and port belong to.
@@ -350,6 +353,9 @@ func dsrPath(nodes []*corev1.Node, m *nftrules.Model, def nftrules.ExternalMode,
 	if q := find(&op); q != nil && len(q.LocalBuckets) > 0 {
 		d.LocalBucket = trace.DSRBucket(from, to.Addr(), sport, to.Port(), protoNumbers[proto], uint32(len(q.LocalBuckets)), q.LocalSeed())
 		d.Endpoint = q.Local[q.LocalBuckets[d.LocalBucket]]
+		if int(d.Bucket) < len(q.AltBuckets) && q.AltBuckets[d.Bucket] >= 0 {
+			d.Alternate = q.Nodes[q.AltBuckets[d.Bucket]]
+		}
 	}
 	return d
 }
@@ -376,6 +382,9 @@ func (d *DSRPath) write(b *strings.Builder) {
 		}
 		if d.Endpoint.IsValid() {
 			fmt.Fprintf(b, "  backend %s: local bucket %d -> DNAT to %s, no masquerade: the pod sees the client's address and replies from the service address straight to the client\n", d.Owner, d.LocalBucket, d.Endpoint)
+		}
+		if d.Alternate != "" {
+			fmt.Fprintf(b, "  rejoin: a segment of this flow that is not a SYN and that %s has no conntrack entry of (a connection opened while %s was away) goes on to %s, the bucket's owner without %s\n", d.Owner, d.Owner, d.Alternate, d.Owner)
 		}
 	}
 	b.WriteString("  (the main table's path below is the snat path that pods and the node itself take)\n")

@@ -218,3 +218,31 @@ func TestExplainServiceCIDRs(t *testing.T) {
 		t.Errorf("Options.ServiceCIDRs 10.200.0.0/16 given, yet 10.96.7.7 dropped:\n%s", r)
 	}
 }
+
+// TestExplainDSRRejoin: the alternate the trace names for a flow's backend node (where its rejoin
+// rule sends a segment it holds no state of) is the backend node the trace finds while that node
+// is declared dead: the owner of the flow's bucket during its absence.
+func TestExplainDSRRejoin(t *testing.T) {
+	for _, sport := range []uint16{40000, 40001, 40002, 40003} {
+		q := Query{From: a("203.0.113.50"), To: ap("192.168.1.241:80"), SrcPort: sport}
+		r, err := Explain(cluster(), Options{Node: "node-c", ExternalMode: nftrules.ExternalDSR}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := r.DSR
+		if d == nil || d.Owner == "" || d.Alternate == "" || d.Alternate == d.Owner {
+			t.Fatalf("port %d: %+v", sport, d)
+		}
+		entry := "node-a"
+		if d.Owner == entry {
+			entry = "node-b"
+		}
+		away, err := Explain(cluster(), Options{Node: entry, ExternalMode: nftrules.ExternalDSR, DeadNodes: []string{d.Owner}}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if away.DSR == nil || away.DSR.Owner != d.Alternate {
+			t.Errorf("port %d: bucket %d of %s, alternate %s; owner while %s is dead: %+v", sport, d.Bucket, d.Owner, d.Alternate, d.Owner, away.DSR)
+		}
+	}
+}

@@ -222,7 +222,7 @@ func single(s *nftrules.Stmt) (nftrules.Expr, error) {
 
 // ip saddr|daddr [!=] ADDR|PREFIX|{ SET }, tcp|udp|sctp dport PORT, meta l4proto PROTO,
 // fib saddr|daddr type local, numgen|jhash ... VALUE, ct state new, ct status dnat,
-// [meta] mark and MASK ==|!= N
+// ct status & (BITS) ==|!= BITS, [meta] mark and MASK ==|!= N, meta mark ==|!= N, ct mark ==|!= N
 func (e *ruleEncoder) match(s *nftrules.Stmt) error {
 	x, err := single(s)
 	if err != nil {
@@ -261,10 +261,23 @@ func (e *ruleEncoder) match(s *nftrules.Stmt) error {
 	case nftrules.FieldTCPFlags:
 		return e.tcpFlags(s, x)
 	case nftrules.FieldMark:
-		if x.Mask == 0 || v.Kind != nftrules.ValueNum || s.Set != nil {
+		if v.Kind != nftrules.ValueNum || s.Set != nil || x.Mask == 0 && !x.Meta {
 			return fmt.Errorf("unsupported match %q", s)
 		}
-		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		e.emit(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1})
+		if x.Mask != 0 {
+			e.emit(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: hostU32(x.Mask), Xor: hostU32(0)})
+		}
+		e.emit(&expr.Cmp{Op: op, Register: reg1, Data: hostU32(v.Num)})
+		return nil
+	case nftrules.FieldCtStatus:
+		if x.Mask == 0 {
+			break // ct status dnat, below
+		}
+		if v.Kind != nftrules.ValueNum || s.Set != nil || v.Num&^x.Mask != 0 {
+			return fmt.Errorf("unsupported match %q", s)
+		}
+		e.emit(&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: hostU32(x.Mask), Xor: hostU32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: hostU32(v.Num)})
 		return nil

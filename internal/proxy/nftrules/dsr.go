@@ -48,6 +48,20 @@ import (
 // answered when its owner dies (conntrack.Stale deletes the owner's UDP entries in the same case
 // for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
 // its new owner after the old one comes back.
+//
+// Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
+// have substitute owners, and connections opened then live on the substitutes. When R returns its
+// buckets are its own again; an entry node with a memory of such a flow sends it on to the
+// substitute, but one without (the router moved the flow to a new entry, often to R itself) hashes
+// it to R, whose pod would reset it. So R, owner of a bucket, sends a TCP segment with ACK and
+// without SYN of whose flow it has no conntrack state (ct state new: R never saw its pod answer it,
+// so no pod of R's serves it) to the bucket's alternate owner, its owner in the table without R
+// (DSRPort.AltBuckets: stickyBuckets over the other nodes with the same every, what the others
+// computed while R was away), and remembers it in the ct mark. Whether the segment came from
+// outside (R is the entry) or from a peer (an entry forwarded it), the alternate gets it from a
+// peer and serves it: at most one extra hop. A connection R serves is never taken (its conntrack
+// entry saw the pod's SYN-ACK: established), nor is a SYN. Only one previous table is covered, the
+// one of R's own absence; UDP (no mid-stream segment to tell) is left alone.
 
 // ExternalMode is how a Service's external traffic (load-balancer ingress IPs and external IPs)
 // reaches its pods. The zero value is the proxy's default (Config of the DSR plan).
@@ -158,9 +172,18 @@ type DSRPort struct {
 	Keep []string
 	// Buckets is the Maglev table: bucket i belongs to Nodes[Buckets[i]].
 	Buckets []int
-	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table.
+	// Local are this node's endpoints, sorted, and LocalBuckets their Maglev table: those that get
+	// new flows or, for TCP and SCTP when none of this node's does, those still serving (they
+	// serve what entries forward here by memory; see PlanDSR).
 	Local        []netip.AddrPort
 	LocalBuckets []int
+	// AltBuckets, for a TCP port whose Nodes hold this node, is the rejoin table (see the top of
+	// this file): for each bucket this node owns, the index in Nodes of its alternate owner, the
+	// owner the bucket has in the table every other node computes while this node is dead to it
+	// (the same length as Buckets); -1 for the other buckets. Nil when this node owns no bucket,
+	// is the only node, or the table without it has another size (weights summing to more than
+	// DefaultMaglevTableSize/4 can change it: then a bucket here names no bucket there).
+	AltBuckets []int
 	// Seed is the jhash seed of both lookups, the same on every node.
 	Seed uint32
 	name string // base for chain and map names
@@ -193,7 +216,46 @@ type DSRPlan struct {
 	// other node published (DSRConfig.NodeMACs), sorted, each once: the loop guard.
 	Peers    []netip.Addr
 	PeerMACs []string
+	// TrackSYN is set by the applier when this node holds the table DSRSYNTableName (the short
+	// SYN_SENT timeout of forwarded SYNs): then every SYN to a DSR address is tracked here, and a
+	// SYN that reuses the 5-tuple of an old connection gets a fresh conntrack entry (TIME_WAIT and
+	// CLOSE entries are reopened) or rewrites the old entry's owner (WriteDSR). Without it the SYN
+	// of a flow another node owns is not tracked (raw-prerouting: notrack), as before issue 19's
+	// reuse fix, and a reused source port can meet the old connection's entry.
+	TrackSYN bool
 }
+
+// The SYN table: a table of its own (never deleted by a sync, so never missing while the DSR
+// table is replaced), written by the applier over netlink because knftables has no ct timeout
+// objects. In nft's words:
+//
+//	table ip ironlb-dsr-syn {
+//		ct timeout forwarded-syn { protocol tcp; l3proto ip; policy = { syn_sent: 0 } }
+//		chain prerouting {
+//			type filter hook prerouting priority -90   # after the DSR table's mangle and every dstnat
+//			meta mark & 0x0fff0000 != 0 meta l4proto tcp tcp flags & (syn | ack) == syn
+//				ct status & (confirmed | dnat) == 0 ct timeout set "forwarded-syn"
+//		}
+//	}
+//
+// A new SYN the DSR table marked for an owner and that was not DNATed here is forwarded: this node
+// sees one direction of its flow, and a SYN_SENT entry would call every later segment of the
+// client INVALID (an ACK in SYN_SENT is) for two minutes, losing the owner's memory (the mark of
+// the entry) for them. With syn_sent 0 the entry expires as it is confirmed: the client's next
+// segment finds none and is picked up as an established flow (nf_conntrack_tcp_loose) and
+// marked with its owner, as an untracked SYN's next segment was. But the SYN went through
+// conntrack, so an old entry of the same 5-tuple saw it: TIME_WAIT and CLOSE entries are killed
+// and replaced (the kernel's reopen), which an untracked SYN never did (the soak's case b: an old
+// connection the entry node served itself kept its DNAT in TIME_WAIT and took the new
+// connection's segments to the old pod).
+const (
+	DSRSYNTableName = "ironlb-dsr-syn"
+	DSRSYNTimeout   = "forwarded-syn"
+	// DSRSYNPriority is the SYN table's prerouting priority: after the DSR table's mangle (-150)
+	// and nat (-110) chains and the main table's dstnat (-100), so that the mark and the DNAT
+	// status are known.
+	DSRSYNPriority = -90
+)
 
 // EtherAddr is an Ethernet (EUI-48) address.
 type EtherAddr [6]byte
@@ -312,6 +374,20 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			if len(count) == 0 {
 				continue // no endpoints: the main table rejects
 			}
+			if len(local) == 0 && sp.Protocol != UDP {
+				// None of this node's endpoints gets new flows, but one still serving (a pod
+				// terminating gracefully) serves a flow an entry node forwards here by its memory
+				// (this node is in the keep set): a new connection on an old entry's 5-tuple (a
+				// reused source port) that the entry cannot serve itself, or a flow of a stale
+				// table. Hashed on, it would go back to the entry, which sends it here again or
+				// cannot serve it (TestKernelDSRReusedPortNowLocal). Entry nodes never hash a new
+				// flow here.
+				for _, ep := range sp.Endpoints {
+					if ep.Node == m.Node.Name && ep.Serving && dsrEndpoint(ep, cfg.NodeIPs) {
+						local = append(local, netip.AddrPortFrom(ep.Addr, ep.Port))
+					}
+				}
+			}
 			dp := DSRPort{Service: k, Protocol: sp.Protocol, Port: sp.Port, Addrs: addrs, name: portBase(svc, sp)}
 			dp.Seed = seed(dp.name)
 			for n := range count {
@@ -329,8 +405,10 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 			}
 			slices.Sort(dp.Keep)
 			dp.Buckets = WeightedNodeTable(dp.Nodes, dp.Weights, size)
-			if len(m.Node.DeadNodes) > 0 {
-				// The buckets of live owners stay theirs (see the top of this file).
+			self := slices.Index(dp.Nodes, m.Node.Name)
+			rejoin := self >= 0 && len(dp.Nodes) > 1 && sp.Protocol == TCP
+			if len(m.Node.DeadNodes) > 0 || rejoin {
+				// every: the nodes with endpoints, dead or alive, and their weights.
 				all := m.Node
 				all.DeadNodes = nil
 				every := map[string]int{}
@@ -339,7 +417,13 @@ func PlanDSR(m *Model, cfg DSRConfig) DSRPlan {
 						every[ep.Node]++
 					}
 				}
-				dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
+				if len(m.Node.DeadNodes) > 0 {
+					// The buckets of live owners stay theirs (see the top of this file).
+					dp.Buckets = stickyBuckets(dp.Nodes, dp.Weights, dp.Buckets, every, size)
+				}
+				if rejoin {
+					dp.AltBuckets = altBuckets(dp.Nodes, dp.Weights, dp.Buckets, self, every, size)
+				}
 			}
 			if len(local) > 0 {
 				slices.SortFunc(local, netip.AddrPort.Compare)
@@ -483,6 +567,36 @@ func stickyBuckets(nodes []string, weights, reduced []int, every map[string]int,
 	return out
 }
 
+// altBuckets is the rejoin table of node nodes[self] (DSRPort.AltBuckets): for each bucket of
+// buckets that self owns, the owner the bucket has in stickyBuckets over the nodes without self,
+// with the same every (the nodes with endpoints, dead or alive): what every other node computes
+// while self is in its DeadNodes and self's endpoints are still listed. For the buckets self owns
+// in the table over every node, that is the plain table over the others; for a dead node's
+// buckets that self took over, the table over the others and without the dead node too. Nil if
+// that table has another size than buckets.
+func altBuckets(nodes []string, weights, buckets []int, self int, every map[string]int, size int) []int {
+	others := slices.Delete(slices.Clone(nodes), self, self+1)
+	ws := slices.Delete(slices.Clone(weights), self, self+1)
+	reduced := WeightedNodeTable(others, ws, size)
+	alt := stickyBuckets(others, ws, reduced, every, size)
+	if len(alt) != len(buckets) {
+		return nil
+	}
+	out := make([]int, len(buckets))
+	owns := false
+	for b, o := range buckets {
+		out[b] = -1
+		if o == self {
+			out[b] = slices.Index(nodes, others[alt[b]])
+			owns = true
+		}
+	}
+	if !owns {
+		return nil
+	}
+	return out
+}
+
 // AssignSlots gives every node in want a slot in 1..DSRMaxSlot: a node keeps its slot in prev,
 // new nodes take the lowest free ones in name order. Nodes beyond DSRMaxSlot get none.
 func AssignSlots(prev map[string]int, want map[string]bool) map[string]int {
@@ -578,25 +692,33 @@ func addRule(tx Writer, r *Rule) {
 //
 // Chains, in hook order:
 //
-//	raw-prerouting (raw, -300)         a TCP SYN whose owner is another node is not tracked here
-//	                                   (the entry sees one direction: the next ACK is picked up
-//	                                   loosely and marked instead of being INVALID after SYN_SENT)
+//	raw-prerouting (raw, -300)         only without the SYN table (DSRPlan.TrackSYN false): a TCP
+//	                                   SYN whose owner is another node is not tracked here (the
+//	                                   entry sees one direction: the next ACK is picked up loosely
+//	                                   and marked instead of being INVALID after SYN_SENT). With
+//	                                   it the SYN is tracked and its entry expires at once (see
+//	                                   DSRSYNTableName), so that it meets an old connection's entry
 //	mangle-prerouting (mangle, -150)   mark the packet with the owner's slot: the remembered owner
-//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's
+//	                                   (ct mark) while it is in DSRPort.Keep, else the hash's; a
+//	                                   SYN on an old forwarded entry re-hashes its owner
 //	nat-prerouting (dstnat-10, -110)   this node owns it: DNAT to a local endpoint, no masquerade
 //	forward (mangle, -150)             clamp the MSS of SYNs encapsulated to another segment
 func WriteDSR(tx Writer, plan *DSRPlan) {
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("direct server return for ironlb proxy")})
-	for _, c := range []struct {
+	type baseChain struct {
 		name string
 		typ  knftables.BaseChainType
 		prio knftables.BaseChainPriority
-	}{
-		{dsrChainRaw, knftables.FilterType, knftables.RawPriority},
+	}
+	base := []baseChain{
 		{dsrChainMangle, knftables.FilterType, knftables.ManglePriority},
 		{dsrChainNAT, knftables.NATType, "-110"},
 		{dsrChainForward, knftables.FilterType, knftables.ManglePriority},
-	} {
+	}
+	if !plan.TrackSYN {
+		base = append([]baseChain{{dsrChainRaw, knftables.FilterType, knftables.RawPriority}}, base...)
+	}
+	for _, c := range base {
 		hook := knftables.PreroutingHook
 		if c.name == dsrChainForward {
 			hook = knftables.ForwardHook
@@ -604,9 +726,11 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		tx.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(hook), Priority: knftables.PtrTo(c.prio)})
 		tx.Flush(&knftables.Chain{Name: c.name})
 	}
-	tx.Add(&knftables.Chain{Name: dsrChainNotrack})
-	tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
-	addRule(tx, &Rule{Chain: dsrChainNotrack, Stmts: []Stmt{{Kind: StmtNotrack}}})
+	if !plan.TrackSYN {
+		tx.Add(&knftables.Chain{Name: dsrChainNotrack})
+		tx.Flush(&knftables.Chain{Name: dsrChainNotrack})
+		addRule(tx, &Rule{Chain: dsrChainNotrack, Stmts: []Stmt{{Kind: StmtNotrack}}})
+	}
 	tx.Add(&knftables.Set{Name: dsrSetPods, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.IntervalFlag},
 		Comment: knftables.PtrTo("pod networks: their traffic to DSR addresses takes the snat path")})
 	tx.Flush(&knftables.Set{Name: dsrSetPods})
@@ -620,13 +744,19 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 		tx.Add(&knftables.Element{Set: dsrSetPeers, Key: []string{mac}})
 	}
 	tuple := "ipv4_addr . inet_proto . inet_service : verdict"
-	for _, mp := range []string{dsrMapRaw, dsrMapMangle, dsrMapLocal} {
+	maps := []string{dsrMapMangle, dsrMapLocal}
+	if !plan.TrackSYN {
+		maps = append([]string{dsrMapRaw}, maps...)
+	}
+	for _, mp := range maps {
 		tx.Add(&knftables.Map{Name: mp, Type: tuple})
 		tx.Flush(&knftables.Map{Name: mp})
 	}
-	addRule(tx, &Rule{Chain: dsrChainRaw, Stmts: []Stmt{
-		{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpSyn)},
-		vmap(keyTuple, dsrMapRaw)}})
+	if !plan.TrackSYN {
+		addRule(tx, &Rule{Chain: dsrChainRaw, Stmts: []Stmt{
+			{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpSyn)},
+			vmap(keyTuple, dsrMapRaw)}})
+	}
 	addRule(tx, &Rule{Chain: dsrChainMangle, Stmts: []Stmt{vmap(keyTuple, dsrMapMangle)}})
 	addRule(tx, &Rule{Chain: dsrChainForward, Stmts: []Stmt{
 		match([]Expr{{Field: FieldOifname}}, StringValue(DSRVXLANDevice)),
@@ -646,12 +776,14 @@ func WriteDSR(tx Writer, plan *DSRPlan) {
 
 // DSR per-port chain and map prefixes (hashed like the main table's names).
 const (
-	prefixDSRRaw     = "dsr-raw-"   // chain and vmap: remote buckets -> notrack
-	prefixDSRMangle  = "dsr-"       // chain
-	prefixDSRBuckets = "dsr-owner-" // map bucket -> owner's NodeID
-	prefixDSRNodes   = "dsr-nodes-" // map NodeID -> slot mark
-	prefixDSRLocal   = "dsr-local-" // chain
-	prefixDSREps     = "dsr-ep-"    // map bucket -> local endpoint
+	prefixDSRRaw     = "dsr-raw-"    // chain and vmap: remote buckets -> notrack
+	prefixDSRMangle  = "dsr-"        // chain
+	prefixDSRBuckets = "dsr-owner-"  // map bucket -> owner's NodeID
+	prefixDSRNodes   = "dsr-nodes-"  // map NodeID -> slot mark
+	prefixDSRLocal   = "dsr-local-"  // chain
+	prefixDSREps     = "dsr-ep-"     // map bucket -> local endpoint
+	prefixDSRRejoin  = "dsr-rejoin-" // chain and vmap: this node's buckets with an alternate owner
+	prefixDSRAlt     = "dsr-alt-"    // map bucket -> alternate owner's NodeID
 )
 
 func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
@@ -676,8 +808,9 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		tx.Add(&knftables.Element{Map: nodes, Key: []string{hex(NodeID(plan.ip(nd)))}, Value: []string{hex(DSRMark(plan.Slots[nd]))}})
 	}
 
-	// raw: a SYN owned by another node is not tracked (see WriteDSR).
-	if p.Protocol == TCP {
+	// raw: a SYN owned by another node is not tracked (see WriteDSR), unless the SYN table
+	// makes tracking it harmless (DSRPlan.TrackSYN).
+	if p.Protocol == TCP && !plan.TrackSYN {
 		writeDSRRaw(tx, plan, p, raw, hash, comment)
 	}
 
@@ -687,12 +820,37 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 	if len(plan.PodCIDRs) > 0 {
 		addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{lookup(keySaddr, dsrSetPods), verdict(Return)}, Comment: "pods take the snat path (hairpin)"})
 	}
+	if p.AltBuckets != nil && len(p.Local) > 0 && self != 0 {
+		writeDSRRejoin(tx, plan, p, mangle, nodes, hash, comment)
+	}
 	if len(p.Local) > 0 && self != 0 {
 		serve := []Stmt{setMark(true, NodeID(plan.ip(plan.Self))), setMark(false, DSRMark(self)), verdict(Return)}
 		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{lookup(keyEtherSaddr, dsrSetPeers)}, serve...),
 			Comment: "loop guard: forwarded by another node, and this node has endpoints: serve it here"})
 		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{match(keyIifname, StringValue(DSRVXLANDevice))}, serve...),
 			Comment: "loop guard: encapsulated by another node's entry"})
+	}
+	// A SYN on an entry that is already confirmed and not DNATed here is a new connection on a
+	// 5-tuple whose old connection this node forwarded (a reused source port; conntrack ignores a
+	// SYN in ESTABLISHED, FIN_WAIT, CLOSE_WAIT and LAST_ACK and leaves the old entry, with the old
+	// owner in its mark). The new connection goes by the hash, and its next segments follow the
+	// mark: rewrite it. Unless the hash says this node: an entry without DNAT cannot be served
+	// here, so the SYN keeps the remembered owner (when it may still hold flows), as its segments do.
+	// This node has a slot even without an IPv4 address (PlanDSR), but then the hash never says
+	// this node.
+	if p.Protocol == TCP {
+		rehash := []Stmt{
+			{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpSyn)},
+			{Kind: StmtMatch, Key: []Expr{{Field: FieldCtStatus, Mask: ctStatusConfirmed | ctStatusDNAT}}, Op: OpEq, Value: NumValue(ctStatusConfirmed)},
+		}
+		if self != 0 && plan.ip(plan.Self).Is4() {
+			rehash = append(rehash, setMarkFrom(false, hash, owners), notMatch(keyMetaMark, NumValue(NodeID(plan.ip(plan.Self)))),
+				setMarkFrom(true, keyMetaMark, ""))
+		} else {
+			rehash = append(rehash, setMarkFrom(true, hash, owners))
+		}
+		addRule(tx, &Rule{Chain: mangle, Stmts: rehash,
+			Comment: "a new connection on an old forwarded entry of its 5-tuple (reused source port): owned by the hash, unless that is this node"})
 	}
 	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
 	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be
@@ -708,7 +866,7 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 
 	for _, a := range p.Addrs {
 		k := []string{a.String(), proto, port}
-		if p.Protocol == TCP {
+		if p.Protocol == TCP && !plan.TrackSYN {
 			tx.Add(&knftables.Element{Map: dsrMapRaw, Key: k, Value: []string{"goto " + raw}})
 		}
 		tx.Add(&knftables.Element{Map: dsrMapMangle, Key: k, Value: []string{"goto " + mangle}})
@@ -764,4 +922,45 @@ func writeDSRRaw(tx Writer, plan *DSRPlan, p *DSRPort, raw string, hash []Expr, 
 	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{lookup(keyEtherSaddr, dsrSetPeers), verdict(Return)}, Comment: "forwarded by another node: tracked here"})
 	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{match(keyIifname, StringValue(DSRVXLANDevice)), verdict(Return)}, Comment: "encapsulated by another node: tracked here"})
 	addRule(tx, &Rule{Chain: raw, Stmts: []Stmt{vmap(hash, raw)}})
+}
+
+// writeDSRRejoin writes the rejoin rule of TCP port p (see the top of this file) into its mangle
+// chain, before the loop guard: a segment with ACK and without SYN (mid-stream: every segment of
+// an established connection has ACK), of a flow this node has no conntrack state of (ct state new:
+// it never saw a reply of it, so no pod of its serves it), in a bucket this node owns, goes to the
+// bucket's alternate owner (DSRPort.AltBuckets), remembered in the ct mark. It comes from outside
+// (this node is the entry) or from a peer (an entry forwarded it): either way the alternate node
+// gets it from a peer and serves it (its own buckets are not its rejoin buckets, so there is at
+// most one extra hop). A connection this node serves is never taken: its conntrack entry saw the
+// pod's SYN-ACK, so it is established, not new. UDP has no mid-stream segment to tell and is left
+// alone. The rules have the shapes of the mangle chain's own (the remembered owner while in keep,
+// else the table's), with the alternates' map for the owners' one.
+func writeDSRRejoin(tx Writer, plan *DSRPlan, p *DSRPort, mangle, nodes string, hash []Expr, comment *string) {
+	rejoin, alt := p.chain(prefixDSRRejoin), p.chain(prefixDSRAlt)
+	tx.Add(&knftables.Chain{Name: rejoin, Comment: knftables.PtrTo(*comment + " rejoin")})
+	tx.Flush(&knftables.Chain{Name: rejoin})
+	tx.Add(&knftables.Map{Name: alt, TypeOf: "numgen random mod 2 : meta mark", Comment: comment})
+	tx.Flush(&knftables.Map{Name: alt})
+	tx.Add(&knftables.Map{Name: rejoin, TypeOf: "numgen random mod 2 : verdict", Comment: comment})
+	tx.Flush(&knftables.Map{Name: rejoin})
+	for b, o := range p.AltBuckets {
+		if o < 0 {
+			continue
+		}
+		k := []string{strconv.Itoa(b)}
+		tx.Add(&knftables.Element{Map: alt, Key: k, Value: []string{hex(NodeID(plan.ip(p.Nodes[o])))}})
+		tx.Add(&knftables.Element{Map: rejoin, Key: k, Value: []string{"goto " + rejoin}})
+	}
+	addRule(tx, &Rule{Chain: rejoin, Stmts: []Stmt{match(keyCtMark, NumValue(0)), setMarkFrom(true, hash, alt)},
+		Comment: "remember the alternate owner: the owner while this node was away"})
+	addRule(tx, &Rule{Chain: rejoin, Stmts: []Stmt{setMarkFrom(false, keyCtMark, nodes), verdict(Return)},
+		Comment: "the remembered owner, while it may still hold the flow (keep)"})
+	addRule(tx, &Rule{Chain: rejoin, Stmts: []Stmt{setMarkFrom(false, hash, alt)},
+		Comment: "the remembered owner left keep: the alternate owner now"})
+	addRule(tx, &Rule{Chain: rejoin, Stmts: []Stmt{setMarkFrom(true, keyMetaMark, "")}})
+	addRule(tx, &Rule{Chain: rejoin, Stmts: []Stmt{setMarkFrom(false, keyMetaMark, nodes)}})
+	addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{
+		{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpAck)},
+		match(keyCtState, SymValue("new")), vmap(hash, rejoin)},
+		Comment: "rejoin: mid-stream, no state here, in this node's bucket: opened while this node was away"})
 }

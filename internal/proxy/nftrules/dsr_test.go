@@ -178,6 +178,7 @@ func TestWriteDSRGolden(t *testing.T) {
 	m, cfg := dsrModel()
 	cfg.NodeMACs = map[string][]nftrules.EtherAddr{"node-b": {{0x02, 0x42, 0xac, 0x12, 0, 3}}, "node-c": {{0x02, 0x42, 0xac, 0x12, 0, 4}}}
 	plan := nftrules.PlanDSR(m, cfg)
+	plan.TrackSYN = true // the applier's SYN table is there (the kernel has conntrack timeout policies)
 	fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
 	tx := fake.NewTransaction()
 	nftrules.WriteDSR(tx, &plan)
@@ -556,4 +557,160 @@ func webDSRPlan(proto nftrules.Protocol, ips map[string]netip.Addr, dead []strin
 		m.Node.DeadNodes[d] = true
 	}
 	return nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+}
+
+// TestWriteDSRTCPRules lists the rules of a TCP port's chains, one row per rule in chain order,
+// with the SYN table (TrackSYN: forwarded SYNs are tracked, the production case) and without it
+// (the fallback: they are not). The port has an endpoint on this node, so its loop guard is there.
+// A chain with more rules than rows fails: a new rule needs its row and its reason.
+func TestWriteDSRTCPRules(t *testing.T) {
+	rows := []struct {
+		track bool
+		chain string // "mangle", "raw" (the port's), "base-raw" (raw-prerouting)
+		rule  []string
+		why   string
+	}{
+		{true, "mangle", []string{"ip saddr @pod-cidrs return"}, "pods take the snat path (hairpin)"},
+		{true, "mangle", []string{"tcp flags & (syn | ack) == ack ct state new jhash ", " vmap @dsr-rejoin-"}, "rejoin: mid-stream, no state here, in this node's bucket: to the alternate owner"},
+		{true, "mangle", []string{"ether saddr @peer-macs ct mark set 0xc0a8010a meta mark set 0x10000 return"}, "loop guard: forwarded by a peer, served here"},
+		{true, "mangle", []string{`iifname "ironlb-dsr0" ct mark set 0xc0a8010a meta mark set 0x10000 return`}, "loop guard: encapsulated by a peer"},
+		{true, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark set jhash", "meta mark != 3232235786 ct mark set meta mark"},
+			"a SYN on an old forwarded entry of its 5-tuple (reused source port) takes the hash's owner, unless that is this node (no DNAT on that entry)"},
+		{true, "mangle", []string{"ct state new ct mark 0 ct mark set jhash"}, "a new flow remembers its owner"},
+		{true, "mangle", []string{"meta mark set ct mark map @dsr-nodes-", " return"}, "the remembered owner, while in the keep set"},
+		{true, "mangle", []string{"meta mark set jhash"}, "untracked, invalid, or owner gone: by hash"},
+		{true, "mangle", []string{"ct mark set meta mark"}, "and remembered"},
+		{true, "mangle", []string{"meta mark set meta mark map @dsr-nodes-"}, "owner's address to its slot mark"},
+		{false, "base-raw", []string{"tcp flags & (syn | ack) == syn ip daddr . meta l4proto . th dport vmap @raw-services"}, "without the SYN table: SYNs to DSR ports go to their raw chain"},
+		{false, "raw", []string{"ip saddr @pod-cidrs return"}, "pods' SYNs tracked (snat path)"},
+		{false, "raw", []string{"ether saddr @peer-macs return"}, "a peer's forwarded SYN is tracked here"},
+		{false, "raw", []string{`iifname "ironlb-dsr0" return`}, "an encapsulated SYN is tracked here"},
+		{false, "raw", []string{"jhash ", " vmap @dsr-raw-"}, "a SYN another node owns: notrack"},
+		// Without the SYN table the mangle chain is the same (its SYN rule then sees only SYNs of
+		// this node's buckets: the others are untracked).
+		{false, "mangle", []string{"ip saddr @pod-cidrs return"}, ""},
+		{false, "mangle", []string{"tcp flags & (syn | ack) == ack ct state new"}, ""},
+		{false, "mangle", []string{"ether saddr @peer-macs"}, ""},
+		{false, "mangle", []string{`iifname "ironlb-dsr0"`}, ""},
+		{false, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed"}, ""},
+		{false, "mangle", []string{"ct state new ct mark 0"}, ""},
+		{false, "mangle", []string{"meta mark set ct mark map"}, ""},
+		{false, "mangle", []string{"meta mark set jhash"}, ""},
+		{false, "mangle", []string{"ct mark set meta mark"}, ""},
+		{false, "mangle", []string{"meta mark set meta mark map"}, ""},
+	}
+	for _, track := range []bool{true, false} {
+		m, cfg := dsrModel()
+		web := m.Services[nftrules.ServiceKey{Namespace: "ns1", Name: "web"}]
+		local := ep("10.244.1.7:8080", thisNode)
+		local.Local = true
+		web.Ports[0].Endpoints = append(web.Ports[0].Endpoints, local)
+		plan := nftrules.PlanDSR(m, cfg)
+		plan.TrackSYN = track
+		fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+		tx := fake.NewTransaction()
+		nftrules.WriteDSR(tx, &plan)
+		if err := fake.Run(t.Context(), tx); err != nil {
+			t.Fatal(err)
+		}
+		chains := map[string][]string{}
+		for name, c := range fake.Table.Chains {
+			kind := ""
+			switch {
+			case name == "raw-prerouting":
+				kind = "base-raw"
+			case c.Comment == nil || *c.Comment != "ns1/web:80/tcp" || strings.HasPrefix(name, "dsr-local-"):
+				continue
+			case strings.HasPrefix(name, "dsr-raw-"):
+				kind = "raw"
+			default:
+				kind = "mangle"
+			}
+			for _, r := range c.Rules {
+				chains[kind] = append(chains[kind], r.Rule)
+			}
+		}
+		if _, ok := fake.Table.Chains["untrack-syn"]; ok == track {
+			t.Errorf("TrackSYN %v: chain untrack-syn present: %v", track, ok)
+		}
+		n := map[string]int{}
+		for _, row := range rows {
+			if row.track != track {
+				continue
+			}
+			i := n[row.chain]
+			n[row.chain]++
+			if i >= len(chains[row.chain]) {
+				t.Errorf("TrackSYN %v, %s rule %d (%s): missing", track, row.chain, i, row.why)
+				continue
+			}
+			got := chains[row.chain][i]
+			for _, want := range row.rule {
+				if !strings.Contains(got, want) {
+					t.Errorf("TrackSYN %v, %s rule %d (%s): %q lacks %q", track, row.chain, i, row.why, got, want)
+				}
+			}
+		}
+		for kind, rules := range chains {
+			if len(rules) != n[kind] {
+				t.Errorf("TrackSYN %v: chain %s has %d rules, the table lists %d:\n%s", track, kind, len(rules), n[kind], strings.Join(rules, "\n"))
+			}
+		}
+	}
+}
+
+// TestPlanDSRLocalServing: this node's endpoints that get no new flows still serve what entries
+// forward here by memory (TCP and SCTP, whose flows stay with a kept node), if they are serving:
+// Local, the loop guard and the DNAT table, while Nodes (the hash) leave this node out. UDP flows
+// move instead, and an endpoint that no longer serves serves nothing.
+func TestPlanDSRLocalServing(t *testing.T) {
+	mine, c := ep("10.244.1.5:8080", thisNode), ep("10.244.3.5:8080", "node-c")
+	mine.Local = true
+	other := ep("10.244.1.6:8080", thisNode)
+	other.Local = true
+	for _, tc := range []struct {
+		name      string
+		eps       []nftrules.Endpoint
+		proto     nftrules.Protocol
+		local     string // Local
+		nodes     string
+		wantGuard bool
+	}{
+		{"ready here: in use", []nftrules.Endpoint{mine, c}, nftrules.TCP, "[10.244.1.5:8080]", "[node-a node-c]", true},
+		{"terminating and serving here, TCP", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.TCP, "[10.244.1.5:8080]", "[node-c]", true},
+		{"terminating and serving here, SCTP", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.SCTP, "[10.244.1.5:8080]", "[node-c]", true},
+		{"terminating and serving here, UDP: moved, not served", []nftrules.Endpoint{terminating(mine, true), c}, nftrules.UDP, "[]", "[node-c]", false},
+		{"terminating, no longer serving", []nftrules.Endpoint{terminating(mine, false), c}, nftrules.TCP, "[]", "[node-c]", false},
+		{"one ready, one terminating here: only the ready one", []nftrules.Endpoint{terminating(mine, true), other, c}, nftrules.TCP, "[10.244.1.6:8080]", "[node-a node-c]", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ips := map[string]netip.Addr{thisNode: a("192.168.1.10"), "node-c": a("192.168.1.12")}
+			plan := webDSRPlan(tc.proto, ips, nil, tc.eps...)
+			if len(plan.Ports) != 1 {
+				t.Fatalf("%d ports", len(plan.Ports))
+			}
+			p := plan.Ports[0]
+			if got := fmt.Sprint(p.Local); got != tc.local {
+				t.Errorf("local %s, want %s", got, tc.local)
+			}
+			if got := fmt.Sprint(p.Nodes); got != tc.nodes {
+				t.Errorf("nodes %s, want %s", got, tc.nodes)
+			}
+			fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+			tx := fake.NewTransaction()
+			nftrules.WriteDSR(tx, &plan)
+			if err := fake.Run(t.Context(), tx); err != nil {
+				t.Fatal(err)
+			}
+			guard := false
+			for _, ch := range fake.Table.Chains {
+				for _, r := range ch.Rules {
+					guard = guard || strings.HasPrefix(r.Rule, "ether saddr @peer-macs ct mark set")
+				}
+			}
+			if guard != tc.wantGuard {
+				t.Errorf("loop guard %v, want %v", guard, tc.wantGuard)
+			}
+		})
+	}
 }

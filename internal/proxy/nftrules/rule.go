@@ -36,6 +36,8 @@ const (
 	FieldOifname    // oifname (compared with a ValueString)
 	FieldTCPFlags   // tcp flags [& (Mask)]
 	FieldCtMark     // ct mark
+	// FieldCtStatus with a Mask (ct status & (confirmed | dnat), compared with a ValueNum of
+	// status bits) is the DSR table's too; without one it is the Builder's `ct status dnat`.
 )
 
 // Expr is one expression of a statement's key; a key of several is their concatenation
@@ -55,7 +57,8 @@ type Expr struct {
 	// l4proto` (ip only), rather than `ip saddr`.
 	Flow bool
 	// Mask is FieldMark's `and` mask (0: none), FieldTCPFlags' (0: the flags of the value are
-	// tested, `tcp flags syn`; else `tcp flags & (MASK) == VALUE`), Mod the modulus of FieldNumgen and FieldJhash
+	// tested, `tcp flags syn`; else `tcp flags & (MASK) == VALUE`), FieldCtStatus's (0: `ct
+	// status SYM`; else `ct status & (MASK) == VALUE`, both in status bits), Mod the modulus of FieldNumgen and FieldJhash
 	// (not 0), Offset FieldNumgen's offset, Seed FieldJhash's seed.
 	Mask, Mod, Offset, Seed uint32
 }
@@ -400,6 +403,8 @@ func (e Expr) appendText(b []byte) []byte {
 			b = append(appendTCPFlags(append(b, " & ("...), e.Mask), ')')
 		}
 		return b
+	case FieldCtStatus: // with a Mask: without one it is a word field
+		return append(appendFlags(append(b, "ct status & ("...), e.Mask, ctStatusBits), ')')
 	}
 	return append(b, "field("+strconv.Itoa(int(e.Field))+")"...)
 }
@@ -410,20 +415,42 @@ const FlowKey = "ip saddr . th sport . ip daddr . th dport . meta l4proto"
 // tcpFlags are the names of the TCP flags, lowest bit first.
 var tcpFlags = []string{"fin", "syn", "rst", "psh", "ack", "urg", "ecn", "cwr"}
 
+// ctStatusBits are the names nft gives the conntrack status bits (IPS_*), lowest bit first; ""
+// for one it has no name for.
+var ctStatusBits = []string{"expected", "seen-reply", "assured", "confirmed", "snat", "dnat", "", "", "", "dying"}
+
+// The conntrack status bits of the DSR table's rules (IPS_CONFIRMED, IPS_DST_NAT).
+const (
+	ctStatusConfirmed = 1 << 3
+	ctStatusDNAT      = 1 << 5
+)
+
 // appendTCPFlags appends the flags of bits, as `syn | ack`.
-func appendTCPFlags(b []byte, bits uint32) []byte {
+func appendTCPFlags(b []byte, bits uint32) []byte { return appendFlags(b, bits, tcpFlags) }
+
+// appendFlags appends the bits by their names, as `syn | ack`; bits without a name, and 0, as a
+// hexadecimal number after them.
+func appendFlags(b []byte, bits uint32, names []string) []byte {
 	first := true
-	for i, f := range tcpFlags {
+	var rest uint32
+	for i := range 32 {
 		if bits&(1<<i) == 0 {
+			continue
+		}
+		if i >= len(names) || names[i] == "" {
+			rest |= 1 << i
 			continue
 		}
 		if !first {
 			b = append(b, " | "...)
 		}
-		b, first = append(b, f...), false
+		b, first = append(b, names[i]...), false
 	}
-	if bits>>len(tcpFlags) != 0 {
-		b = appendHex(b, bits)
+	if rest != 0 || bits == 0 {
+		if !first {
+			b = append(b, " | "...)
+		}
+		b = appendHex(b, rest)
 	}
 	return b
 }
@@ -443,6 +470,8 @@ func (s Stmt) appendText(b []byte) []byte {
 			return append(append(b, " @"...), s.Name...)
 		case len(s.Key) == 1 && s.Key[0].Field == FieldTCPFlags && s.Set == nil:
 			return appendTCPFlags(append(b, ' '), s.Value.Num)
+		case len(s.Key) == 1 && s.Key[0].Field == FieldCtStatus && s.Key[0].Mask != 0 && s.Set == nil:
+			return appendFlags(append(b, ' '), s.Value.Num, ctStatusBits)
 		case s.Set != nil:
 			b = append(b, " {"...)
 			for i, v := range s.Set {

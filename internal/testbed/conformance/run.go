@@ -36,6 +36,21 @@ type Options struct {
 	// processes, its files in ReportDir/long. Selection is then the main lane's.
 	Long      *Selection
 	LongProcs int
+	// Client is the lab host the suite runs in (DefaultClient when empty).
+	Client string
+}
+
+// DefaultClient is the host the suite runs in by default: the client behind the router when the lab
+// has one (lab up --bgp: mypc2, outside the nodes' subnet), else the client on the bridge (mypc).
+// Upstream's "ExternalTrafficPolicy: Local ... should work for type=LoadBalancer" fails when the
+// client that runs the suite is inside the first worker's /16 (IPv4) or /64 (IPv6), as mypc is: it
+// takes any source address in that prefix for a node's, so "Source IP was NOT preserved" though the
+// pod saw mypc's own address. A client on another subnet, as a real cluster's users are, passes it.
+func DefaultClient(p lab.Plan) string {
+	if p.Client2.Name != "" {
+		return p.Client2.Name
+	}
+	return p.Client.Name
 }
 
 func (o Options) binary() string { return filepath.Join(o.E2EBin, Binary) }
@@ -164,7 +179,13 @@ func Run(ctx context.Context, l *lab.Lab, o Options, total int) ([]Result, error
 	defer fd.Close() // the child is cloned into the cgroup through it at Start
 	// Every lane's tests append to the main lane's progress file (a line per write, O_APPEND).
 	env := append(os.Environ(), "KUBECONFIG="+l.State.InternalKubeconfig(), "IRONLB_E2E_PROGRESS="+o.progressFile())
-	client := l.Plan.Client.Name
+	client := o.Client
+	if client == "" {
+		client = DefaultClient(l.Plan)
+	}
+	if h, ok := l.Plan.Host(client); !ok || h.Role != lab.RoleClient {
+		return nil, fmt.Errorf("--client %q: not a client of lab %s (clients: %s)", client, l.Plan.Config.Name, strings.Join(clientNames(l.Plan), ", "))
+	}
 	done := make(chan error, len(lanes))
 	runErrs := make([]error, len(lanes))
 	for i, ln := range lanes {
@@ -289,4 +310,15 @@ func applyPool(ctx context.Context, l *lab.Lab) error {
 		return fmt.Errorf("kubectl apply: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// clientNames are the lab's client hosts, the ones the suite can run in.
+func clientNames(p lab.Plan) []string {
+	var out []string
+	for _, h := range p.AllHosts() {
+		if h.Role == lab.RoleClient {
+			out = append(out, h.Name)
+		}
+	}
+	return out
 }

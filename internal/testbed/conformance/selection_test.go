@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ironlb/ironlb/internal/testbed/lab"
 )
 
 // The default selection against test names of the suite (v1.37.2's test/e2e/network and
@@ -184,6 +186,30 @@ func TestLanes(t *testing.T) {
 	for _, names := range [][]string{{short}, {rolling, ranges}} {
 		if m, l, n := Lanes(s, sel(names...), long); l != nil || n != 0 || *m != s {
 			t.Errorf("%d tests, %d long: got a long lane %v, want one lane, the selection as it is", len(names), n, l)
+		}
+	}
+}
+
+// TestDefaultClient: the suite runs from the client outside the nodes' subnet when the lab has one
+// (upstream's ETP Local source-IP test takes any address in the first worker's /16 for a node's).
+func TestDefaultClient(t *testing.T) {
+	for _, tc := range []struct {
+		bgp  bool
+		want string
+	}{{false, lab.DefaultClient}, {true, lab.Client2Name}} {
+		c := lab.DefaultConfig()
+		c.BGP = tc.bgp
+		p, err := lab.NewPlan(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := DefaultClient(p)
+		if got != tc.want {
+			t.Errorf("bgp=%v: DefaultClient = %q, want %q", tc.bgp, got, tc.want)
+		}
+		h, _ := p.Host(got)
+		if h.Addr.Is4() && p.Config.NodeCIDR.Contains(h.Addr) != !tc.bgp {
+			t.Errorf("bgp=%v: %s at %s: inside the nodes' subnet %s = %v", tc.bgp, got, h.Addr, p.Config.NodeCIDR, p.Config.NodeCIDR.Contains(h.Addr))
 		}
 	}
 }

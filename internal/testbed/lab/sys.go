@@ -232,7 +232,8 @@ func describeProc(pid int) string {
 	return fmt.Sprintf("%d %s state %s wchan %s", pid, strings.TrimSpace(string(comm)), state, strings.TrimSpace(string(wchan)))
 }
 
-// Remove kills everything in the cgroup and removes it and its descendants.
+// Remove kills everything in the cgroup and removes it and its descendants, and their counterparts in
+// the cgroup v1 hierarchies (where runc puts its containers too).
 func (c Cgroup) Remove() error {
 	if err := c.Kill(20 * time.Second); err != nil {
 		return err
@@ -257,6 +258,9 @@ func (c Cgroup) Remove() error {
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
 		}
+	}
+	if err := c.removeV1(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

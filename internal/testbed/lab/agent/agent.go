@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -39,6 +40,7 @@ type Agent struct {
 	progs     Programs
 	hostPorts *hostPorts   // the Pods' hostPorts, DNATed in the node's own table
 	runc      *runcRuntime // lab up --runtime=runc (runc.go); nil runs every image as a host program
+	realtime  bool         // the node's cgroups have their real-time CPU budget (setRealtimeBudget)
 
 	mu     sync.Mutex // guards the following fields
 	pods   map[types.UID]*podWorker
@@ -81,6 +83,7 @@ func Run(ctx context.Context, l *lab.Lab, node string) error {
 		}
 	}
 	a.cleanOrphans(ctx)
+	a.setRealtimeBudget()
 	if err := a.register(ctx); err != nil {
 		return err
 	}
@@ -486,4 +489,43 @@ func kernelRelease() string {
 		return ""
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// setRealtimeBudget gives the node's cgroup and its pods' cgroup their real-time CPU budget out of the
+// lab's (lab/rtbudget.go), for the containers that ask for CAP_SYS_NICE.
+func (a *Agent) setRealtimeBudget() {
+	for _, parts := range [][]string{{a.host.Name}, {a.host.Name, "pods"}} {
+		cg, err := a.lab.Cgroup(parts...)
+		if err != nil {
+			return
+		}
+		switch err := cg.SetRealtime(lab.NodeRealtimeUS); {
+		case errors.Is(err, lab.ErrNoRealtimeGroups):
+			return
+		case err != nil:
+			a.log.Warn("no real-time CPU budget on this node: containers asking for CAP_SYS_NICE will be refused SCHED_FIFO", "err", err)
+			return
+		}
+	}
+	a.realtime = true
+}
+
+// podRealtime gives a Pod's cgroup its real-time budget (lab.PodRealtimeUS) and reports whether its
+// container may have lab.ContainerRealtimeUS of it; when it may not, it says why in the Pod's events.
+func (a *Agent) podRealtime(ctx context.Context, pod *corev1.Pod, c corev1.Container) bool {
+	if !a.realtime || !lab.WantsRealtime(c) {
+		return false
+	}
+	cg, err := a.lab.Cgroup(a.host.Name, "pods", string(pod.UID))
+	if err == nil {
+		err = cg.SetRealtime(lab.PodRealtimeUS(pod))
+	}
+	if err != nil {
+		a.log.Warn("container asks for CAP_SYS_NICE but gets no real-time CPU budget: SCHED_FIFO will be refused in it",
+			"pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+		a.event(ctx, pod, corev1.EventTypeWarning, "NoRealtimeBudget",
+			fmt.Sprintf("container %s asks for CAP_SYS_NICE but the node has no real-time CPU budget left for it: %v", c.Name, err))
+		return false
+	}
+	return true
 }

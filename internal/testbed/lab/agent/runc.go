@@ -18,6 +18,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
@@ -225,6 +226,10 @@ func (w *podWorker) startRunc(ctx context.Context, pod *corev1.Pod, c *ctr, env 
 	case err != nil:
 		fail("CreateContainerError", err)
 		return
+	}
+	if a.podRealtime(ctx, pod, c.spec) { // runc writes it into the container's cpu cgroup
+		rt := int64(lab.ContainerRealtimeUS)
+		spec.Linux.Resources.CPU = &specs.LinuxCPU{RealtimeRuntime: &rt}
 	}
 	// The previous run's container and cgroups go first (a fresh cgroup per run, as in start).
 	id := fmt.Sprintf("%s-%s-%d", w.uid, c.spec.Name, run)
