@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,8 +17,11 @@ import (
 
 // dsrPlans are DSR plans of this node (node-a) that between them write every rule, set, map and
 // element shape of the DSR table: TCP and UDP ports, with endpoints here (the loop guard, the
-// local chain and its DNAT map) and only elsewhere, pod networks, peers' MACs, a Service of
-// several addresses; then the same with a Service gone and no pod networks; and no ports at all.
+// local chain and its DNAT map, the rejoin chain and maps of a TCP port this node shares) and
+// only elsewhere, pod networks, peers' MACs, a Service of several addresses; then the same with a
+// Service gone and no pod networks; no ports at all; the first two with the SYN table (TrackSYN:
+// no raw chains, every SYN tracked); and the first at a node-a without an address. Every TCP port
+// has the SYN re-hash rule.
 func dsrPlans() []nftrules.DSRPlan {
 	a := netip.MustParseAddr
 	ep := func(addr string, port uint16, node string) nftrules.Endpoint {
@@ -45,7 +49,26 @@ func dsrPlans() []nftrules.DSRPlan {
 	m2 := &nftrules.Model{Node: nftrules.Node{Name: "node-a"}, Services: map[nftrules.ServiceKey]*nftrules.Service{web.Key(): web}}
 	less := nftrules.PlanDSR(m2, cfg)
 	none := nftrules.PlanDSR(&nftrules.Model{Node: nftrules.Node{Name: "node-a"}}, cfg)
-	return []nftrules.DSRPlan{full, less, none, full}
+	fullSYN, lessSYN := full, less
+	fullSYN.TrackSYN, lessSYN.TrackSYN = true, true
+	// node-a without an address: its endpoints are left out, it has a slot but owns nothing.
+	cfg.NodeIPs = map[string]netip.Addr{"node-b": a("192.0.2.11"), "node-c": a("192.0.2.12")}
+	noAddr := nftrules.PlanDSR(m, cfg)
+	return []nftrules.DSRPlan{full, less, none, full, fullSYN, lessSYN, noAddr, full}
+}
+
+// dsrShapes are rules the plans TestNetlinkDSRMatchesNFT writes must hold between them (as
+// WriteDSR renders them), so that the comparison covers them: the SYN re-hash rule at a node with
+// an address and at one without, the rejoin rules, and both raw paths.
+var dsrShapes = []string{
+	"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark set jhash ",
+	" meta mark != 3221225994 ct mark set meta mark",
+	"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed ct mark set jhash ",
+	"tcp flags & (syn | ack) == ack ct state new jhash ",
+	"ct mark 0 ct mark set jhash ",
+	"add chain ip ironlb-dsr untrack-syn",
+	"add map ip ironlb-dsr dsr-alt-",
+	"add element ip ironlb-dsr dsr-rejoin-",
 }
 
 // TestNetlinkDSRMatchesNFT writes DSR plans (dsrPlans, then random ones) into two namespaces, one through nft (the rules'
@@ -64,6 +87,8 @@ func TestNetlinkDSRMatchesNFT(t *testing.T) {
 	for seed := range uint64(6) {
 		plans = append(plans, randomDSRPlan(seed))
 	}
+	var all strings.Builder
+	tracked := 0
 	for i, plan := range plans {
 		if i == 0 && len(plan.Ports) < 3 {
 			t.Fatalf("the first plan has %d ports, want 3", len(plan.Ports))
@@ -72,6 +97,10 @@ func TestNetlinkDSRMatchesNFT(t *testing.T) {
 		text.Add(&knftables.Table{})
 		text.Delete(&knftables.Table{})
 		nftrules.WriteDSR(text, &plan)
+		all.WriteString(text.String())
+		if plan.TrackSYN && len(plan.Ports) > 0 {
+			tracked++
+		}
 		nsRun(t, execNS, text.String(), "nft", "-f", "-")
 
 		tx := &Transaction{}
@@ -94,6 +123,14 @@ func TestNetlinkDSRMatchesNFT(t *testing.T) {
 				t.Fatalf("plan %d: %s lists %d lines: no table?", i, view.name, len(want))
 			}
 		}
+	}
+	for _, shape := range dsrShapes {
+		if !strings.Contains(all.String(), shape) {
+			t.Errorf("no plan writes %q: the comparison does not cover it", shape)
+		}
+	}
+	if tracked == 0 {
+		t.Error("no plan with ports has TrackSYN")
 	}
 	if err := nl.DeleteTable(); err != nil {
 		t.Fatal(err)

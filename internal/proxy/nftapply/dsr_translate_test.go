@@ -29,6 +29,20 @@ func dsrSetMark(ct bool, key []nftrules.Expr, m string, v uint32) nftrules.Stmt 
 	return nftrules.Stmt{Kind: nftrules.StmtSetMark, Ct: ct, Key: key, Name: m, Value: nftrules.NumValue(v)}
 }
 
+// cat0 concatenates expressions and slices of them.
+func cat0(parts ...any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		switch p := p.(type) {
+		case expr.Any:
+			out = append(out, p)
+		case []expr.Any:
+			out = append(out, p...)
+		}
+	}
+	return out
+}
+
 // TestTranslateDSRRule pins the expressions of the DSR table's rule shapes to what
 // `nft --debug=netlink` shows nft 1.0.6 sending for their text (the text each renders to is
 // checked too). TestNetlinkDSRMatchesNFT checks the same against the kernel.
@@ -61,23 +75,21 @@ func TestTranslateDSRRule(t *testing.T) {
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte("ironlb-dsr0\x00\x00\x00\x00\x00")}}
 	}
 	setCt := &expr.Ct{Register: 1, Key: expr.CtKeyMARK, SourceRegister: true}
+	// tcp flags & (syn | ack) == syn, and ct status & (confirmed | dnat) == confirmed
+	synOnly := nftrules.Stmt{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldTCPFlags, Mask: 0x12}}, Op: nftrules.OpEq, Value: nftrules.NumValue(2)}
+	synOnlyExprs := cat0(l4(6), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{2}})
+	ctConfirmedOnly := nftrules.Stmt{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldCtStatus, Mask: 0x28}}, Op: nftrules.OpEq, Value: nftrules.NumValue(8)}
+	ctConfirmedExprs := []expr.Any{&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: hostU32(0x28), Xor: hostU32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: hostU32(8)}}
 	setMeta := &expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1}
 	lookupMark := func(m string) *expr.Lookup {
 		return &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: m}
 	}
 	ret := &expr.Verdict{Kind: expr.VerdictReturn}
-	cat := func(parts ...any) []expr.Any {
-		var out []expr.Any
-		for _, p := range parts {
-			switch p := p.(type) {
-			case expr.Any:
-				out = append(out, p)
-			case []expr.Any:
-				out = append(out, p...)
-			}
-		}
-		return out
-	}
+	cat := cat0
 	for _, tc := range []struct {
 		text  string
 		stmts []nftrules.Stmt
@@ -158,6 +170,51 @@ func TestTranslateDSRRule(t *testing.T) {
 		[]nftrules.Stmt{dsrSetMark(false, dsrMetaMark, "nodes", 0)},
 		cat(&expr.Meta{Key: expr.MetaKeyMARK, Register: 1}, lookupMark("nodes"), setMeta),
 	}, {
+		// The SYN re-hash rule (issue 19's reuse row): l4proto tcp; tcp flags & 0x12 == 0x02;
+		// ct load status => reg 1; bitwise & 0x28; cmp eq 0x08; the flow hash; lookup own dreg 1;
+		// meta set mark; meta load mark => reg 1; cmp neq 0xc0a8010a; meta load mark; ct set mark
+		"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark set jhash " + nftrules.FlowKey +
+			" mod 251 seed 0x2f9f9bd map @own meta mark != 3232235786 ct mark set meta mark",
+		[]nftrules.Stmt{synOnly, ctConfirmedOnly, dsrSetMark(false, dsrFlowHash, "own", 0),
+			{Kind: nftrules.StmtMatch, Key: dsrMetaMark, Op: nftrules.OpNeq, Value: nftrules.NumValue(0xc0a8010a)},
+			dsrSetMark(true, dsrMetaMark, "", 0)},
+		cat(synOnlyExprs, ctConfirmedExprs, flow, lookupMark("own"), setMeta,
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: hostU32(0xc0a8010a)},
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1}, setCt),
+	}, {
+		// ... at a node without a slot: the hash's owner straight into the ct mark
+		"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed ct mark set jhash " + nftrules.FlowKey +
+			" mod 251 seed 0x2f9f9bd map @own",
+		[]nftrules.Stmt{synOnly, ctConfirmedOnly, dsrSetMark(true, dsrFlowHash, "own", 0)},
+		cat(synOnlyExprs, ctConfirmedExprs, flow, lookupMark("own"), setCt),
+	}, {
+		// The rejoin rule's jump: tcp flags & 0x12 == 0x10; ct state new; the flow hash; lookup
+		// reg 1 set rejoin dreg 0
+		"tcp flags & (syn | ack) == ack ct state new jhash " + nftrules.FlowKey + " mod 251 seed 0x2f9f9bd vmap @rejoin",
+		[]nftrules.Stmt{{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldTCPFlags, Mask: 0x12}}, Op: nftrules.OpEq, Value: nftrules.NumValue(0x10)},
+			{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldCtState}}, Value: nftrules.SymValue("new")},
+			{Kind: nftrules.StmtVmap, Key: dsrFlowHash, Name: "rejoin"}},
+		cat(l4(6), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x10}},
+			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: hostU32(8), Xor: hostU32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: hostU32(0)},
+			flow, &expr.Lookup{SourceRegister: 1, IsDestRegSet: true, SetName: "rejoin"}),
+	}, {
+		// The rejoin chain's first rule: ct load mark; cmp eq 0; the flow hash; lookup alt dreg 1;
+		// ct set mark
+		"ct mark 0 ct mark set jhash " + nftrules.FlowKey + " mod 251 seed 0x2f9f9bd map @alt",
+		[]nftrules.Stmt{{Kind: nftrules.StmtMatch, Key: dsrCtMark, Value: nftrules.NumValue(0)}, dsrSetMark(true, dsrFlowHash, "alt", 0)},
+		cat(&expr.Ct{Register: 1, Key: expr.CtKeyMARK}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: hostU32(0)},
+			flow, lookupMark("alt"), setCt),
+	}, {
+		"ct status & (assured | confirmed) != assured",
+		[]nftrules.Stmt{{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldCtStatus, Mask: 0xc}}, Op: nftrules.OpNeq, Value: nftrules.NumValue(4)}},
+		cat(&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: hostU32(0xc), Xor: hostU32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: hostU32(4)}),
+	}, {
 		"jhash " + nftrules.FlowKey + " mod 251 seed 0x2f9f9bd vmap @rawm",
 		[]nftrules.Stmt{{Kind: nftrules.StmtVmap, Key: dsrFlowHash, Name: "rawm"}},
 		cat(flow, &expr.Lookup{SourceRegister: 1, IsDestRegSet: true, SetName: "rawm"}),
@@ -205,6 +262,16 @@ func TestTranslateDSRRuleRejects(t *testing.T) {
 		{"tcp flags value outside the mask", knftables.IPv4Family, []nftrules.Stmt{tcpFlags(0x10, 2, nftrules.OpEq)}},
 		{"tcp flags mask without ==", knftables.IPv4Family, []nftrules.Stmt{tcpFlags(0x12, 2, nftrules.OpNone)}},
 		{"tcp flags 0", knftables.IPv4Family, []nftrules.Stmt{tcpFlags(0, 0, nftrules.OpNone)}},
+		{"ct status bits outside the mask", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch,
+			Key: []nftrules.Expr{{Field: nftrules.FieldCtStatus, Mask: 0x28}}, Op: nftrules.OpEq, Value: nftrules.NumValue(4)}}},
+		{"ct status & bits compared with a symbol", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch,
+			Key: []nftrules.Expr{{Field: nftrules.FieldCtStatus, Mask: 0x28}}, Op: nftrules.OpEq, Value: nftrules.SymValue("confirmed")}}},
+		{"ct status & bits in a set", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch,
+			Key: []nftrules.Expr{{Field: nftrules.FieldCtStatus, Mask: 0x28}}, Value: nftrules.NumValue(8), Set: []nftrules.Value{nftrules.NumValue(8)}}}},
+		{"a mark without meta or a mask", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch,
+			Key: []nftrules.Expr{{Field: nftrules.FieldMark}}, Op: nftrules.OpNeq, Value: nftrules.NumValue(1)}}},
+		{"meta mark compared with an address", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch,
+			Key: dsrMetaMark, Op: nftrules.OpNeq, Value: nftrules.AddrValue(netip.MustParseAddr("192.0.2.1"))}}},
 		{"interface name too long", knftables.IPv4Family, []nftrules.Stmt{ifname("a-name-of-16-chr")}},
 		{"interface wildcard", knftables.IPv4Family, []nftrules.Stmt{ifname("eth*")}},
 		{"interface name not a string", knftables.IPv4Family, []nftrules.Stmt{{Kind: nftrules.StmtMatch, Key: []nftrules.Expr{{Field: nftrules.FieldIifname}}, Value: nftrules.SymValue("eth0")}}},

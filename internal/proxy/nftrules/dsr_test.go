@@ -659,6 +659,37 @@ func TestWriteDSRTCPRules(t *testing.T) {
 	}
 }
 
+// TestWriteDSRSelfWithoutAddress: this node has a slot without an IPv4 address (PlanDSR gives it
+// one), but the hash never names it: the SYN re-hash rule writes the hash's owner into the ct mark
+// and compares with no NodeID of this node (it has none: NodeID of the zero address panicked).
+func TestWriteDSRSelfWithoutAddress(t *testing.T) {
+	plan := webDSRPlan(nftrules.TCP, map[string]netip.Addr{"node-c": a("192.168.1.12")}, nil, ep("10.244.3.5:8080", "node-c"))
+	if len(plan.Ports) != 1 || plan.Slots[thisNode] == 0 || plan.NodeIPs[thisNode].IsValid() {
+		t.Fatalf("plan: ports %d, slots %v, this node's address %v; want one port, a slot and no address", len(plan.Ports), plan.Slots, plan.NodeIPs[thisNode])
+	}
+	for _, track := range []bool{false, true} {
+		plan.TrackSYN = track
+		fake := knftables.NewFake(knftables.IPv4Family, nftrules.DSRTableName)
+		tx := fake.NewTransaction()
+		nftrules.WriteDSR(tx, &plan)
+		if err := fake.Run(t.Context(), tx); err != nil {
+			t.Fatal(err)
+		}
+		var rehash []string
+		for _, ch := range fake.Table.Chains {
+			for _, r := range ch.Rules {
+				if strings.Contains(r.Rule, "ct status & (confirmed | dnat) == confirmed") {
+					rehash = append(rehash, r.Rule)
+				}
+			}
+		}
+		if len(rehash) != 1 || !strings.HasPrefix(rehash[0], "tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed ct mark set jhash ") ||
+			strings.Contains(rehash[0], "meta mark") {
+			t.Errorf("TrackSYN %v: the SYN re-hash rules %q, want one setting the ct mark by the hash alone", track, rehash)
+		}
+	}
+}
+
 // TestPlanDSRLocalServing: this node's endpoints that get no new flows still serve what entries
 // forward here by memory (TCP and SCTP, whose flows stay with a kept node), if they are serving:
 // Local, the loop guard and the DNAT table, while Nodes (the hash) leave this node out. UDP flows

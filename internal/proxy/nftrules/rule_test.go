@@ -117,6 +117,8 @@ func TestParseRuleRejectsDSR(t *testing.T) {
 		"tcp flags & (syn | ack) == syn ip daddr . meta l4proto . th dport vmap @m",
 		"jhash " + nftrules.FlowKey + " mod 3 seed 0x1 vmap @m",
 		"tcp option maxseg size set rt mtu",
+		"ct status & (confirmed | dnat) == confirmed",
+		"ct mark 0",
 	} {
 		if s, err := nftrules.ParseRule(rule); err == nil {
 			t.Errorf("%q: parsed as %+v, want an error", rule, s)
