@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"sigs.k8s.io/knftables"
@@ -20,8 +21,8 @@ import (
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
 )
 
-// TestCleanupWithoutNFT: `ironlb proxy --cleanup` deletes both families' tables, the DSR table and
-// the DSR policy rules and routes with no nft (nor anything else) on PATH, in a throwaway network
+// TestCleanupWithoutNFT: `ironlb proxy --cleanup` deletes both families' tables, the DSR table, the
+// SYN table and the DSR policy rules and routes with no nft (nor anything else) on PATH, in a throwaway network
 // namespace. Skipped unless root with ip (and an nft binary to check the tables with, on PATH or in
 // /usr/sbin: the test also runs, and passes, with no nft on PATH).
 func TestCleanupWithoutNFT(t *testing.T) {
@@ -48,7 +49,8 @@ func TestCleanupWithoutNFT(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no nft, nor anything else, from here on
 	ctx := context.Background()
 
-	// What a proxy leaves: both families' tables, the DSR table, a DSR policy rule and route.
+	// What a proxy leaves: both families' tables, the DSR and SYN tables, a DSR policy rule and
+	// route.
 	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
 		nl, err := nftapply.NewNetlink(fam, int(f.Fd()))
 		if err != nil {
@@ -78,7 +80,12 @@ func TestCleanupWithoutNFT(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer table.Close()
-	a := dsrapply.New(table, h, func(string, string) error { return nil })
+	syn, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syn.CloseLasting()
+	a := dsrapply.New(table, h, func(string, string) error { return nil }).WithSYNTable(syn)
 	web := &nftrules.Service{Namespace: "ns1", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.240")}, ExternalMode: nftrules.ExternalDSR,
 		Ports: []nftrules.Port{{Protocol: nftrules.TCP, Port: 80, Endpoints: []nftrules.Endpoint{
@@ -96,7 +103,8 @@ func TestCleanupWithoutNFT(t *testing.T) {
 		return string(out)
 	}
 	tables := in(nftPath, "list", "tables")
-	for _, want := range []string{"table ip " + nftrules.TableName, "table ip6 " + nftrules.TableName, "table ip " + nftrules.DSRTableName} {
+	for _, want := range []string{"table ip " + nftrules.TableName, "table ip6 " + nftrules.TableName, "table ip " + nftrules.DSRTableName,
+		"table ip " + nftrules.DSRSYNTableName} {
 		if !strings.Contains(tables, want) {
 			t.Fatalf("before cleanup, no %q:\n%s", want, tables)
 		}
