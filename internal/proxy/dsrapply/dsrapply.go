@@ -250,7 +250,8 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	return errors.Join(errs...)
 }
 
-// Cleanup deletes the DSR table and every policy rule and route of the DSR tables.
+// Cleanup deletes the DSR table, the SYN table (if a has one: WithSYNTable) and every policy rule
+// and route of the DSR routing tables, all over netlink.
 func (a *Applier) Cleanup(ctx context.Context) error {
 	var errs []error
 	if err := a.table.DeleteTable(); err != nil {
