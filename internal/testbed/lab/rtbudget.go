@@ -12,9 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -125,28 +123,9 @@ func parseV1Mounts(r io.Reader) []v1Mount {
 				}
 			}
 		}
-		out = append(out, v1Mount{Dir: unescapeMount(f[4]), Controllers: ctl})
+		out = append(out, v1Mount{Dir: unescapeMountPath(f[4]), Controllers: ctl})
 	}
 	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 var v1Mounts = sync.OnceValue(func() []v1Mount {
@@ -192,18 +171,7 @@ func (c Cgroup) removeV1() error {
 			}
 			return nil
 		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			var err error
-			for try := 0; try < 300; try++ {
-				if err = unix.Rmdir(dirs[i]); !errors.Is(err, unix.EBUSY) {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
-			}
-		}
+		errs = append(errs, rmdirDeepestFirst(dirs))
 	}
 	return errors.Join(errs...)
 }

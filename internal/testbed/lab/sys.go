@@ -245,9 +245,15 @@ func (c Cgroup) Remove() error {
 		}
 		return nil
 	})
+	return errors.Join(rmdirDeepestFirst(dirs), c.removeV1())
+}
+
+// rmdirDeepestFirst removes cgroup directories listed parents first (a walk's order), deepest
+// first. A killed process stays in its cgroup until its parent reaps it: it retries briefly on
+// EBUSY.
+func rmdirDeepestFirst(dirs []string) error {
 	var errs []error
-	for i := len(dirs) - 1; i >= 0; i-- { // deepest first
-		// A killed process stays in its cgroup until its parent reaps it: retry briefly on EBUSY.
+	for i := len(dirs) - 1; i >= 0; i-- {
 		var err error
 		for try := 0; try < 300; try++ {
 			if err = unix.Rmdir(dirs[i]); !errors.Is(err, unix.EBUSY) {
@@ -258,9 +264,6 @@ func (c Cgroup) Remove() error {
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
 		}
-	}
-	if err := c.removeV1(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
