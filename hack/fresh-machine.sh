@@ -165,6 +165,9 @@ if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
   [ ! -x "$root/usr/sbin/update-ca-certificates" ] || chroot "$root" update-ca-certificates >/dev/null
 fi
+# The root is a mount point of its own, as a real machine's is: runc's pivot_root(2) refuses a root that
+# is only a chroot's directory (EINVAL, "the current root directory is not a mount point").
+mount --bind "$root" "$root" && mount --make-rslave "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
