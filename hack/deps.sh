@@ -41,6 +41,8 @@ done
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 command -v go >/dev/null || { echo "deps: go is not installed (https://go.dev/doc/install)" >&2; exit 1; }
 [ ${#missing[@]} -eq 0 ] && exit 0
+# One package can serve two tools (procps: sysctl and ps): name each once.
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [ "$(id -u)" != 0 ]; then
   echo "deps: missing Debian packages ${missing[*]}; run as root (the lab needs root anyway) or install them" >&2
   exit 1
