@@ -145,3 +145,112 @@ func TestCapabilitiesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// hostPathPod is the part of a pod template the host-path check reads.
+type hostPathPod struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Volumes []struct {
+					Name     string `yaml:"name"`
+					HostPath *struct {
+						Path string `yaml:"path"`
+					} `yaml:"hostPath"`
+				} `yaml:"volumes"`
+				Containers []struct {
+					Name         string   `yaml:"name"`
+					Args         []string `yaml:"args"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+						ReadOnly  bool   `yaml:"readOnly"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+// TestHostPathsAreDocumented fails when a role's container mounts a host path that
+// docs/security.md's host-path table does not list (with where it is mounted), or the page lists
+// one the manifests no longer mount; and when the proxy's --proc-sys is not the mount of the
+// host's /proc/sys/net (its sysctls would go to the container's read-only /proc/sys).
+func TestHostPathsAreDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Host paths\n")
+	if !ok {
+		t.Fatal("docs/security.md has no section ## Host paths")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("^\\| (controller|speaker|proxy) \\| `([^`]+)` \\| `([^`]+)` \\|")
+	var doc []string
+	for _, l := range strings.Split(section, "\n") {
+		if m := row.FindStringSubmatch(l); m != nil {
+			doc = append(doc, m[1]+" "+m[2]+" at "+m[3])
+		}
+	}
+	var got []string
+	procSysChecked := false
+	for _, dir := range []string{"controller", "speaker", "proxy"} {
+		bundle, err := manifests.Bundle(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range strings.Split(bundle, "\n---\n") {
+			var o hostPathPod
+			if err := yaml.Unmarshal([]byte(d), &o); err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			if o.Kind != "Deployment" && o.Kind != "DaemonSet" {
+				continue
+			}
+			role := o.Spec.Template.Metadata.Labels["component"]
+			host := map[string]string{} // volume -> host path
+			for _, v := range o.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil {
+					host[v.Name] = v.HostPath.Path
+				}
+			}
+			for _, c := range o.Spec.Template.Spec.Containers {
+				at := map[string]string{} // host path -> mount path
+				for _, m := range c.VolumeMounts {
+					if p, ok := host[m.Name]; ok {
+						got = append(got, role+" "+p+" at "+m.MountPath)
+						at[p] = m.MountPath
+					}
+				}
+				if role != "proxy" {
+					continue
+				}
+				procSys := ""
+				for _, a := range c.Args {
+					if v, ok := strings.CutPrefix(a, "--proc-sys="); ok {
+						procSys = v
+					}
+				}
+				if procSys == "" || at["/proc/sys/net"] != procSys+"/net" {
+					t.Errorf("%s %s container %s: --proc-sys=%q, the host's /proc/sys/net mounted at %q: want --proc-sys to be the mount's parent", o.Kind, o.Metadata.Name, c.Name, procSys, at["/proc/sys/net"])
+				}
+				procSysChecked = true
+			}
+		}
+	}
+	if !procSysChecked {
+		t.Error("no proxy container found in the manifests")
+	}
+	slices.Sort(doc)
+	slices.Sort(got)
+	if diff := cmp.Diff(doc, got); diff != "" {
+		t.Errorf("host paths (-docs/security.md +manifests); document each one mounted and why:\n%s", diff)
+	}
+}

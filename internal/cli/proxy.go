@@ -58,6 +58,7 @@ func newProxyCmd(run func(context.Context, proxy.Config) error) *cobra.Command {
 	f.DurationVar(&cfg.EchoBurst, "echo-burst-interval", 2*time.Millisecond, "echo probe interval while an answer is overdue")
 	f.DurationVar(&cfg.EchoTimeout, "echo-timeout", 5*time.Millisecond, "how long an echo probe may wait for its answer")
 	f.IntVar(&cfg.EchoMisses, "echo-misses", 6, "consecutive unanswered echo probes before a node is declared dead")
+	f.StringVar(&cfg.ProcSys, "proc-sys", "/proc/sys", "where the node's sysctls are: the direct-server-return path's and --config's conntrack settings are written under it (a container that is not privileged has /proc/sys read-only: mount the host's /proc/sys/net at /host/proc/sys/net and pass /host/proc/sys, as the chart does)")
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "delete ironlb's nftables tables (the direct-server-return table too) and its DSR policy rules and routes, and exit")
 	return cmd
 }

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -101,11 +102,34 @@ type Config struct {
 	// the annotation ironlb.io/external-mode.
 	ExternalMode string
 
+	// ProcSys is where the node's sysctls are ("" = /proc/sys): the DSR path's and the conntrack
+	// settings of --config are written under it. A container that is not privileged has /proc/sys
+	// read-only (containerd, CRI-O and the lab's runtime mount it so), so the chart mounts the
+	// host's /proc/sys/net at /host/proc/sys/net and passes /host/proc/sys, as Cilium does, rather
+	// than running the proxy privileged as kube-proxy is.
+	ProcSys string
+
 	Cleanup  bool   // delete ironlb's tables and exit
 	LogLevel string // debug, info, warn or error; used when Logger is nil
 	// Logger receives the proxy's logs (nil: a text logger to stderr at LogLevel). The command line
 	// passes the one it builds from --log-level and --log-format.
 	Logger *slog.Logger
+}
+
+func (c *Config) procSys() string {
+	if c.ProcSys == "" {
+		return "/proc/sys"
+	}
+	return c.ProcSys
+}
+
+// readOnlyHint says what to do when a sysctl could not be written because /proc/sys is read-only
+// (a container that is not privileged), and nothing for other errors.
+func readOnlyHint(err error) string {
+	if errors.Is(err, unix.EROFS) {
+		return " (the container's /proc/sys is read-only: mount the host's /proc/sys/net at /host/proc/sys/net and pass --proc-sys=/host/proc/sys, as the chart does)"
+	}
+	return ""
 }
 
 func (c *Config) nodeConfig() (convert.NodeConfig, error) {
@@ -161,8 +185,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if set, hashsize := conntrack.Sysctls(cfg.Conntrack, runtime.NumCPU()); len(set) > 0 || hashsize > 0 {
-		if err := conntrack.WriteSysctls("/proc/sys/net/netfilter", "/sys/module/nf_conntrack/parameters/hashsize", set, hashsize); err != nil {
-			return fmt.Errorf("conntrack settings of the configuration: %w", err)
+		if err := conntrack.WriteSysctls(filepath.Join(cfg.procSys(), "net/netfilter"), "/sys/module/nf_conntrack/parameters/hashsize", set, hashsize); err != nil {
+			return fmt.Errorf("conntrack settings of the configuration: %w%s", err, readOnlyHint(err))
 		}
 		log.Info("conntrack settings applied", "sysctls", set, "hashsize", hashsize)
 	}
@@ -255,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// The DSR table is written over netlink (dsrapply), like the main tables: no nft needed.
 		// If its writer cannot be made (no netlink socket), direct server return is off, unless it
 		// is the default external mode, which cannot do without it.
-		a, err := dsrapply.NewKernel()
+		a, err := dsrapply.NewKernel(cfg.procSys())
 		switch {
 		case err == nil:
 			dsr = a
@@ -379,7 +403,7 @@ func cleanup(ctx context.Context, log *slog.Logger) error {
 		}
 		log.Info("table deleted", "family", f, "table", nftrules.TableName)
 	}
-	if a, err := dsrapply.NewKernel(); err != nil {
+	if a, err := dsrapply.NewKernel(""); err != nil {
 		errs = append(errs, err)
 	} else if err := a.Cleanup(ctx); err != nil {
 		errs = append(errs, err)

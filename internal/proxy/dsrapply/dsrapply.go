@@ -138,7 +138,7 @@ type Applier struct {
 // rt. sysctl writes one setting (nil: /proc/sys).
 func New(table Table, rt Routing, sysctl func(name, value string) error) *Applier {
 	if sysctl == nil {
-		sysctl = writeProcSys
+		sysctl = ProcSysWriter("")
 	}
 	return &Applier{table: table, rt: rt, sysctl: sysctl}
 }
@@ -149,8 +149,9 @@ func NewTable(netns int) (*nftapply.Netlink, error) {
 	return nftapply.NewNetlinkTable(knftables.IPv4Family, nftrules.DSRTableName, netns)
 }
 
-// NewKernel returns an Applier of this network namespace. It needs no nft binary.
-func NewKernel() (*Applier, error) {
+// NewKernel returns an Applier of this network namespace that writes its sysctls under procSys
+// ("" = /proc/sys; a container's mount of the host's, such as /host/proc/sys). It needs no nft binary.
+func NewKernel(procSys string) (*Applier, error) {
 	t, err := NewTable(0)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func NewKernel() (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nftables netlink: %w", err)
 	}
-	return New(t, h, nil).WithSYNTable(syn), nil
+	return New(t, h, ProcSysWriter(procSys)).WithSYNTable(syn), nil
 }
 
 // WithSYNTable has a write the SYN table (nftrules.DSRSYNTableName) through c, in the network
@@ -174,8 +175,20 @@ func (a *Applier) WithSYNTable(c *nftables.Conn) *Applier {
 	return a
 }
 
-func writeProcSys(name, value string) error {
-	return os.WriteFile(filepath.Join("/proc/sys", name), []byte(value), 0o644)
+// ProcSysWriter returns the sysctl writer of New that writes name (net/ipv4/ip_forward) under
+// root ("" = /proc/sys). A read-only root (a container that is not privileged) gives an error
+// that says how to mount the host's.
+func ProcSysWriter(root string) func(name, value string) error {
+	if root == "" {
+		root = "/proc/sys"
+	}
+	return func(name, value string) error {
+		err := os.WriteFile(filepath.Join(root, name), []byte(value), 0o644)
+		if errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("%w (the container's %s is read-only: mount the host's /proc/sys/net at /host/proc/sys/net and pass --proc-sys=/host/proc/sys, as the chart does)", err, root)
+		}
+		return err
+	}
 }
 
 // Warnings returns the problems of the last Apply calls that did not fail them, and forgets them:
