@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -61,6 +63,36 @@ func dsrSuite(t *testing.T) {
 		}
 		if tables, err := labExec("myk8s-worker3", "nft", "list", "table", "ip", "ironlb-dsr"); err != nil || !strings.Contains(tables, dsrIP+" . tcp . 80") || strings.Contains(tables, snatIP+" ") {
 			t.Errorf("ironlb-dsr table on myk8s-worker3 (want %s in it, not %s): %v\n%s", dsrIP, snatIP, err, tables)
+		}
+	})
+
+	// The DSR path's sysctls (dsrapply.Sysctls) were written on every node by the proxy, from its
+	// container whose own /proc/sys is read-only: through the host's /proc/sys/net the chart mounts
+	// (--proc-sys). nf_conntrack_tcp_be_liberal is 0 in a new network namespace and the lab does not
+	// set it, so only the proxy can have made it 1.
+	t.Run("SysctlsThroughHostProcSys", func(t *testing.T) {
+		for _, node := range []string{"myk8s-worker", "myk8s-worker2", "myk8s-worker3"} {
+			for name, want := range map[string]string{"net/netfilter/nf_conntrack_tcp_be_liberal": "1", "net/ipv4/conf/all/send_redirects": "0"} {
+				got, err := labExec(node, "cat", "/proc/sys/"+name)
+				if err != nil || strings.TrimSpace(got) != want {
+					t.Errorf("%s: %s = %q (%v), want %s", node, name, strings.TrimSpace(got), err, want)
+				}
+			}
+		}
+		files, _ := filepath.Glob(filepath.Join(stateDir, "logs", "*", "pods", "metallb-system_ironlb-proxy-*_proxy.log"))
+		if len(files) == 0 {
+			t.Fatal("no proxy logs in the lab's logs")
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "read-only file system") {
+					t.Errorf("%s: %s", filepath.Base(f), l)
+				}
+			}
 		}
 	})
 
