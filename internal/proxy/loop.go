@@ -56,6 +56,9 @@ type loopConfig struct {
 	// returnHold bounds how long a node that answers again after being declared dead waits for its
 	// endpoints to be reported again (0: 30 s); see liveness.
 	returnHold time.Duration
+	// shortDeath is the longest silence after which a returning node is used again at once (0: 1 s;
+	// negative: never); see liveness.
+	shortDeath time.Duration
 }
 
 // proxier owns the dataplane of one node. The sync loop (run) owns the fields marked so; the
@@ -76,6 +79,7 @@ type proxier struct {
 	mu       sync.Mutex // guards the following fields
 	echo     echoer     // nil while the echo detector is off
 	dead     map[string]bool
+	deadAt   map[string]time.Time // when each dead node was declared dead
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
 	// dirty are the Services whose object or EndpointSlices changed since the last build, and
 	// allDirty says that anything else may have changed: the next build converts every Service.
@@ -126,6 +130,7 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 		health:     healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
 		kick:       make(chan struct{}, 1),
 		dead:       map[string]bool{},
+		deadAt:     map[string]time.Time{},
 		dirty:      map[nftrules.ServiceKey]bool{},
 		allDirty:   true,
 		returned:   map[string]returning{},
@@ -511,6 +516,14 @@ type returning struct {
 // one pod is in the slices of several Services), or after returnHold (a partition: the pods never
 // stopped). Other endpoints are preferred meanwhile, not required (nftrules uses a dead node's
 // endpoints when no other is usable). A node gone from the cluster is forgotten.
+//
+// A node that answers again within shortDeath (1 s) of its death is used again at once: no node
+// loses power and boots its kernel that fast, so its pods never stopped. Such a death is a false
+// one (this node's own detector starved under load, which then declares every peer dead at once)
+// or a blip of the link. Holding it out would be worse than useless with direct server return:
+// only the nodes that saw the false death hold it out, so for up to returnHold their tables
+// disagree with the others', and the connections opened meanwhile break when the router moves them
+// to an entry node with the other table (docs/dsr.md, "A false death's hold").
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
@@ -552,10 +565,17 @@ func (p *proxier) liveness() map[string]bool {
 	for n := range p.dead {
 		if !known[n] {
 			delete(p.dead, n)
+			delete(p.deadAt, n)
 			continue
 		}
 		if up, _ := e.Up(n); up {
 			delete(p.dead, n)
+			silence := now.Sub(p.deadAt[n])
+			delete(p.deadAt, n)
+			if short := cmp.Or(p.cfg.shortDeath, time.Second); short > 0 && silence < short {
+				p.log.Info("node answers echo again after a short silence: using its endpoints at once", "node", n, "deadFor", silence)
+				continue
+			}
 			stale := map[string]bool{}
 			for a, ready := range p.nodeEndpoints(n) {
 				if ready {
@@ -648,6 +668,7 @@ func (p *proxier) onEcho(downs []liveness.Down) {
 			continue
 		}
 		p.dead[d.Peer] = true
+		p.deadAt[d.Peer] = time.Now()
 		changed = true
 		p.m.deaths.Inc()
 		p.log.Warn("node stopped answering echo: not using its endpoints", "node", d.Peer, "silence", d.Silence)

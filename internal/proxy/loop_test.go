@@ -362,7 +362,8 @@ func TestNodePortAddressRefresh(t *testing.T) {
 // TestReturningNode: a node that answers again after a power cut keeps its endpoints out until every
 // endpoint it had ready at its return has been reported again (seen not ready, or gone: its kubelet
 // restarted the pod), or until returnHold has passed (a partition, whose pods never stopped); dying
-// again while returning makes it dead again.
+// again while returning makes it dead again. A node that answers again within a second of its death
+// (a false death: no node reboots that fast) is used again at once.
 func TestReturningNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// node-b runs two pods of svc (one slice holds both) and one of them is also in svc2.
@@ -398,6 +399,12 @@ func TestReturningNode(t *testing.T) {
 			p.onEcho(nil)
 			synctest.Wait()
 		}
+		// away: dead, then answering again after d (a power cut and the node's boot take seconds).
+		away := func(n string, d time.Duration) {
+			down(n)
+			time.Sleep(d)
+			up(n)
+		}
 		// with returns a copy of es, rewritten by the kubelet: the endpoint at addr ready or not.
 		with := func(es *discoveryv1.EndpointSlice, rv, addr string, ready bool) *discoveryv1.EndpointSlice {
 			c := es.DeepCopy()
@@ -421,8 +428,7 @@ func TestReturningNode(t *testing.T) {
 		}
 
 		// Back from a power cut: out until its pods are reported again.
-		down("node-b")
-		up("node-b")
+		away("node-b", 3*time.Second)
 		time.Sleep(5 * time.Second)
 		p.poke()
 		synctest.Wait()
@@ -444,8 +450,7 @@ func TestReturningNode(t *testing.T) {
 		}
 
 		// Back again; this time its pods are deleted (gone from the slices): in again at once.
-		down("node-b")
-		up("node-b")
+		away("node-b", 3*time.Second)
 		if d := last(); !d["node-b"] {
 			t.Fatalf("node-b just answered again: dead %v, want node-b left out", d)
 		}
@@ -462,8 +467,7 @@ func TestReturningNode(t *testing.T) {
 		setSlices(es, other)
 
 		// Back from a partition: nothing changes; in again after the hold.
-		down("node-c")
-		up("node-c")
+		away("node-c", 3*time.Second)
 		if d := last(); !d["node-c"] {
 			t.Fatalf("node-c just answered again: dead %v, want node-c left out", d)
 		}
@@ -474,11 +478,29 @@ func TestReturningNode(t *testing.T) {
 		}
 
 		// Dying again while returning: dead.
-		down("node-c")
-		up("node-c")
+		away("node-c", 3*time.Second)
 		down("node-c")
 		if d := last(); !d["node-c"] {
 			t.Fatalf("node-c died again: dead %v", d)
+		}
+
+		// A false death: answering again 200 ms after it was declared dead. In again at once, and a
+		// node that died again after a short silence is dead again.
+		time.Sleep(3 * time.Second)
+		up("node-c")
+		time.Sleep(25 * time.Second)
+		p.poke()
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Fatalf("node-c back for 25 s: dead %v, want none", d)
+		}
+		away("node-b", 200*time.Millisecond)
+		if d := last(); len(d) != 0 {
+			t.Fatalf("node-b answered again 200 ms after its death: dead %v, want none (used at once)", d)
+		}
+		down("node-b")
+		if d := last(); !d["node-b"] {
+			t.Fatalf("node-b died again after a short silence: dead %v", d)
 		}
 	})
 }
