@@ -100,6 +100,8 @@ var schemaErrors = []struct {
 	{"a value of the chart before the release namespace", "namespace=lb-system", "- at '': additional properties 'namespace' not allowed"},
 	{"a bad log level", "proxy.logLevel=verbose", "- at '/proxy/logLevel': value must be one of '', 'all', 'debug', 'info', 'warn', 'error', 'none'"},
 	{"a bad speaker log level", "speaker.logLevel=trace", "- at '/speaker/logLevel': value must be one of '', 'all', 'debug', 'info', 'warn', 'error', 'none'"},
+	// One image for every role: the proxy has no image of its own (image.* is the proxy's too).
+	{"a proxy image of its own", "proxy.image.repository=ghcr.io/ironlb/ironlb-proxy", "- at '/proxy': additional properties 'image' not allowed"},
 	{"a bad pull policy", "image.pullPolicy=Sometimes", "- at '/image/pullPolicy': value must be one of '', 'Always', 'IfNotPresent', 'Never'"},
 	{"a pull secret without a name", "imagePullSecrets[0].nam=regcred", "- at '/imagePullSecrets/0': missing property 'name'"},
 	{"a PodDisruptionBudget that is neither a number nor a percentage", "controller.podDisruptionBudget.minAvailable=half", "'half' does not match pattern '^[0-9]+%$'"},
@@ -120,6 +122,66 @@ func TestChartSchema(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("helm template --set %s rendered objects:\n%s", tt.set, out)
+			}
+		})
+	}
+}
+
+// TestChartOneImage checks that every role, the proxy too, runs the one image: image.repository at
+// image.tag, the chart's appVersion by default, in every container of the controller, the speaker
+// and the proxy.
+func TestChartOneImage(t *testing.T) {
+	helm := tool(t, "helm")
+	b, err := os.ReadFile("../charts/ironlb/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &chart); err != nil || chart.AppVersion == "" {
+		t.Fatalf("Chart.yaml: appVersion %q, %v", chart.AppVersion, err)
+	}
+	tests := []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"defaults", []string{"proxy.enabled=true"}, "ghcr.io/ironlb/ironlb:" + chart.AppVersion},
+		{"another registry and tag", []string{"proxy.enabled=true", "image.repository=registry.local:5000/lb/ironlb", "image.tag=v9.9.9"},
+			"registry.local:5000/lb/ironlb:v9.9.9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"template", "ironlb", "../charts/ironlb", "--namespace", "metallb-system"}, setArgs(tt.set)...)
+			out, errOut, err := helmCmd(t, helm, args...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, errOut)
+			}
+			got := map[string][]string{} // workload name: its containers' images
+			for _, o := range objects(t, "helm template", []byte(out)) {
+				spec := dig(o, "spec", "template", "spec")
+				if spec == nil {
+					continue
+				}
+				name := fmt.Sprint(dig(o, "metadata", "name"))
+				for _, list := range []string{"initContainers", "containers"} {
+					for _, c := range asList(dig(spec, list)) {
+						got[name] = append(got[name], fmt.Sprint(dig(c, "image")))
+					}
+				}
+			}
+			for _, w := range []string{"ironlb-controller", "ironlb-speaker", "ironlb-proxy"} {
+				if len(got[w]) == 0 {
+					t.Errorf("no %s rendered, or no container in it", w)
+				}
+			}
+			for w, imgs := range got {
+				for _, img := range imgs {
+					if img != tt.want {
+						t.Errorf("%s runs %s, want %s (every role runs the one image)", w, img, tt.want)
+					}
+				}
 			}
 		})
 	}

@@ -18,8 +18,9 @@
 //     (without the v, as `make chart` packages it) and appVersion.
 //     Bumping the version is editing VERSION and running hack/generate.sh.
 //
-// values.yaml and values.schema.json are written by hand; genchart checks that values.yaml names
-// config/'s images and carries the alerting rules' values (rulesValues).
+// values.yaml and values.schema.json are written by hand; genchart checks that config/ names one
+// image for every role (the proxy's too), that values.yaml names it, and that values.yaml carries the
+// alerting rules' values (rulesValues).
 //
 // hack/generate.sh runs it (go run ./hack/genchart from the repository root); its --check mode fails
 // when the committed files differ. config/install_test.go's TestChartRendersKustomize renders the
@@ -252,17 +253,17 @@ var (
 	crdAnnot  = regexp.MustCompile(`(?m)^metadata:\n  annotations:\n`)
 )
 
-// images collects the images the manifests name: ironlb's (image.repository) and the proxy's
-// (proxy.image.repository), with one tag.
+// images collects the image the manifests name: ironlb's (image.repository), with one tag, for
+// every role (the proxy too: one binary, one image).
 type images struct {
-	repo, proxyRepo, tag string
+	repo, tag string
 }
 
-// check fails unless values.yaml names config/'s images (the tag is the chart's appVersion, set from
+// check fails unless values.yaml names config/'s image (the tag is the chart's appVersion, set from
 // VERSION) and carries the alerting rules' values as rules.go defines them.
 func (im *images) check(path string) error {
-	if im.repo == "" || im.proxyRepo == "" {
-		return errors.New("config/ names no ironlb image or no proxy image")
+	if im.repo == "" {
+		return errors.New("config/ names no ironlb image")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -270,7 +271,6 @@ func (im *images) check(path string) error {
 	}
 	for _, want := range []string{
 		"\nimage:\n  repository: " + im.repo + "\n",
-		"\n    repository: " + im.proxyRepo + "\n", // proxy.image.repository
 		"\n" + rulesValues,
 	} {
 		if !bytes.Contains(b, []byte(want)) {
@@ -304,17 +304,11 @@ func template(g group, name string, src []byte, im *images) ([]byte, error) {
 			err = fmt.Errorf("image tag %s differs from %s", tag, im.tag)
 		}
 		im.tag = tag
-		value := ".Values.image.repository"
-		if g.dir == "proxy" {
-			value = ".Values.proxy.image.repository"
-			im.proxyRepo = repo
-		} else {
-			if im.repo != "" && repo != im.repo {
-				err = fmt.Errorf("image %s differs from %s", repo, im.repo)
-			}
-			im.repo = repo
+		if im.repo != "" && repo != im.repo {
+			err = fmt.Errorf("image %s differs from %s: every role runs ironlb's one image", repo, im.repo)
 		}
-		return fmt.Sprintf(`%simage: {{ include "ironlb.image" (dict "root" . "repository" %s) }}`, indent, value)
+		im.repo = repo
+		return fmt.Sprintf(`%simage: {{ include "ironlb.image" (dict "root" . "repository" .Values.image.repository) }}`, indent)
 	})
 	if err != nil {
 		return nil, err

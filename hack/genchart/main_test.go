@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,5 +70,46 @@ func TestChartVersions(t *testing.T) {
 		if _, err := chartVersions([]byte(bad), "v0.1.0"); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestTemplateOneImage: every role's manifest, the proxy's too, names ironlb's one image, which the
+// chart takes from image.repository; a manifest naming another repository or tag is refused.
+func TestTemplateOneImage(t *testing.T) {
+	const (
+		ds   = "kind: DaemonSet\nmetadata:\n  name: d\nspec:\n  containers:\n  - name: c\n    image: %s\n"
+		want = `    image: {{ include "ironlb.image" (dict "root" . "repository" .Values.image.repository) }}`
+	)
+	tests := []struct {
+		name    string
+		images  []string // the speaker's, then the proxy's
+		wantErr string
+	}{
+		{"one image", []string{"ghcr.io/ironlb/ironlb:v0.1.0", "ghcr.io/ironlb/ironlb:v0.1.0"}, ""},
+		{"a proxy image of its own", []string{"ghcr.io/ironlb/ironlb:v0.1.0", "ghcr.io/ironlb/ironlb-proxy:v0.1.0"},
+			"image ghcr.io/ironlb/ironlb-proxy differs from ghcr.io/ironlb/ironlb: every role runs ironlb's one image"},
+		{"another tag", []string{"ghcr.io/ironlb/ironlb:v0.1.0", "ghcr.io/ironlb/ironlb:v0.2.0"}, "image tag v0.2.0 differs from v0.1.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			im := &images{}
+			var err error
+			for i, g := range []group{{dir: "speaker", prefix: "speaker"}, {dir: "proxy", prefix: "proxy", toggle: ".Values.proxy.enabled"}} {
+				var out []byte
+				out, err = template(g, "20-daemonset.yaml", fmt.Appendf(nil, ds, tt.images[i]), im)
+				if err != nil {
+					break
+				}
+				if !strings.Contains(string(out), want+"\n") {
+					t.Errorf("%s: no %q in\n%s", g.dir, want, out)
+				}
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+			if tt.wantErr == "" && (im.repo != "ghcr.io/ironlb/ironlb" || im.tag != "v0.1.0") {
+				t.Errorf("images %+v, want ghcr.io/ironlb/ironlb at v0.1.0", *im)
+			}
+		})
 	}
 }

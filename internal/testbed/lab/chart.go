@@ -35,10 +35,9 @@ const (
 	ChartNamespace = "metallb-system"
 	// ChartRepo is the path in the lab's registry the chart is pushed under: oci://REG/charts/ironlb.
 	ChartRepo = "charts"
-	// IronLBImage and IronLBProxyImage are the chart's default images (values.yaml); the lab points
-	// them at the registry's mirrors.
-	IronLBImage      = "ghcr.io/ironlb/ironlb"
-	IronLBProxyImage = "ghcr.io/ironlb/ironlb-proxy"
+	// IronLBImage is the chart's default image (values.yaml image.repository), every role's, the
+	// proxy's too; the lab points it at the registry's mirror.
+	IronLBImage = "ghcr.io/ironlb/ironlb"
 )
 
 // DefaultHelm is where hack/helm.sh puts helm for the pinned version, beside the Kubernetes binaries.
@@ -117,9 +116,9 @@ func ChartPushRef(reg string) string { return "oci://" + reg + "/" + ChartRepo }
 // ChartRef is the reference `helm install` takes for the chart name in the registry reg.
 func ChartRef(reg, name string) string { return ChartPushRef(reg) + "/" + name }
 
-// LabValues are the values lab up gives the chart: the images from the registry's mirrors of the
-// chart's images at appVersion (none with no registry: reg ""), the proxy on every node for
-// --proxy=ironlb, and the PodMonitors and PrometheusRule for --prometheus (the lab's Prometheus reads
+// LabValues are the values lab up gives the chart: the image (every role's) from the registry's
+// mirror of the chart's image at appVersion (none with no registry: reg ""), the proxy on every node
+// for --proxy=ironlb, and the PodMonitors and PrometheusRule for --prometheus (the lab's Prometheus reads
 // them as the Prometheus Operator would).
 func LabValues(reg, appVersion string, proxy, prometheus bool) (map[string]any, error) {
 	v := map[string]any{}
@@ -127,27 +126,13 @@ func LabValues(reg, appVersion string, proxy, prometheus bool) (map[string]any, 
 		if appVersion == "" {
 			return nil, errors.New("the chart has no appVersion: the image tag is unknown")
 		}
-		repo := func(img string) (string, error) {
-			m, err := MirrorName(reg, img+":"+appVersion)
-			if err != nil {
-				return "", err
-			}
-			return strings.TrimSuffix(m, ":"+appVersion), nil
-		}
-		r, err := repo(IronLBImage)
+		m, err := MirrorName(reg, IronLBImage+":"+appVersion)
 		if err != nil {
 			return nil, err
 		}
-		v["image"] = map[string]any{"repository": r, "tag": appVersion}
-		if proxy {
-			pr, err := repo(IronLBProxyImage)
-			if err != nil {
-				return nil, err
-			}
-			v["proxy"] = map[string]any{"enabled": true, "image": map[string]any{"repository": pr}}
-		}
+		v["image"] = map[string]any{"repository": strings.TrimSuffix(m, ":"+appVersion), "tag": appVersion}
 	}
-	if proxy && v["proxy"] == nil {
+	if proxy {
 		v["proxy"] = map[string]any{"enabled": true}
 	}
 	if prometheus {

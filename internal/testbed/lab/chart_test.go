@@ -117,8 +117,8 @@ func TestLabValues(t *testing.T) {
 		wantErr           string
 	}{
 		{"registry", reg, "v0.1.0", false, false, map[string]any{"image": img}, ""},
-		{"registry, proxy", reg, "v0.1.0", true, false, map[string]any{"image": img,
-			"proxy": map[string]any{"enabled": true, "image": map[string]any{"repository": reg + "/ghcr.io/ironlb/ironlb-proxy"}}}, ""},
+		// The proxy runs image, as every role: no image of its own.
+		{"registry, proxy", reg, "v0.1.0", true, false, map[string]any{"image": img, "proxy": map[string]any{"enabled": true}}, ""},
 		{"registry, prometheus", reg, "v0.1.0", false, true, map[string]any{"image": img,
 			"prometheus": map[string]any{"podMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}}, ""},
 		// No registry (the IPv6-only lab's default): the chart's own images.
@@ -197,7 +197,8 @@ func TestLabValuesRender(t *testing.T) {
 	for _, m := range images {
 		seen[strings.Trim(m[1], `"`)] = true
 	}
-	want := map[string]bool{reg + "/ghcr.io/ironlb/ironlb:v9.8.7": true, reg + "/ghcr.io/ironlb/ironlb-proxy:v9.8.7": true}
+	// One image, the registry's mirror of ironlb's, for the controller, the speaker and the proxy.
+	want := map[string]bool{reg + "/ghcr.io/ironlb/ironlb:v9.8.7": true}
 	if d := cmp.Diff(want, seen); d != "" {
 		t.Errorf("images (-want +got):\n%s", d)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	manifests "github.com/ironlb/ironlb/config"
 	"github.com/ironlb/ironlb/internal/ociimage"
 )
 
@@ -452,11 +453,33 @@ func TestPushBuiltMountsSharedLayers(t *testing.T) {
 	}
 }
 
-// The proxy's image is ironlb's: the same layers and entrypoint, and no nft, conntrack or shell in
-// it. The proxy needs none: its tables, the DSR table and its cleanup go over netlink, which the
-// proxy's tests check with no nft to run (internal/proxy TestCleanupWithoutNFT and
+// The image the proxy runs is ironlb's, the one the lab pushes for every role, and it has no nft,
+// conntrack or shell in it. The proxy needs none: its tables, the DSR table and its cleanup go over
+// netlink, which the proxy's tests check with no nft to run (internal/proxy TestCleanupWithoutNFT and
 // TestKernelSyncWithoutNFT, the dsrapply kernel tests, which fail if anything runs nft).
 func TestProxyImageWithoutNft(t *testing.T) {
+	stream, err := roleManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := ironlbRefs(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := manifests.Bundle("proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyRefs, err := ironlbRefs(proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range proxyRefs {
+		if !slices.Contains(refs, r) || !strings.HasPrefix(r, IronLBImage+":") {
+			t.Errorf("the proxy runs %s; want ironlb's image %s, which the lab pushes (%v)", r, IronLBImage, refs)
+		}
+	}
+
 	spec := ociimage.Spec{Version: "v9.8.7", Commit: "abc", Created: time.Unix(0, 0).UTC(),
 		Binaries: map[string][]byte{"linux/amd64": []byte("\x7fELF not really a binary")}}
 	idx, err := ociimage.Index(spec)
@@ -471,37 +494,12 @@ func TestProxyImageWithoutNft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pi, err := proxyImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	digests := func(img v1.Image) []v1.Hash {
-		ls, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []v1.Hash
-		for _, l := range ls {
-			d, err := l.Digest()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, d)
-		}
-		return out
-	}
-	if got, want := digests(pi), digests(img); !slices.Equal(got, want) || len(want) == 0 {
-		t.Errorf("proxy image layers %v, want ironlb's %v", got, want)
-	}
-	cf, err := pi.ConfigFile()
+	cf, err := img.ConfigFile()
 	if err != nil || !slices.Equal(cf.Config.Entrypoint, []string{ociimage.Entrypoint}) {
-		t.Fatalf("proxy image config %+v, %v: want ironlb's entrypoint", cf, err)
-	}
-	if title := cf.Config.Labels["org.opencontainers.image.title"]; !strings.Contains(title, "ironlb-proxy") {
-		t.Errorf("proxy image title %q", title)
+		t.Fatalf("image config %+v, %v: want ironlb's entrypoint", cf, err)
 	}
 	root := t.TempDir()
-	extract(t, pi, root)
+	extract(t, img, root)
 	var files []string
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -510,7 +508,7 @@ func TestProxyImageWithoutNft(t *testing.T) {
 		files = append(files, strings.TrimPrefix(p, root))
 		switch n := d.Name(); {
 		case n == "nft", n == "conntrack", n == "sh", strings.HasPrefix(n, "libnftables"), strings.HasPrefix(n, "libnftnl"):
-			t.Errorf("the proxy's image carries %s", strings.TrimPrefix(p, root))
+			t.Errorf("ironlb's image, the proxy's, carries %s", strings.TrimPrefix(p, root))
 		}
 		return nil
 	})
@@ -518,7 +516,30 @@ func TestProxyImageWithoutNft(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Contains(files, "/ironlb") {
-		t.Errorf("no /ironlb in the proxy's image: %v", files)
+		t.Errorf("no /ironlb in ironlb's image: %v", files)
+	}
+}
+
+// TestIronlbRefs: the lab pushes ironlb's image under the one repository the role manifests name;
+// a role with an image of its own (the proxy's former ironlb-proxy) is refused.
+func TestIronlbRefs(t *testing.T) {
+	tests := []struct {
+		name, stream string
+		want         []string
+		wantErr      string
+	}{
+		{"every role the same", "  image: ghcr.io/ironlb/ironlb:v1\n---\n    image: ghcr.io/ironlb/ironlb:v1\n", []string{"ghcr.io/ironlb/ironlb:v1"}, ""},
+		{"quoted, another registry", "  image: \"registry.local:5000/ironlb/ironlb:dev\"\n", []string{"registry.local:5000/ironlb/ironlb:dev"}, ""},
+		{"a proxy image of its own", "  image: ghcr.io/ironlb/ironlb:v1\n  image: ghcr.io/ironlb/ironlb-proxy:v1\n", nil,
+			"the manifests name ghcr.io/ironlb/ironlb:v1, ghcr.io/ironlb/ironlb-proxy:v1: every role runs ironlb's one image"},
+		{"no ironlb image", "  image: registry.k8s.io/pause:3.10\n", nil, "the manifests name no ironlb image"},
+		{"a bad reference", "  image: ghcr.io/ironlb/ironlb:v1:v2\n", nil, "the manifests' image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ironlbRefs(tt.stream)
+			checkResult(t, got, err, tt.want, tt.wantErr)
+		})
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 // as a Pod, under the names Pods use (MirrorName of the upstream name, where the agents pull it):
 //
 //   - ironlb's image, built by internal/ociimage (what `make image` builds) from the lab's ironlb
-//     binary, under every ironlb image the manifests name (ghcr.io/ironlb/ironlb:VERSION, and the
-//     proxy's ghcr.io/ironlb/ironlb-proxy:VERSION with the same layers: proxyImage);
+//     binary, under the one ironlb image the manifests name for every role, the proxy's too
+//     (ghcr.io/ironlb/ironlb:VERSION: ironlbRefs);
 //   - traefik/whoami: the same layers with ENTRYPOINT ["/ironlb", "whoami"] and no USER (root, as the
 //     upstream image), under the tags the tests use, and containous/whoami's.
 //
@@ -107,43 +107,19 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building ironlb's image: %w", err)
 	}
-	var stream []string
-	for _, dir := range []string{"controller", "speaker", "proxy"} {
-		b, err := manifests.Bundle(dir)
-		if err != nil {
-			return nil, err
-		}
-		stream = append(stream, b)
+	stream, err := roleManifests()
+	if err != nil {
+		return nil, err
 	}
-	var ironlbRefs []string
-	seen := map[string]bool{}
-	for _, m := range ironlbImageRE.FindAllStringSubmatch(strings.Join(stream, "\n"), -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			ironlbRefs = append(ironlbRefs, m[1])
-		}
+	refs, err := ironlbRefs(stream)
+	if err != nil {
+		return nil, err
 	}
-	if len(ironlbRefs) == 0 {
-		return nil, errors.New("the manifests name no ironlb image")
+	ironlb, err := pushTo(reg, idx, refs, opts)
+	if err != nil {
+		return nil, err
 	}
-	// The proxy's image (ghcr.io/ironlb/ironlb-proxy: ironlb's layers, proxyImage) is pushed below,
-	// once the platform's image is known.
-	var proxyRefs, mainRefs []string
-	for _, r := range ironlbRefs {
-		if strings.Contains(r, "ironlb/ironlb-proxy") {
-			proxyRefs = append(proxyRefs, r)
-		} else {
-			mainRefs = append(mainRefs, r)
-		}
-	}
-	var out []RuntimeImage
-	if len(mainRefs) > 0 {
-		ironlb, err := pushTo(reg, idx, mainRefs, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ironlb)
-	}
+	out := []RuntimeImage{ironlb}
 	p, err := ociimage.ParsePlatform(plat)
 	if err != nil {
 		return nil, err
@@ -163,17 +139,6 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	}
 	if img == nil {
 		return nil, fmt.Errorf("ironlb's image has no %s manifest", plat)
-	}
-	if len(proxyRefs) > 0 {
-		pi, err := proxyImage(img)
-		if err != nil {
-			return nil, fmt.Errorf("building the proxy's image: %w", err)
-		}
-		ri, err := pushTo(reg, pi, proxyRefs, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ri)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -203,18 +168,47 @@ func (l *Lab) pushRuntimeImages(ctx context.Context) ([]RuntimeImage, error) {
 	return append(out, others...), nil
 }
 
-// proxyImage is the proxy's image: ironlb's image, its layers and entrypoint unchanged, under the
-// proxy's title. The proxy runs no tool (no nft, no conntrack): it writes its tables, the DSR table
-// too, and deletes stale UDP flows over netlink (docs/image.md), so it needs nothing ironlb's
-// image lacks, as the Dockerfile's proxy stage has nothing but the binary.
-func proxyImage(img v1.Image) (v1.Image, error) {
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
+// roleManifests are the controller's, the speaker's and the proxy's manifests, as the lab applies them.
+func roleManifests() (string, error) {
+	var stream []string
+	for _, dir := range []string{"controller", "speaker", "proxy"} {
+		b, err := manifests.Bundle(dir)
+		if err != nil {
+			return "", err
+		}
+		stream = append(stream, b)
 	}
-	cfg := *cf.Config.DeepCopy()
-	cfg.Labels = map[string]string{"org.opencontainers.image.title": "ironlb-proxy (ironlb's image; built by ironlb lab)"}
-	return mutate.Config(img, cfg)
+	return strings.Join(stream, "\n"), nil
+}
+
+// ironlbRefs are the ironlb image references the manifests in stream name, each once. They must name
+// one repository: every role runs ironlb's one image, the proxy too. The proxy runs no tool (no nft,
+// no conntrack): it writes its tables, the DSR table too, and deletes stale UDP flows over netlink
+// (docs/image.md), so it needs nothing ironlb's image lacks.
+func ironlbRefs(stream string) ([]string, error) {
+	var refs []string
+	seen := map[string]bool{}
+	for _, m := range ironlbImageRE.FindAllStringSubmatch(stream, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			refs = append(refs, m[1])
+		}
+	}
+	if len(refs) == 0 {
+		return nil, errors.New("the manifests name no ironlb image")
+	}
+	repos := map[string]bool{}
+	for _, r := range refs {
+		ref, err := name.ParseReference(r)
+		if err != nil {
+			return nil, fmt.Errorf("the manifests' image %q: %w", r, err)
+		}
+		repos[ref.Context().Name()] = true
+	}
+	if len(repos) > 1 {
+		return nil, fmt.Errorf("the manifests name %s: every role runs ironlb's one image", strings.Join(refs, ", "))
+	}
+	return refs, nil
 }
 
 // pushTo pushes t (an image or an index) under the mirror names of upstream refs.
@@ -239,7 +233,8 @@ func pushTo(reg string, t remote.Taggable, upstream []string, opts []remote.Opti
 			return ri, err
 		}
 		// Push per name, not Put: the registry keeps blobs per repository, and a manifest put into
-		// another repository (ironlb-proxy) names blobs that repository lacks (MANIFEST_BLOB_UNKNOWN).
+		// another repository (whoami's: ironlb's layers) names blobs that repository lacks
+		// (MANIFEST_BLOB_UNKNOWN).
 		// Push uploads only what the repository is missing.
 		err = remote.Push(r, t, opts...)
 		if err != nil {

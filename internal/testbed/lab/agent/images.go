@@ -163,7 +163,6 @@ var aliases = map[string]string{
 	"containous/whoami":                         "traefik/whoami",
 	"k8s.gcr.io/kube-proxy":                     "registry.k8s.io/kube-proxy",
 	"ghcr.io/ironlb/ironlb":                     "ironlb/ironlb",
-	"ghcr.io/ironlb/ironlb-proxy":               "ironlb/ironlb", // the proxy image is ironlb's (its layers)
 	"ironlb":                                    "ironlb/ironlb",
 	"quay.io/ironlb/ironlb":                     "ironlb/ironlb",
 	"registry.local/ironlb":                     "ironlb/ironlb",

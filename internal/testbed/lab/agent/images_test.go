@@ -54,12 +54,13 @@ func TestImageRepo(t *testing.T) {
 		{"k8s.gcr.io/pause:3.2", "registry.k8s.io/pause"},
 		// The lab registry's mirrors (lab.MirrorName) run what their upstream runs.
 		{"172.18.255.253:5000/ghcr.io/ironlb/ironlb:v0.1.0", "ironlb/ironlb"},
-		{"172.18.255.253:5000/ghcr.io/ironlb/ironlb-proxy:v0.1.0", "ironlb/ironlb"},
 		{"172.18.255.253:5000/traefik/whoami:v1.10", "traefik/whoami"},
 		{"172.18.255.253:5000/library/busybox:1.37", "busybox"},
 		{"172.18.255.253:5000/registry.k8s.io/pause@" + testDigest, "registry.k8s.io/pause"},
 		{"172.18.255.253:5000/localhost_5000/ironlb:dev", "172.18.255.253:5000/localhost_5000/ironlb"}, // localhost:5000/ironlb is no image the lab runs
 		{"172.18.255.253:5000/ghcr.io/other/thing:v1", "172.18.255.253:5000/ghcr.io/other/thing"},
+		// The proxy runs ironlb's image: there is no ironlb-proxy image any more.
+		{"172.18.255.253:5000/ghcr.io/ironlb/ironlb-proxy:v0.1.0", "172.18.255.253:5000/ghcr.io/ironlb/ironlb-proxy"},
 		{"", ""},
 	}
 	for _, tt := range tests {
