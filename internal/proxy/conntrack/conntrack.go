@@ -30,7 +30,10 @@ type Filter struct {
 	// DPort is the destination port the client sent to; 0: any.
 	DPort uint16
 	// ReplySrc is the source of replies, that is the endpoint the DNAT chose; invalid: any.
+	// OrigDst itself selects the entries that were not DNATed (DSRMoved).
 	ReplySrc netip.Addr
+	// Mark is the entry's conntrack mark; 0: any (a DSR owner's NodeID is never 0).
+	Mark uint32
 }
 
 // Args returns the conntrack(8) arguments that delete the entries f selects.
@@ -48,6 +51,9 @@ func (f Filter) Args() []string {
 	}
 	if f.ReplySrc.IsValid() {
 		args = append(args, "--reply-src", f.ReplySrc.String())
+	}
+	if f.Mark != 0 {
+		args = append(args, "--mark", strconv.FormatUint(uint64(f.Mark), 10))
 	}
 	return args
 }
