@@ -4,6 +4,10 @@
 // after the rules have moved on, so the entry must be deleted. TCP entries are left alone: their
 // endpoint answers with a reset, and graceful termination needs them.
 //
+// Direct server return has its own case: DSRMoved (pure) compares two DSR plans and selects the
+// entries of UDP flows this node forwarded to an owner that is gone (not DNATed, their mark the
+// owner's), which no rule can move to a pod of this node.
+//
 // Stale (pure) compares the models of two syncs and returns Filters; a Deleter applies them:
 // Netlink over NETLINK_NETFILTER with vishvananda/netlink's filters (the proxy's, as kube-proxy
 // since v1.32), Exec by running the conntrack tool (kept for hosts without the netlink interface
