@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/ironlb/ironlb/internal/liveness"
+	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/convert"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 )
@@ -200,5 +202,58 @@ func TestMACPublisher(t *testing.T) {
 				t.Errorf("patches %q, want %q", nodes.patches, tc.want)
 			}
 		})
+	}
+}
+
+// TestSyncDSRUDPMoved: after a DSR apply, the sync deletes this node's conntrack entries of UDP
+// flows forwarded to an owner that left the port's owners (conntrack.DSRMoved): on the first plan
+// the ones stuck on this node's own mark, after node-b's death those remembering node-b or this
+// node, and nothing while the owners stay.
+func TestSyncDSRUDPMoved(t *testing.T) {
+	dns, es := dsrService("dns", "192.168.1.240", map[string]string{"ironlb.io/external-mode": "dsr"}, false)
+	dns.Spec.Ports[0].Protocol = corev1.ProtocolUDP
+	es.Ports[0].Protocol = ptr.To(corev1.ProtocolUDP)
+	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.5"}, NodeName: ptr.To("node-a"),
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	src := &staticSource{svcs: []*corev1.Service{dns}, slices: []*discoveryv1.EndpointSlice{es},
+		nodes: []*corev1.Node{dsrNode("node-a", "192.168.0.10"), dsrNode("node-b", "192.168.0.11")}}
+	p := testProxier(t, src, &recordingSyncer{}, loopConfig{})
+	p.dsr = &fakeDSR{}
+	ct := &conntrack.Fake{}
+	p.ct = ct
+	fe := &fakeEcho{up: map[string]bool{"node-b": true}}
+	p.setEcho(fe)
+	ctx := context.Background()
+	// marked returns the filters with a mark (DSRMoved's) recorded since the last call.
+	marked := func() string {
+		var s []string
+		for _, f := range ct.Filters() {
+			if f.Mark != 0 {
+				s = append(s, f.String())
+			}
+		}
+		return strings.Join(s, ", ")
+	}
+	const (
+		self  = "-p udp --orig-dst 192.168.1.240 --dport 80 --reply-src 192.168.1.240 --mark 3232235530" // 192.168.0.10
+		nodeB = "-p udp --orig-dst 192.168.1.240 --dport 80 --reply-src 192.168.1.240 --mark 3232235531" // 192.168.0.11
+	)
+	for _, step := range []struct {
+		what   string
+		change func()
+		want   string
+	}{
+		{"first plan", func() {}, self},
+		{"no change", func() {}, ""},
+		{"node-b dead", func() { fe.set("node-b", false); p.onEcho([]liveness.Down{{Peer: "node-b"}}) }, self + ", " + nodeB},
+		{"node-b still dead", func() {}, ""},
+	} {
+		step.change()
+		if err := p.sync(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if got := marked(); got != step.want {
+			t.Errorf("%s: deleted %q, want %q", step.what, got, step.want)
+		}
 	}
 }

@@ -4,6 +4,10 @@
 // after the rules have moved on, so the entry must be deleted. TCP entries are left alone: their
 // endpoint answers with a reset, and graceful termination needs them.
 //
+// Direct server return has its own case: DSRMoved (pure) compares two DSR plans and selects the
+// entries of UDP flows this node forwarded to an owner that is gone (not DNATed, their mark the
+// owner's), which no rule can move to a pod of this node.
+//
 // Stale (pure) compares the models of two syncs and returns Filters; a Deleter applies them:
 // Netlink over NETLINK_NETFILTER with vishvananda/netlink's filters (the proxy's, as kube-proxy
 // since v1.32), Exec by running the conntrack tool (kept for hosts without the netlink interface
@@ -30,7 +34,10 @@ type Filter struct {
 	// DPort is the destination port the client sent to; 0: any.
 	DPort uint16
 	// ReplySrc is the source of replies, that is the endpoint the DNAT chose; invalid: any.
+	// OrigDst itself selects the entries that were not DNATed (DSRMoved).
 	ReplySrc netip.Addr
+	// Mark is the entry's conntrack mark; 0: any (a DSR owner's NodeID is never 0).
+	Mark uint32
 }
 
 // Args returns the conntrack(8) arguments that delete the entries f selects.
@@ -48,6 +55,9 @@ func (f Filter) Args() []string {
 	}
 	if f.ReplySrc.IsValid() {
 		args = append(args, "--reply-src", f.ReplySrc.String())
+	}
+	if f.Mark != 0 {
+		args = append(args, "--mark", strconv.FormatUint(uint64(f.Mark), 10))
 	}
 	return args
 }

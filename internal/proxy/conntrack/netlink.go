@@ -78,8 +78,19 @@ func (n *Netlink) DeleteAll(_ context.Context, fs []Filter) (int, error) {
 	return total, errors.Join(errs...)
 }
 
+// markFilter is a ConntrackFilter that also wants the entry's mark (vishvananda/netlink's filter
+// has no mark field; its dump parses the mark into the flow).
+type markFilter struct {
+	*netlink.ConntrackFilter
+	mark uint32
+}
+
+func (m markFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	return flow.Mark == m.mark && m.ConntrackFilter.MatchConntrackFlow(flow)
+}
+
 // netlink converts f into vishvananda/netlink's filter.
-func (f Filter) netlink() (*netlink.ConntrackFilter, error) {
+func (f Filter) netlink() (netlink.CustomConntrackFilter, error) {
 	nf := &netlink.ConntrackFilter{}
 	var proto uint8
 	switch f.Protocol {
@@ -109,6 +120,9 @@ func (f Filter) netlink() (*netlink.ConntrackFilter, error) {
 		if err := nf.AddIP(netlink.ConntrackReplySrcIP, net.IP(f.ReplySrc.AsSlice())); err != nil {
 			return nil, fmt.Errorf("%w %s: %w", ErrConntrack, f, err)
 		}
+	}
+	if f.Mark != 0 {
+		return markFilter{nf, f.Mark}, nil
 	}
 	return nf, nil
 }

@@ -67,6 +67,22 @@ func TestKernel(t *testing.T) {
 			if strings.Count(left, "udp ") != 1 || !strings.Contains(left, "src=10.244.3.5") {
 				t.Errorf("left in the table:\n%s", left)
 			}
+			// DSRMoved's filters: not DNATed (reply source the address itself) and a mark.
+			for _, e := range []string{
+				"-I -p udp -s 192.0.2.100 -d 192.168.1.240 --sport 4005 --dport 53 --reply-src 192.168.1.240 --reply-dst 192.0.2.100 --reply-port-src 53 --reply-port-dst 4005 -m 7 -t 100",
+				"-I -p udp -s 192.0.2.100 -d 192.168.1.240 --sport 4006 --dport 53 --reply-src 192.168.1.240 --reply-dst 192.0.2.100 --reply-port-src 53 --reply-port-dst 4006 -m 8 -t 100",
+				"-I -p udp -s 192.0.2.100 -d 192.168.1.240 --sport 4007 --dport 53 --reply-src 10.244.2.5 --reply-dst 192.0.2.100 --reply-port-src 5353 --reply-port-dst 4007 -m 7 -t 100",
+			} {
+				inNS(strings.Fields(e)...)
+			}
+			mf := Filter{Protocol: nftrules.UDP, OrigDst: a("192.168.1.240"), DPort: 53, ReplySrc: a("192.168.1.240"), Mark: 7}
+			if n, err := e.Delete(ctx, mf); err != nil || n != 1 {
+				t.Errorf("%s: deleted %d, %v; want 1", mf, n, err)
+			}
+			left = inNS("-L", "-d", "192.168.1.240")
+			if strings.Count(left, "udp ") != 2 || strings.Contains(left, "sport=4005 ") {
+				t.Errorf("left to 192.168.1.240 after %s:\n%s", mf, left)
+			}
 		})
 	}
 	// A batch: one dump per family, every filter applied, TCP left alone.

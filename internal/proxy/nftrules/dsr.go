@@ -47,7 +47,9 @@ import (
 // Nodes: a datagram flow has no state in the pod, and moving it to a live node is what keeps it
 // answered when its owner dies (conntrack.Stale deletes the owner's UDP entries in the same case
 // for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
-// its new owner after the old one comes back.
+// its new owner after the old one comes back. A move to this node itself cannot be done by the
+// rules (the entry of a flow this node forwarded has no DNAT, and a confirmed entry is never NATed
+// again): the proxy deletes such entries after the plan (conntrack.DSRMoved).
 //
 // Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
 // have substitute owners, and connections opened then live on the substitutes. When R returns its
