@@ -79,7 +79,7 @@ type proxier struct {
 	mu       sync.Mutex // guards the following fields
 	echo     echoer     // nil while the echo detector is off
 	dead     map[string]bool
-	deadAt   map[string]time.Time // when each dead node was declared dead
+	deadAt   map[string]death     // when and how each dead node was declared dead
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
 	// dirty are the Services whose object or EndpointSlices changed since the last build, and
 	// allDirty says that anything else may have changed: the next build converts every Service.
@@ -130,7 +130,7 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 		health:     healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
 		kick:       make(chan struct{}, 1),
 		dead:       map[string]bool{},
-		deadAt:     map[string]time.Time{},
+		deadAt:     map[string]death{},
 		dirty:      map[nftrules.ServiceKey]bool{},
 		allDirty:   true,
 		returned:   map[string]returning{},
@@ -498,6 +498,13 @@ func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
 	}
 }
 
+// death is when a peer was declared dead, and whether other peers were declared dead in the same
+// batch of the detector (this node's own stall, most likely; see liveness).
+type death struct {
+	at       time.Time
+	together bool
+}
+
 // returning is a node that answers echo again after it was declared dead: since when, and the
 // addresses of its endpoints that were ready at that moment and have not been reported again since.
 // It stays left out until each of those has been seen not ready or gone (its kubelet restarted the
@@ -517,13 +524,16 @@ type returning struct {
 // stopped). Other endpoints are preferred meanwhile, not required (nftrules uses a dead node's
 // endpoints when no other is usable). A node gone from the cluster is forgotten.
 //
-// A node that answers again within shortDeath (1 s) of its death is used again at once: no node
-// loses power and boots its kernel that fast, so its pods never stopped. Such a death is a false
-// one (this node's own detector starved under load, which then declares every peer dead at once)
-// or a blip of the link. Holding it out would be worse than useless with direct server return:
-// only the nodes that saw the false death hold it out, so for up to returnHold their tables
-// disagree with the others', and the connections opened meanwhile break when the router moves them
-// to an entry node with the other table (docs/dsr.md, "A false death's hold").
+// A node declared dead together with other peers (in one batch of the detector: this node's own
+// detector starved under load, which makes every peer overdue at once) that answers again within
+// shortDeath (1 s) is used again at once: it was this node that stalled, and no node loses power
+// and boots that fast, so its pods never stopped. Holding it out would be worse than useless with
+// direct server return: only the nodes that saw the false death hold it out, so for up to
+// returnHold their tables disagree with the others', and the connections opened meanwhile break
+// when the router moves them to an entry node with the other table (docs/dsr.md, "A false death's
+// hold"). A node that died alone is held as above however soon it answers: answers right after a
+// single death are what a host on the segment that took over a cut node's address sends (the
+// replayed-heartbeat attack of the chaos soak), and the hold keeps the dead pods out meanwhile.
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
@@ -570,10 +580,11 @@ func (p *proxier) liveness() map[string]bool {
 		}
 		if up, _ := e.Up(n); up {
 			delete(p.dead, n)
-			silence := now.Sub(p.deadAt[n])
+			d := p.deadAt[n]
+			silence := now.Sub(d.at)
 			delete(p.deadAt, n)
-			if short := cmp.Or(p.cfg.shortDeath, time.Second); short > 0 && silence < short {
-				p.log.Info("node answers echo again after a short silence: using its endpoints at once", "node", n, "deadFor", silence)
+			if short := cmp.Or(p.cfg.shortDeath, time.Second); short > 0 && d.together && silence < short {
+				p.log.Info("node answers echo again after a short silence shared with other peers (this node stalled): using its endpoints at once", "node", n, "deadFor", silence)
 				continue
 			}
 			stale := map[string]bool{}
@@ -668,7 +679,7 @@ func (p *proxier) onEcho(downs []liveness.Down) {
 			continue
 		}
 		p.dead[d.Peer] = true
-		p.deadAt[d.Peer] = time.Now()
+		p.deadAt[d.Peer] = death{at: time.Now(), together: len(downs) > 1}
 		changed = true
 		p.m.deaths.Inc()
 		p.log.Warn("node stopped answering echo: not using its endpoints", "node", d.Peer, "silence", d.Silence)

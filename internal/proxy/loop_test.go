@@ -362,8 +362,9 @@ func TestNodePortAddressRefresh(t *testing.T) {
 // TestReturningNode: a node that answers again after a power cut keeps its endpoints out until every
 // endpoint it had ready at its return has been reported again (seen not ready, or gone: its kubelet
 // restarted the pod), or until returnHold has passed (a partition, whose pods never stopped); dying
-// again while returning makes it dead again. A node that answers again within a second of its death
-// (a false death: no node reboots that fast) is used again at once.
+// again while returning makes it dead again. Nodes declared dead together (this node's detector
+// stalled) that answer again within a second are used again at once (no node reboots that fast);
+// a node that died alone is held however soon it answers (an impostor answering for a cut node).
 func TestReturningNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// node-b runs two pods of svc (one slice holds both) and one of them is also in svc2.
@@ -484,8 +485,9 @@ func TestReturningNode(t *testing.T) {
 			t.Fatalf("node-c died again: dead %v", d)
 		}
 
-		// A false death: answering again 200 ms after it was declared dead. In again at once, and a
-		// node that died again after a short silence is dead again.
+		// A false death: this node's detector stalled and declared both peers dead in one batch;
+		// they answer again 200 ms later. In again at once, and a node that died again after such a
+		// silence is dead again.
 		time.Sleep(3 * time.Second)
 		up("node-c")
 		time.Sleep(25 * time.Second)
@@ -494,13 +496,27 @@ func TestReturningNode(t *testing.T) {
 		if d := last(); len(d) != 0 {
 			t.Fatalf("node-c back for 25 s: dead %v, want none", d)
 		}
-		away("node-b", 200*time.Millisecond)
+		fe.set("node-b", false)
+		fe.set("node-c", false)
+		p.onEcho([]liveness.Down{{Peer: "node-b"}, {Peer: "node-c"}})
+		synctest.Wait()
+		time.Sleep(200 * time.Millisecond)
+		up("node-b")
+		up("node-c")
 		if d := last(); len(d) != 0 {
-			t.Fatalf("node-b answered again 200 ms after its death: dead %v, want none (used at once)", d)
+			t.Fatalf("node-b and node-c, dead together, answered again 200 ms later: dead %v, want none (used at once)", d)
 		}
 		down("node-b")
 		if d := last(); !d["node-b"] {
 			t.Fatalf("node-b died again after a short silence: dead %v", d)
+		}
+
+		// A single death answered 200 ms later (a host that took over the cut node's address
+		// answers its echoes): held like any return, until its pods are reported again.
+		time.Sleep(200 * time.Millisecond)
+		up("node-b")
+		if d := last(); !d["node-b"] {
+			t.Fatalf("node-b died alone and answered again 200 ms later: dead %v, want it held out", d)
 		}
 	})
 }

@@ -243,9 +243,9 @@ func TestProxierEndToEnd(t *testing.T) {
 	eventually(t, "dead node's endpoint left out", func() string { return tr("10.96.0.10:80", "tcp") }, "DNAT 10.244.1.5:8080")
 	eventually(t, "UDP conntrack flushed for the dead node's endpoint", func() string { return filters(ct) },
 		"-p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53")
-	// It answers again, more than a second later (a power cut and a boot; a shorter silence is a
-	// false death, used again at once: TestReturningNode): its endpoints stay out until its kubelet
-	// reports them again (here: its pods go not ready and ready again in their slices).
+	// It answers again, more than a second later (a power cut and a boot): its endpoints stay out
+	// until its kubelet reports them again (here: its pods go not ready and ready again in their
+	// slices).
 	time.Sleep(1200 * time.Millisecond)
 	fe.set("node-b", true)
 	p.onEcho(nil)
