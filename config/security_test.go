@@ -49,19 +49,50 @@ type securityContext struct {
 	} `yaml:"capabilities"`
 }
 
-// documentedCapabilities reads the capability table of docs/security.md: role -> capabilities.
-// A role with the capability "none" gets an empty list.
-func documentedCapabilities(t *testing.T) map[string][]string {
+// securitySection returns the text of docs/security.md's section "## heading", up to the next one.
+func securitySection(t *testing.T, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Capabilities\n")
+	_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatal("docs/security.md has no section ## Capabilities")
+		t.Fatalf("docs/security.md has no section ## %s", heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// workloads returns the YAML documents of the Deployments and DaemonSets of every role's manifests.
+func workloads(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range []string{"controller", "speaker", "proxy"} {
+		b, err := manifests.Bundle(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range strings.Split(b, "\n---\n") {
+			var o struct {
+				Kind string `yaml:"kind"`
+			}
+			if err := yaml.Unmarshal([]byte(d), &o); err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			if o.Kind == "Deployment" || o.Kind == "DaemonSet" {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// documentedCapabilities reads the capability table of docs/security.md: role -> capabilities.
+// A role with the capability "none" gets an empty list.
+func documentedCapabilities(t *testing.T) map[string][]string {
+	t.Helper()
+	section := securitySection(t, "Capabilities")
 	row := regexp.MustCompile("^\\| (controller|speaker|proxy) \\| `([A-Z_]+|none)` \\|")
 	out := map[string][]string{}
 	for _, l := range strings.Split(section, "\n") {
@@ -89,48 +120,39 @@ func documentedCapabilities(t *testing.T) map[string][]string {
 func TestCapabilitiesAreDocumented(t *testing.T) {
 	doc := documentedCapabilities(t)
 	granted := map[string][]string{}
-	for _, dir := range []string{"controller", "speaker", "proxy"} {
-		b, err := manifests.Bundle(dir)
-		if err != nil {
+	for _, d := range workloads(t) {
+		var o podTemplate
+		if err := yaml.Unmarshal([]byte(d), &o); err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range strings.Split(b, "\n---\n") {
-			var o podTemplate
-			if err := yaml.Unmarshal([]byte(d), &o); err != nil {
-				t.Fatalf("%s: %v", dir, err)
+		role := o.Spec.Template.Metadata.Labels["component"]
+		pod := o.Spec.Template.Spec
+		if pod.HostPID || pod.HostIPC {
+			t.Errorf("%s %s: hostPID or hostIPC", o.Kind, o.Metadata.Name)
+		}
+		for _, c := range pod.Containers {
+			sc := c.SecurityContext
+			where := o.Kind + " " + o.Metadata.Name + " container " + c.Name
+			if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
+				t.Errorf("%s: capabilities.drop %v, want [ALL]", where, sc.Capabilities.Drop)
 			}
-			if o.Kind != "Deployment" && o.Kind != "DaemonSet" {
-				continue
+			if sc.Privileged != nil && *sc.Privileged {
+				t.Errorf("%s: privileged", where)
 			}
-			role := o.Spec.Template.Metadata.Labels["component"]
-			pod := o.Spec.Template.Spec
-			if pod.HostPID || pod.HostIPC {
-				t.Errorf("%s %s: hostPID or hostIPC", o.Kind, o.Metadata.Name)
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s: allowPrivilegeEscalation must be false", where)
 			}
-			for _, c := range pod.Containers {
-				sc := c.SecurityContext
-				where := o.Kind + " " + o.Metadata.Name + " container " + c.Name
-				if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
-					t.Errorf("%s: capabilities.drop %v, want [ALL]", where, sc.Capabilities.Drop)
-				}
-				if sc.Privileged != nil && *sc.Privileged {
-					t.Errorf("%s: privileged", where)
-				}
-				if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-					t.Errorf("%s: allowPrivilegeEscalation must be false", where)
-				}
-				if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-					t.Errorf("%s: readOnlyRootFilesystem must be true", where)
-				}
-				caps := slices.Clone(sc.Capabilities.Add)
-				slices.Sort(caps)
-				granted[role] = append(granted[role], caps...)
+			if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				t.Errorf("%s: readOnlyRootFilesystem must be true", where)
 			}
-			if role == "controller" {
-				psc := pod.SecurityContext
-				if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
-					t.Errorf("%s %s: the controller must run as non-root (runAsNonRoot, runAsUser 65534)", o.Kind, o.Metadata.Name)
-				}
+			caps := slices.Clone(sc.Capabilities.Add)
+			slices.Sort(caps)
+			granted[role] = append(granted[role], caps...)
+		}
+		if role == "controller" {
+			psc := pod.SecurityContext
+			if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+				t.Errorf("%s %s: the controller must run as non-root (runAsNonRoot, runAsUser 65534)", o.Kind, o.Metadata.Name)
 			}
 		}
 	}
@@ -183,15 +205,7 @@ type hostPathPod struct {
 // one the manifests no longer mount; and when the proxy's --proc-sys is not the mount of the
 // host's /proc/sys/net (its sysctls would go to the container's read-only /proc/sys).
 func TestHostPathsAreDocumented(t *testing.T) {
-	b, err := os.ReadFile("../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## Host paths\n")
-	if !ok {
-		t.Fatal("docs/security.md has no section ## Host paths")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := securitySection(t, "Host paths")
 	row := regexp.MustCompile("^\\| (controller|speaker|proxy) \\| `([^`]+)` \\| `([^`]+)` \\|")
 	var doc []string
 	for _, l := range strings.Split(section, "\n") {
@@ -201,48 +215,39 @@ func TestHostPathsAreDocumented(t *testing.T) {
 	}
 	var got []string
 	procSysChecked := false
-	for _, dir := range []string{"controller", "speaker", "proxy"} {
-		bundle, err := manifests.Bundle(dir)
-		if err != nil {
+	for _, d := range workloads(t) {
+		var o hostPathPod
+		if err := yaml.Unmarshal([]byte(d), &o); err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range strings.Split(bundle, "\n---\n") {
-			var o hostPathPod
-			if err := yaml.Unmarshal([]byte(d), &o); err != nil {
-				t.Fatalf("%s: %v", dir, err)
+		role := o.Spec.Template.Metadata.Labels["component"]
+		host := map[string]string{} // volume -> host path
+		for _, v := range o.Spec.Template.Spec.Volumes {
+			if v.HostPath != nil {
+				host[v.Name] = v.HostPath.Path
 			}
-			if o.Kind != "Deployment" && o.Kind != "DaemonSet" {
+		}
+		for _, c := range o.Spec.Template.Spec.Containers {
+			at := map[string]string{} // host path -> mount path
+			for _, m := range c.VolumeMounts {
+				if p, ok := host[m.Name]; ok {
+					got = append(got, role+" "+p+" at "+m.MountPath)
+					at[p] = m.MountPath
+				}
+			}
+			if role != "proxy" {
 				continue
 			}
-			role := o.Spec.Template.Metadata.Labels["component"]
-			host := map[string]string{} // volume -> host path
-			for _, v := range o.Spec.Template.Spec.Volumes {
-				if v.HostPath != nil {
-					host[v.Name] = v.HostPath.Path
+			procSys := ""
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--proc-sys="); ok {
+					procSys = v
 				}
 			}
-			for _, c := range o.Spec.Template.Spec.Containers {
-				at := map[string]string{} // host path -> mount path
-				for _, m := range c.VolumeMounts {
-					if p, ok := host[m.Name]; ok {
-						got = append(got, role+" "+p+" at "+m.MountPath)
-						at[p] = m.MountPath
-					}
-				}
-				if role != "proxy" {
-					continue
-				}
-				procSys := ""
-				for _, a := range c.Args {
-					if v, ok := strings.CutPrefix(a, "--proc-sys="); ok {
-						procSys = v
-					}
-				}
-				if procSys == "" || at["/proc/sys/net"] != procSys+"/net" {
-					t.Errorf("%s %s container %s: --proc-sys=%q, the host's /proc/sys/net mounted at %q: want --proc-sys to be the mount's parent", o.Kind, o.Metadata.Name, c.Name, procSys, at["/proc/sys/net"])
-				}
-				procSysChecked = true
+			if procSys == "" || at["/proc/sys/net"] != procSys+"/net" {
+				t.Errorf("%s %s container %s: --proc-sys=%q, the host's /proc/sys/net mounted at %q: want --proc-sys to be the mount's parent", o.Kind, o.Metadata.Name, c.Name, procSys, at["/proc/sys/net"])
 			}
+			procSysChecked = true
 		}
 	}
 	if !procSysChecked {
