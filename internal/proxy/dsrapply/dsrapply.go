@@ -132,6 +132,9 @@ type Applier struct {
 	// stay untracked); synOK says the last write worked, synFailed that a failure was reported.
 	syn              *nftables.Conn
 	synOK, synFailed bool
+	// floodFailed says a failure to write the flood table (flood.go, through syn's connection)
+	// was reported.
+	floodFailed bool
 }
 
 // New returns an Applier over table (a writer of family ip's table nftrules.DSRTableName) and
@@ -167,9 +170,10 @@ func NewKernel(procSys string) (*Applier, error) {
 	return New(t, h, ProcSysWriter(procSys)).WithSYNTable(syn), nil
 }
 
-// WithSYNTable has a write the SYN table (nftrules.DSRSYNTableName) through c, in the network
-// namespace c works in, and returns a. Without it the SYNs of flows other nodes own are not
-// tracked (nftrules.DSRPlan.TrackSYN).
+// WithSYNTable has a write the SYN table (nftrules.DSRSYNTableName) and the flood table
+// (FloodTableName) through c, in the network namespace c works in, and returns a. Without it the
+// SYNs of flows other nodes own are not tracked (nftrules.DSRPlan.TrackSYN), and frames flooded to
+// a dead entry node are not taken.
 func (a *Applier) WithSYNTable(c *nftables.Conn) *Applier {
 	a.syn = c
 	return a
@@ -259,6 +263,21 @@ func (a *Applier) Apply(ctx context.Context, plan *nftrules.DSRPlan) error {
 	if err := a.table.Write(tx); err != nil {
 		errs = append(errs, fmt.Errorf("writing table %s: %w", nftrules.DSRTableName, err))
 	}
+	// The flood table after the DSR table, whose rules serve what it takes (flood.go).
+	if a.syn != nil {
+		links, err := floodLinks(a.rt, []netip.Addr{plan.NodeIPs[plan.Self]})
+		if err == nil {
+			err = writeFloodTable(a.syn, &p, links)
+		}
+		if err != nil {
+			if !a.floodFailed {
+				a.warnings = append(a.warnings, fmt.Errorf("table netdev %s: %w: frames flooded to a dead entry node's MAC are not taken; a request sent into a layer-2 failover waits for the client's retransmission", FloodTableName, err))
+				a.floodFailed = true
+			}
+		} else {
+			a.floodFailed = false
+		}
+	}
 	a.slots = plan.Slots
 	return errors.Join(errs...)
 }
@@ -278,6 +297,11 @@ func (a *Applier) Cleanup(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("deleting table %s: %w", nftrules.DSRSYNTableName, err))
 		}
 		a.synOK = false
+		ft := a.syn.AddTable(floodTable())
+		a.syn.DelTable(ft)
+		if err := a.syn.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting table netdev %s: %w", FloodTableName, err))
+		}
 	}
 	if err := a.syncRoutes(nil, 0); err != nil {
 		errs = append(errs, err)

@@ -149,8 +149,23 @@ func TestKernelApply(t *testing.T) {
 		t.Errorf("node-c's route left:\n%s", got)
 	}
 
+	// The flood table (flood.go), as nft reads it back: the chain on d0, which carries node-a's
+	// address, and one rule for the address and port, in node-a's buckets.
+	flood := in(nftPath, "list", "table", "netdev", dsrapply.FloodTableName)
+	t.Logf("the flood table:\n%s", flood)
+	for _, want := range []string{`hook ingress device "d0" priority -500`,
+		"meta pkttype other ip daddr 192.0.2.240 tcp dport 80 jhash ip saddr . tcp sport . ip daddr . tcp dport . meta l4proto mod 251 seed ",
+		" @mine-0 meta pkttype set host"} {
+		if !strings.Contains(flood, want) {
+			t.Errorf("the flood table lacks %q", want)
+		}
+	}
+
 	if err := a.Cleanup(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := netnstest.Output(ns, nftPath, "list", "table", "netdev", dsrapply.FloodTableName); err == nil {
+		t.Errorf("table netdev %s left after cleanup:\n%s", dsrapply.FloodTableName, out)
 	}
 	if got := in("ip", "rule", "show"); strings.Contains(got, "fwmark") {
 		t.Errorf("rules left after cleanup:\n%s", got)

@@ -692,18 +692,26 @@ func (e *ruleEncoder) flowHash(x nftrules.Expr) error {
 	if e.t.v6 || x.IP6 || x.Seed == 0 || x.Mod == 0 {
 		return fmt.Errorf("unsupported expression %s", x)
 	}
+	e.emit(FlowHash(x.Mod, x.Seed)...)
+	return nil
+}
+
+// FlowHash is the IPv4 flow hash of nftrules' FieldJhash with Flow, `jhash ip saddr . th sport .
+// ip daddr . th dport . meta l4proto mod mod seed seed`, into reg 1, as nft lays the concatenation
+// out (4-byte fields from reg 2 on). Another table that must pick the same bucket as the DSR table
+// (dsrapply's flood table) uses these very expressions.
+func FlowHash(mod, seed uint32) []expr.Any {
 	th := func(reg, off uint32) *expr.Payload {
 		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: off, Len: 2}
 	}
-	e.emit(
+	return []expr.Any{
 		&expr.Payload{DestRegister: regAt(4), Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		th(regAt(5), 0),
 		&expr.Payload{DestRegister: regAt(6), Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		th(regAt(7), 2),
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regAt(8)},
-		&expr.Hash{SourceRegister: regAt(4), DestRegister: reg1, Length: 20, Modulus: x.Mod, Seed: x.Seed, Type: expr.HashTypeJenkins},
-	)
-	return nil
+		&expr.Hash{SourceRegister: regAt(4), DestRegister: reg1, Length: 20, Modulus: mod, Seed: seed, Type: expr.HashTypeJenkins},
+	}
 }
 
 // ct|meta mark set VALUE, or set ct mark, meta mark or a flow hash, through map @m if named.

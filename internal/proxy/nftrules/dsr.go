@@ -853,6 +853,20 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		}
 		addRule(tx, &Rule{Chain: mangle, Stmts: rehash,
 			Comment: "a new connection on an old forwarded entry of its 5-tuple (reused source port): owned by the hash, unless that is this node"})
+		// The hash says this node, which cannot serve the connection on that entry. The
+		// remembered owner may be dead (the chaos soak: a reused port's SYN sent to a
+		// partitioned node for 3 s); the bucket's alternate owner (the owner it has in the
+		// table without this node, AltBuckets) gets new flows by every table, so it is live
+		// and serves a new connection. Without an alternate (this node is the only one with
+		// endpoints), the remembered owner as before.
+		if p.AltBuckets != nil && len(p.Local) > 0 && self != 0 && plan.ip(plan.Self).Is4() {
+			addRule(tx, &Rule{Chain: mangle, Stmts: []Stmt{
+				{Kind: StmtMatch, Key: []Expr{{Field: FieldTCPFlags, Mask: tcpSyn | tcpAck}}, Op: OpEq, Value: NumValue(tcpSyn)},
+				{Kind: StmtMatch, Key: []Expr{{Field: FieldCtStatus, Mask: ctStatusConfirmed | ctStatusDNAT}}, Op: OpEq, Value: NumValue(ctStatusConfirmed)},
+				match(keyMetaMark, NumValue(NodeID(plan.ip(plan.Self)))),
+				setMarkFrom(true, hash, p.chain(prefixDSRAlt))},
+				Comment: "that is this node, which cannot serve it on that entry: the bucket's alternate owner, live, not the remembered one"})
+		}
 	}
 	// Not "ct state new" alone: at an entry node that forwards the flow, conntrack never sees a
 	// reply, so every packet of the flow is "new" (IP_CT_NEW until a reply) and the owner would be

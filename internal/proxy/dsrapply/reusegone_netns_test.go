@@ -1,0 +1,100 @@
+package dsrapply_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/ironlb/ironlb/internal/proxy/nftrules"
+	"github.com/ironlb/ironlb/internal/proxy/trace"
+	"github.com/ironlb/ironlb/internal/testbed/netnstest"
+)
+
+// TestKernelDSRReusedPortOwnerGone is the chaos soak's failure of 2026-11-27 20:31:15 (a
+// partitioned node), replayed: entry node E has a pod PE, backend nodes B1 and B2 have P1 and P2.
+// A connection P1 served ends (P1 closes first); E's one-way conntrack entry of it (FIN_WAIT,
+// 120 s) remembers B1. Then B1 is really gone (its link cut) and E's echo detector holds it dead:
+// the flow's bucket, B1's, goes to E itself (the port is chosen so, with trace.DSRBucket, the
+// kernel's hash). C reconnects from the same source port. E cannot serve the new connection on the
+// old entry (no DNAT), and the remembered owner is gone: the SYN must go to the bucket's alternate
+// owner, B2 (the owner the bucket has in the table without E), and P2 serve it. Before the fix the
+// SYN kept the remembered owner and was lost with B1 until B1 came back (the soak's request timed
+// out after 1 s; the client's SYNs went to the partitioned node for 3 s).
+// Skipped unless root with nft, ip, sysctl, ss and conntrack.
+func TestKernelDSRReusedPortOwnerGone(t *testing.T) {
+	netnstest.Require(t, "ss", "conntrack")
+	const podE, pod1, pod2 = "10.244.0.5", "10.244.1.5", "10.244.2.5"
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")}
+	nss := dsrTopology(t, "ilbreuseg", "e",
+		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b1", "192.0.2.21"}, {"b2", "192.0.2.22"}},
+		[]dsrPod{{"pe", "e", "10.244.0.1", podE}, {"p1", "b1", "10.244.1.1", pod1}, {"p2", "b2", "10.244.2.1", pod2}})
+	c, e := nss["c"], nss["e"]
+	reuseServe(t, map[string]string{nss["pe"]: podE, nss["p1"]: pod1, nss["p2"]: pod2})
+	nodes := newReuseNodes(t, map[string]string{"e": e, "b1": nss["b1"], "b2": nss["b2"]}, ips, true)
+	svc := func() *nftrules.Service {
+		return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true},
+			nftrules.Endpoint{Addr: netip.MustParseAddr(pod1), Node: "b1", Ready: true, Serving: true},
+			nftrules.Endpoint{Addr: netip.MustParseAddr(pod2), Node: "b2", Ready: true, Serving: true})
+	}
+	nodes.applyAll(svc)
+
+	// E's plans, live and with B1 dead (pure: the same PlanDSR the applier was given).
+	owner := func(dead bool, sport int) string {
+		s := svc()
+		for i := range s.Ports[0].Endpoints {
+			s.Ports[0].Endpoints[i].Local = s.Ports[0].Endpoints[i].Node == "e"
+		}
+		m := &nftrules.Model{Node: nftrules.Node{Name: "e"}, Services: map[nftrules.ServiceKey]*nftrules.Service{s.Key(): s}}
+		if dead {
+			m.Node.DeadNodes = map[string]bool{"b1": true}
+		}
+		plan := nftrules.PlanDSR(m, nftrules.DSRConfig{NodeIPs: ips})
+		p := &plan.Ports[0]
+		return p.Owner(trace.DSRBucket(netip.MustParseAddr(reuseClient), netip.MustParseAddr(dsrVIP), uint16(sport), 80, 6, uint32(len(p.Buckets)), p.Seed))
+	}
+	sport := 0
+	for sp := 47000; sp < 48000 && sport == 0; sp++ {
+		if owner(false, sp) == "b1" && owner(true, sp) == "e" {
+			sport = sp
+		}
+	}
+	if sport == 0 {
+		t.Fatal("no source port in 47000-47999 whose bucket is B1's, and E's once B1 is dead")
+	}
+	conn, err := dialFrom(t, c, sport, dsrVIP+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	if got, err := who(conn, r); err != nil || got != pod1 {
+		t.Fatalf("port %d before: answered by %q (%v), want B1's %s (the hash's owner)", sport, got, err, pod1)
+	}
+	closedByPod(t, c, sport, conn, r)
+	conntrackOf(t, e, "E after the old connection", sport)
+
+	// B1 is gone: its link cut (bridge port p2), and E and B2 hold it dead.
+	netnstest.Run(t, nss["sw"], "ip", "link", "set", "p2", "down")
+	nodes.apply("e", svc(), "b1")
+	nodes.apply("b2", svc(), "b1")
+
+	conn, err = dialFrom(t, c, sport, dsrVIP+":80")
+	if err != nil {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d after B1's loss: connecting: %v", sport, err)
+	}
+	defer conn.Close()
+	r = bufio.NewReader(conn)
+	for i := range 3 {
+		if got, err := who(conn, r); err != nil || got != pod2 {
+			conntrackOf(t, e, "E", sport)
+			t.Fatalf("reused source port %d, request %d: answered by %q (%v), want the alternate owner B2's %s", sport, i, got, err, pod2)
+		}
+	}
+	out := netnstest.Run(t, e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport))
+	t.Logf("conntrack on E with the new connection open:\n%s", out)
+	if mark := fmt.Sprintf("mark=%d ", nftrules.NodeID(ips["b2"])); !strings.Contains(out, mark) {
+		t.Errorf("E's entry does not remember B2 (%s)", mark)
+	}
+}
