@@ -598,6 +598,25 @@ var synPolicy = expr.CtStatePolicyTimeout{
 	expr.CtStateTCPRETRANS: 300, expr.CtStateTCPUNACK: 300,
 }
 
+// flowPolicy is the timeout policy of the entry a forwarded flow's first segment after its SYN
+// makes (picked up mid-stream, nf_conntrack_tcp_loose): the kernel's TCP defaults but the closing
+// states short. This node sees the client's half only and keeps the entry for one thing, the
+// owner in its mark; once the client has sent its FIN, or an RST, the connection is over, and
+// the entry would wait for up to two minutes (FIN_WAIT 120 s) for a client that reuses the source
+// port. A SYN meeting it is a new connection that the entry cannot serve itself (no DNAT on a
+// confirmed entry): when the hash says this node and no live alternate owner exists, it went to
+// the old, remembered owner (the chaos soak of 2026-11-27 20:51, docs/dsr.md).
+var flowPolicy = expr.CtStatePolicyTimeout{
+	expr.CtStateTCPSYNSENT: 120, expr.CtStateTCPSYNRECV: 60, expr.CtStateTCPESTABLISHED: 432000,
+	expr.CtStateTCPFINWAIT: forwardedClosing, expr.CtStateTCPCLOSEWAIT: forwardedClosing, expr.CtStateTCPLASTACK: forwardedClosing,
+	expr.CtStateTCPTIMEWAIT: forwardedClosing, expr.CtStateTCPCLOSE: forwardedClosing, expr.CtStateTCPSYNSENT2: 120,
+	expr.CtStateTCPRETRANS: 300, expr.CtStateTCPUNACK: 300,
+}
+
+// forwardedClosing is how long, in seconds, a forwarded flow's entry outlives the client's FIN or
+// RST (flowPolicy): its last segments' time, a retransmitted FIN's.
+const forwardedClosing = 5
+
 // writeSYNTable adds the SYN table (nftrules.DSRSYNTableName, whose documentation says why) in one
 // batch; adding it again replaces the chain's rule and keeps the timeout object (the kernel leaves
 // an existing one as it is).
@@ -605,6 +624,8 @@ func writeSYNTable(c *nftables.Conn) error {
 	t := c.AddTable(synTable())
 	c.AddObj(&nftables.NamedObj{Table: t, Name: nftrules.DSRSYNTimeout, Type: nftables.ObjTypeCtTimeout,
 		Obj: &expr.CtTimeout{L3Proto: unix.NFPROTO_IPV4, L4Proto: unix.IPPROTO_TCP, Policy: synPolicy}})
+	c.AddObj(&nftables.NamedObj{Table: t, Name: nftrules.DSRFlowTimeout, Type: nftables.ObjTypeCtTimeout,
+		Obj: &expr.CtTimeout{L3Proto: unix.NFPROTO_IPV4, L4Proto: unix.IPPROTO_TCP, Policy: flowPolicy}})
 	prio := nftables.ChainPriority(nftrules.DSRSYNPriority)
 	ch := c.AddChain(&nftables.Chain{Table: t, Name: "prerouting", Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: &prio})
@@ -627,6 +648,24 @@ func writeSYNTable(c *nftables.Conn) error {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
 		// ct timeout set "forwarded-syn"
 		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRSYNTimeout},
+	}})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+		// meta mark & 0x0fff0000 != 0
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
+		// tcp flags & syn == 0: picked up mid-stream
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x02}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0}},
+		// ct status & (confirmed | dnat) == 0
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
+		// ct timeout set "forwarded-flow"
+		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRFlowTimeout},
 	}})
 	return c.Flush()
 }

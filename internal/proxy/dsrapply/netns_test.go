@@ -111,7 +111,10 @@ func TestKernelApply(t *testing.T) {
 	// Each piece as nft prints it (nft 1.0.6's form first, then the older one).
 	for _, want := range [][]string{{"ct timeout " + nftrules.DSRSYNTimeout}, {"syn_sent : 0"}, {"hook prerouting priority dstnat + 10"},
 		{"meta mark & 0x0fff0000 != 0x00000000"}, {"tcp flags syn / syn,ack", "tcp flags & (syn | ack) == syn"},
-		{"ct status ! confirmed,dnat", "ct status & (confirmed | dnat) == 0"}, {`ct timeout set "` + nftrules.DSRSYNTimeout + `"`}} {
+		{"ct status ! confirmed,dnat", "ct status & (confirmed | dnat) == 0"}, {`ct timeout set "` + nftrules.DSRSYNTimeout + `"`},
+		// the forwarded flow's policy: closing states short, set on a segment picked up mid-stream
+		{"ct timeout " + nftrules.DSRFlowTimeout}, {"fin_wait : 5"}, {"close_wait : 5"}, {"time_wait : 5"},
+		{"tcp flags ! syn", "tcp flags & syn == 0"}, {`ct timeout set "` + nftrules.DSRFlowTimeout + `"`}} {
 		if !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(syn, w) }) {
 			t.Errorf("the SYN table lacks %q", want[0])
 		}
@@ -138,7 +141,7 @@ func TestKernelApply(t *testing.T) {
 			t.Errorf("writing the SYN table again: %v", w)
 		}
 	}
-	if syn2 := in(nftPath, "list", "table", "ip", nftrules.DSRSYNTableName); strings.Count(syn2, "ct timeout set") != 1 {
+	if syn2 := in(nftPath, "list", "table", "ip", nftrules.DSRSYNTableName); strings.Count(syn2, "ct timeout set") != 2 {
 		t.Errorf("the SYN table after three writes:\n%s", syn2)
 	}
 	rules = in("ip", "rule", "show")

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
@@ -96,5 +98,70 @@ func TestKernelDSRReusedPortOwnerGone(t *testing.T) {
 	t.Logf("conntrack on E with the new connection open:\n%s", out)
 	if mark := fmt.Sprintf("mark=%d ", nftrules.NodeID(ips["b2"])); !strings.Contains(out, mark) {
 		t.Errorf("E's entry does not remember B2 (%s)", mark)
+	}
+}
+
+// TestKernelDSRReusedPortAfterClose is the chaos soak's failure of 2026-11-27 20:51:21, replayed:
+// entry node E has a pod PE, backend node B has PB. A connection PB served ends (PB closes first,
+// C answers with its FIN); E's one-way entry of it goes to a closing state, and with the
+// forwarded flow's timeout policy (dsrapply's flowPolicy) it expires within seconds, not the
+// kernel's 120 s. Then B is gone (its link cut, E holds it dead): every bucket is E's, and there is
+// no alternate owner. C reconnects from the same source port after the entry expired: E serves it
+// with PE, as any new connection. Before the policy the SYN met the old entry (no DNAT: E cannot
+// serve it), kept the remembered owner B and was lost with it until the entry expired.
+// Skipped unless root with nft, ip, sysctl, ss and conntrack.
+func TestKernelDSRReusedPortAfterClose(t *testing.T) {
+	netnstest.Require(t, "ss", "conntrack")
+	const podE, podB = "10.244.1.5", "10.244.2.5"
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}
+	nss := dsrTopology(t, "ilbreusec", "e",
+		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}},
+		[]dsrPod{{"pe", "e", "10.244.1.1", podE}, {"pb", "b", "10.244.2.1", podB}})
+	c, e := nss["c"], nss["e"]
+	reuseServe(t, map[string]string{nss["pe"]: podE, nss["pb"]: podB})
+	nodes := newReuseNodes(t, map[string]string{"e": e, "b": nss["b"]}, ips, true)
+	svc := func() *nftrules.Service {
+		return reuseService(nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true},
+			nftrules.Endpoint{Addr: netip.MustParseAddr(podB), Node: "b", Ready: true, Serving: true})
+	}
+	nodes.applyAll(svc)
+
+	sport, conn, r := portServedBy(t, c, 48000, podB)
+	closedByPod(t, c, sport, conn, r)
+	// E's one-way entry of the closed connection: a closing state, expiring within seconds.
+	out := netnstest.Run(t, e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport))
+	t.Logf("conntrack on E after the old connection:\n%s", out)
+	var f []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, fmt.Sprintf("sport=%d ", sport)) {
+			f = strings.Fields(l)
+		}
+	}
+	if len(f) < 4 {
+		t.Fatalf("E has no entry of port %d after its connection", sport)
+	}
+	if secs, err := strconv.Atoi(f[2]); err != nil || secs > 5 || f[3] == "ESTABLISHED" {
+		t.Errorf("E's entry of the closed connection: %s, %s s left; want a closing state expiring within 5 s", f[3], f[2])
+	}
+
+	// B is gone: its link cut (bridge port p2), and E holds it dead.
+	netnstest.Run(t, nss["sw"], "ip", "link", "set", "p2", "down")
+	nodes.apply("e", svc(), "b")
+	for range 80 {
+		if out := netnstest.Run(t, e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport)); !strings.Contains(out, "dport=80") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn, err := dialFrom(t, c, sport, dsrVIP+":80")
+	if err != nil {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d after B's loss: connecting: %v", sport, err)
+	}
+	defer conn.Close()
+	r = bufio.NewReader(conn)
+	if got, err := who(conn, r); err != nil || got != podE {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d: answered by %q (%v), want E's own %s", sport, got, err, podE)
 	}
 }

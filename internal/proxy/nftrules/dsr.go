@@ -253,6 +253,9 @@ type DSRPlan struct {
 const (
 	DSRSYNTableName = "ironlb-dsr-syn"
 	DSRSYNTimeout   = "forwarded-syn"
+	// DSRFlowTimeout is the timeout policy of a forwarded flow's entry picked up mid-stream: the
+	// closing states short (dsrapply's flowPolicy says why).
+	DSRFlowTimeout = "forwarded-flow"
 	// DSRSYNPriority is the SYN table's prerouting priority: after the DSR table's mangle (-150)
 	// and nat (-110) chains and the main table's dstnat (-100), so that the mark and the DNAT
 	// status are known.
