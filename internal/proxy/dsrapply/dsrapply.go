@@ -582,6 +582,27 @@ func synTable() *nftables.Table {
 	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftrules.DSRSYNTableName}
 }
 
+// forwardedTCP is the SYN table's rule `meta mark & 0x0fff0000 != 0 meta l4proto tcp tcp flags &
+// mask == flags ct status & (confirmed | dnat) == 0 ct timeout set "timeout"`: a TCP segment the
+// DSR table marked for an owner, whose entry is new and not served here (a forwarded flow's).
+func forwardedTCP(mask, flags byte, timeout string) []expr.Any {
+	zero := make([]byte, 4)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{mask}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{flags}},
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
+		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: timeout},
+	}
+}
+
 // Conntrack status bits (include/uapi/linux/netfilter/nf_conntrack_common.h).
 const (
 	ipsConfirmed = 1 << 3
@@ -630,42 +651,8 @@ func writeSYNTable(c *nftables.Conn) error {
 	ch := c.AddChain(&nftables.Chain{Table: t, Name: "prerouting", Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: &prio})
 	c.FlushChain(ch)
-	zero := make([]byte, 4)
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-		// meta mark & 0x0fff0000 != 0: the DSR table marked it for an owner
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
-		// tcp flags & (syn | ack) == syn
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
-		// ct status & (confirmed | dnat) == 0: a new entry, not served here
-		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
-		// ct timeout set "forwarded-syn"
-		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRSYNTimeout},
-	}})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-		// meta mark & 0x0fff0000 != 0
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(nftrules.DSRMarkMask), Xor: zero},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
-		// tcp flags & syn == 0: picked up mid-stream
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x02}, Xor: []byte{0}},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0}},
-		// ct status & (confirmed | dnat) == 0
-		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ipsConfirmed | ipsDstNAT), Xor: zero},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: zero},
-		// ct timeout set "forwarded-flow"
-		&expr.Objref{Type: unix.NFT_OBJECT_CT_TIMEOUT, Name: nftrules.DSRFlowTimeout},
-	}})
+	// tcp flags & (syn | ack) == syn: a SYN; tcp flags & syn == 0: a segment picked up mid-stream
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: forwardedTCP(0x12, 0x02, nftrules.DSRSYNTimeout)})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: forwardedTCP(0x02, 0, nftrules.DSRFlowTimeout)})
 	return c.Flush()
 }

@@ -45,19 +45,7 @@ func floodTakenByOwner(t *testing.T, flood bool) {
 		ln := listenIn(t, nss[name], "tcp", addr+":8080")
 		t.Cleanup(func() { ln.Close() })
 		serveLines(ln, func(conn net.Conn, line string) { fmt.Fprintf(conn, "%s\n", name) })
-		var pc net.PacketConn
-		inNetns(t, nss[name], func() (err error) { pc, err = net.ListenPacket("udp4", addr+":5353"); return err })
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 64)
-			for {
-				_, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo([]byte(name), from)
-			}
-		}()
+		serveDatagrams(t, nss[name], addr+":5353", func(net.PacketConn, net.Addr) string { return name })
 	}
 	ep := func(addr, node string, port uint16) nftrules.Endpoint {
 		return nftrules.Endpoint{Addr: netip.MustParseAddr(addr), Port: port, Node: node, Ready: true, Serving: true}

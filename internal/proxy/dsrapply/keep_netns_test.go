@@ -36,19 +36,7 @@ func TestKernelDSRKeepsOwner(t *testing.T) {
 		ln := listenIn(t, p.ns, "tcp", p.addr+":8080")
 		t.Cleanup(func() { ln.Close() })
 		serveLines(ln, func(conn net.Conn, _ string) { fmt.Fprintf(conn, "%s\n", conn.LocalAddr()) })
-		var pc net.PacketConn
-		inNetns(t, p.ns, func() (err error) { pc, err = net.ListenPacket("udp4", p.addr+":5353"); return err })
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 64)
-			for {
-				_, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo([]byte(pc.LocalAddr().String()), from)
-			}
-		}()
+		serveDatagrams(t, p.ns, p.addr+":5353", func(pc net.PacketConn, _ net.Addr) string { return pc.LocalAddr().String() })
 	}
 	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b1": netip.MustParseAddr("192.0.2.21"), "b2": netip.MustParseAddr("192.0.2.22")}
 	nodeNS := map[string]string{"e": e, "b1": b1, "b2": b2}

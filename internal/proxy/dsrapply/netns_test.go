@@ -206,3 +206,22 @@ func serveLines(ln net.Listener, answer func(conn net.Conn, line string)) {
 		}
 	}()
 }
+
+// serveDatagrams listens on UDP addr in namespace ns (closed when the test ends) and answers each
+// datagram with answer(the socket, the sender).
+func serveDatagrams(t *testing.T, ns, addr string, answer func(pc net.PacketConn, from net.Addr) string) {
+	t.Helper()
+	var pc net.PacketConn
+	inNetns(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return err })
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(answer(pc, from)), from)
+		}
+	}()
+}

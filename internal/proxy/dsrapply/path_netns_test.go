@@ -53,19 +53,7 @@ func TestKernelDSRPath(t *testing.T) {
 	})
 
 	// P: a UDP server that answers each datagram with the peer's address.
-	var pc net.PacketConn
-	inNetns(t, p, func() (err error) { pc, err = net.ListenPacket("udp4", "10.244.2.5:5353"); return err })
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(from.String()), from)
-		}
-	}()
+	serveDatagrams(t, p, "10.244.2.5:5353", func(_ net.PacketConn, from net.Addr) string { return from.String() })
 	var uc net.Conn
 	inNetns(t, c, func() (err error) { uc, err = net.Dial("udp4", dsrVIP+":53"); return err })
 	defer uc.Close()

@@ -44,19 +44,7 @@ func udpMovesToEntry(t *testing.T, fixed bool) {
 	c, e, b := nss["c"], nss["e"], nss["b"]
 	for ns, addr := range map[string]string{nss["pe"]: podE, nss["pb"]: podB} {
 		// Each pod answers every datagram with its own address.
-		var pc net.PacketConn
-		inNetns(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr+":5353"); return err })
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 64)
-			for {
-				_, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo([]byte(pc.LocalAddr().String()), from)
-			}
-		}()
+		serveDatagrams(t, ns, addr+":5353", func(pc net.PacketConn, _ net.Addr) string { return pc.LocalAddr().String() })
 	}
 	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}
 	appliers := map[string]*dsrapply.Applier{}
