@@ -77,10 +77,11 @@ type Options struct {
 	// ConnMode is the ironlb.io/external-mode of the probed Service that holds connections
 	// (chaos-p2): "dsr", or "snat" to see the connection invariant fail; "off" (the default) holds
 	// no connections and leaves chaos-p2 as kube-proxy would serve it. The default is off because
-	// the dsr run fails today for a reason not yet fixed: around the replayed-heartbeat fault (a host
-	// on the segment answering for a cut node's address), connections and requests to the dsr
-	// Service broke (docs/benchmarks.md, issue 19; likely the loop guard's peer MACs, learned from
-	// the neighbour table, which a lying host writes to).
+	// the dsr run still fails about one run in four: the held connections' invariant holds, but a
+	// probe's new connection that reuses the source port of one an entry node still holds a
+	// one-way conntrack entry of (a connection that ended without its FIN passing through that
+	// node) can be lost while a node returns (docs/benchmarks.md, "The dsr soak, eight runs with
+	// captures"; issue 19).
 	ConnMode string
 	Log      func(format string, args ...any)
 }
