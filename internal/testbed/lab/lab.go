@@ -576,7 +576,8 @@ func (l *Lab) Down(ctx context.Context) error {
 }
 
 // StopNode cuts a node's power: every process of the node and its Pods is killed, the Pods' namespaces
-// and the node's packet-filter state go (as after a reboot), and its link to the bridge goes down.
+// and the node's packet-filter state (its nftables ruleset and its conntrack table) go (as after a
+// reboot), and its link to the bridge goes down.
 func (l *Lab) StopNode(ctx context.Context, name string) error {
 	h, ok := l.Plan.Host(name)
 	if !ok || !h.IsNode() {
@@ -599,6 +600,11 @@ func (l *Lab) StopNode(ctx context.Context, name string) error {
 		}
 	}
 	_ = InNetNS(h.Name, func() error { return exec.Command("nft", "flush", "ruleset").Run() })
+	// The conntrack table too: a rebooted node remembers no flow (the dsr soak's run f of
+	// 2026-11-27 met a "rebooted" node's entry of a flow it had forwarded before its cut).
+	if err := FlushConntrack(h.Name); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -284,4 +285,15 @@ func (c Cgroup) RSS() int64 {
 		}
 	}
 	return total
+}
+
+// FlushConntrack deletes every conntrack entry of network namespace netns, of every family (over
+// netlink, as `conntrack -F`: no tool needed).
+func FlushConntrack(netns string) error {
+	return InNetNS(netns, func() error {
+		if err := netlink.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+			return fmt.Errorf("flushing the conntrack table of %s: %w", netns, err)
+		}
+		return nil
+	})
 }
