@@ -459,7 +459,46 @@ func (r *runner) setup(ctx context.Context) error {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
+	// Then until every probed Service lists all of chaos-web's pods ready, and a settle time more:
+	// the speakers elect the Local Service's announcer among the nodes whose endpoint is ready, so
+	// a pod that becomes ready after the first answer moves it (the soak of 2026-11-27 21:59 judged
+	// such a move, 0.5 s after setup, a failover no fault explains).
+	for i := range probeAddrs {
+		svc := fmt.Sprintf("chaos-p%d", i+1)
+		for {
+			ready, err := r.readyEndpoints(ctx, svc)
+			if err == nil && ready >= len(pods) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("Service %s lists %d ready endpoints of chaos-web's %d pods (%v)", svc, ready, len(pods), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	time.Sleep(setupSettle)
 	return nil
+}
+
+// setupSettle is how long setup waits, once every probed Service lists every pod ready, for the
+// speakers' elections to follow.
+const setupSettle = 3 * time.Second
+
+// readyEndpoints counts the ready endpoints in a Service's EndpointSlices.
+func (r *runner) readyEndpoints(ctx context.Context, svc string) (int, error) {
+	l, err := r.cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, es := range l.Items {
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // podNodes maps chaos-web's pods to their nodes: the pods' names are whoami's Hostname in the
