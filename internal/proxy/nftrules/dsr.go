@@ -829,7 +829,15 @@ func writeDSRPort(tx Writer, plan *DSRPlan, p *DSRPort) {
 		writeDSRRejoin(tx, plan, p, mangle, nodes, hash, comment)
 	}
 	if len(p.Local) > 0 && self != 0 {
-		serve := []Stmt{setMark(true, NodeID(plan.ip(plan.Self))), setMark(false, DSRMark(self)), verdict(Return)}
+		// Not on an old forwarded entry of this node's (confirmed, not DNATed here: this node was
+		// the entry of the flow once and sent it to its owner). No DNAT can be added to a
+		// confirmed entry, so serving would deliver the packet to no pod, and the entry would
+		// remember this node as the flow's owner, an owner that cannot serve it, until it
+		// expires: the chaos soak of 2026-11-27 22:53 lost a reused port's SYNs to such an entry.
+		// Such a packet goes on by this node's memory and hash, like its own clients' packets:
+		// to the owner it remembers, which holds the connection.
+		notOld := Stmt{Kind: StmtMatch, Key: []Expr{{Field: FieldCtStatus, Mask: ctStatusConfirmed | ctStatusDNAT}}, Op: OpNeq, Value: NumValue(ctStatusConfirmed)}
+		serve := []Stmt{notOld, setMark(true, NodeID(plan.ip(plan.Self))), setMark(false, DSRMark(self)), verdict(Return)}
 		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{lookup(keyEtherSaddr, dsrSetPeers)}, serve...),
 			Comment: "loop guard: forwarded by another node, and this node has endpoints: serve it here"})
 		addRule(tx, &Rule{Chain: mangle, Stmts: append([]Stmt{match(keyIifname, StringValue(DSRVXLANDevice))}, serve...),

@@ -572,8 +572,8 @@ func TestWriteDSRTCPRules(t *testing.T) {
 	}{
 		{true, "mangle", []string{"ip saddr @pod-cidrs return"}, "pods take the snat path (hairpin)"},
 		{true, "mangle", []string{"tcp flags & (syn | ack) == ack ct state new jhash ", " vmap @dsr-rejoin-"}, "rejoin: mid-stream, no state here, in this node's bucket: to the alternate owner"},
-		{true, "mangle", []string{"ether saddr @peer-macs ct mark set 0xc0a8010a meta mark set 0x10000 return"}, "loop guard: forwarded by a peer, served here"},
-		{true, "mangle", []string{`iifname "ironlb-dsr0" ct mark set 0xc0a8010a meta mark set 0x10000 return`}, "loop guard: encapsulated by a peer"},
+		{true, "mangle", []string{"ether saddr @peer-macs ct status & (confirmed | dnat) != confirmed ct mark set 0xc0a8010a meta mark set 0x10000 return"}, "loop guard: forwarded by a peer, not on an old forwarded entry: served here"},
+		{true, "mangle", []string{`iifname "ironlb-dsr0" ct status & (confirmed | dnat) != confirmed ct mark set 0xc0a8010a meta mark set 0x10000 return`}, "loop guard: encapsulated by a peer"},
 		{true, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark set jhash", "meta mark != 3232235786 ct mark set meta mark"},
 			"a SYN on an old forwarded entry of its 5-tuple (reused source port) takes the hash's owner, unless that is this node (no DNAT on that entry)"},
 		{true, "mangle", []string{"tcp flags & (syn | ack) == syn ct status & (confirmed | dnat) == confirmed meta mark 3232235786 ct mark set jhash", " map @dsr-alt-"},
@@ -739,7 +739,7 @@ func TestPlanDSRLocalServing(t *testing.T) {
 			guard := false
 			for _, ch := range fake.Table.Chains {
 				for _, r := range ch.Rules {
-					guard = guard || strings.HasPrefix(r.Rule, "ether saddr @peer-macs ct mark set")
+					guard = guard || strings.HasPrefix(r.Rule, "ether saddr @peer-macs ct status & (confirmed | dnat) != confirmed ct mark set")
 				}
 			}
 			if guard != tc.wantGuard {
