@@ -181,7 +181,7 @@ func TestKernelLoopGuardIgnoresGARP(t *testing.T) {
 	}
 	// The connection PB served goes on even so: E's entry of it is an old forwarded one (confirmed,
 	// not DNATed at E), and the guard leaves such a packet to E's memory, which sends it to PB's
-	// node. Before that rule (2026-11-28) the guard took it for E's own, E could not DNAT it on a
+	// node. Before that rule (2026-11-27) the guard took it for E's own, E could not DNAT it on a
 	// confirmed entry, and it broke, as the chaos soak's did; a peer forwarding a flow E once
 	// forwarded itself (tables that disagree) met the same.
 	held.SetDeadline(time.Now().Add(2 * time.Second))
