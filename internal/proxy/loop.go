@@ -81,6 +81,7 @@ type proxier struct {
 	dead     map[string]bool
 	deadAt   map[string]death     // when and how each dead node was declared dead
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
+	peerSet  map[string]bool      // the detector's peers (for onEcho, which runs on its goroutine)
 	// dirty are the Services whose object or EndpointSlices changed since the last build, and
 	// allDirty says that anything else may have changed: the next build converts every Service.
 	dirty    map[nftrules.ServiceKey]bool
@@ -503,6 +504,9 @@ func (p *proxier) logSkipped(now map[nftrules.ServiceKey]error) {
 type death struct {
 	at       time.Time
 	together bool
+	// every: the batch left no peer answering (with two peers or more). It was this node that
+	// was cut off (its own link down, a partition of this node), not every other node at once.
+	every bool
 }
 
 // returning is a node that answers echo again after it was declared dead: since when, and the
@@ -534,6 +538,16 @@ type returning struct {
 // hold"). A node that died alone is held as above however soon it answers: answers right after a
 // single death are what a host on the segment that took over a cut node's address sends (the
 // replayed-heartbeat attack of the chaos soak), and the hold keeps the dead pods out meanwhile.
+//
+// Nodes declared dead in a batch that left no peer answering (two peers or more) are used again at
+// once however long the silence: this node was cut off (its link down, a partition of this node:
+// the chaos soak's responder-iface and partition faults), the others never stopped and their
+// endpoints never changed, so the hold would keep them out for all of returnHold while this node's
+// table disagreed with every other node's (the chaos soak of 2026-11-27 22:53: myk8s-worker3, back
+// from 5 s without its link, sent every new flow to its own pods for 30 s, and a reused port's SYN
+// that it could not serve had no other node to go to). The others saw this node die alone, and
+// hold it. A cluster that loses every node but this one at once and gets them back is taken for
+// this node's cut: their pods, if they restarted, are used before the kubelets report them.
 func (p *proxier) liveness() map[string]bool {
 	p.mu.Lock()
 	e := p.echo
@@ -559,13 +573,16 @@ func (p *proxier) liveness() map[string]bool {
 		}
 		return a.Addr.Compare(b.Addr)
 	})
-	if !slices.Equal(peers, p.peers) {
-		e.SetPeers(peers)
-		p.peers = peers
-	}
 	known := map[string]bool{}
 	for _, pe := range peers {
 		known[pe.Node] = true
+	}
+	if !slices.Equal(peers, p.peers) {
+		p.mu.Lock()
+		p.peerSet = known
+		p.mu.Unlock()
+		e.SetPeers(peers)
+		p.peers = peers
 	}
 	hold := cmp.Or(p.cfg.returnHold, 30*time.Second)
 	now := time.Now()
@@ -585,6 +602,10 @@ func (p *proxier) liveness() map[string]bool {
 			delete(p.deadAt, n)
 			if short := cmp.Or(p.cfg.shortDeath, time.Second); short > 0 && d.together && silence < short {
 				p.log.Info("node answers echo again after a short silence shared with other peers (this node stalled): using its endpoints at once", "node", n, "deadFor", silence)
+				continue
+			}
+			if d.every {
+				p.log.Info("node answers echo again after every peer fell silent at once (this node was cut off): using its endpoints at once", "node", n, "deadFor", silence)
 				continue
 			}
 			stale := map[string]bool{}
@@ -674,12 +695,25 @@ func (p *proxier) nodeEndpoints(node string) map[string]bool {
 func (p *proxier) onEcho(downs []liveness.Down) {
 	p.mu.Lock()
 	changed := false
+	// every: no peer left answering after this batch (see death).
+	every := len(downs) > 1 && len(p.peerSet) > 1
+	if every {
+		in := map[string]bool{}
+		for _, d := range downs {
+			in[d.Peer] = true
+		}
+		for n := range p.peerSet {
+			if !in[n] && !p.dead[n] {
+				every = false
+			}
+		}
+	}
 	for _, d := range downs {
 		if d.Peer == p.cfg.node.Name || p.dead[d.Peer] {
 			continue
 		}
 		p.dead[d.Peer] = true
-		p.deadAt[d.Peer] = death{at: time.Now(), together: len(downs) > 1}
+		p.deadAt[d.Peer] = death{at: time.Now(), together: len(downs) > 1, every: every}
 		changed = true
 		p.m.deaths.Inc()
 		p.log.Warn("node stopped answering echo: not using its endpoints", "node", d.Peer, "silence", d.Silence)

@@ -363,8 +363,9 @@ func TestNodePortAddressRefresh(t *testing.T) {
 // endpoint it had ready at its return has been reported again (seen not ready, or gone: its kubelet
 // restarted the pod), or until returnHold has passed (a partition, whose pods never stopped); dying
 // again while returning makes it dead again. Nodes declared dead together (this node's detector
-// stalled) that answer again within a second are used again at once (no node reboots that fast);
-// a node that died alone is held however soon it answers (an impostor answering for a cut node).
+// stalled) that answer again within a second are used again at once (no node reboots that fast),
+// and so are peers that all fell silent in one batch, however long (this node was cut off); a node
+// that died alone is held however soon it answers (an impostor answering for a cut node).
 func TestReturningNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// node-b runs two pods of svc (one slice holds both) and one of them is also in svc2.
@@ -517,6 +518,38 @@ func TestReturningNode(t *testing.T) {
 		up("node-b")
 		if d := last(); !d["node-b"] {
 			t.Fatalf("node-b died alone and answered again 200 ms later: dead %v, want it held out", d)
+		}
+
+		// This node cut off (its link down for 5 s): every peer falls silent in one batch and
+		// answers again 5 s later. They never stopped: used again at once, however long the
+		// silence (the chaos soak of 2026-11-27 22:53).
+		time.Sleep(25 * time.Second)
+		p.poke()
+		synctest.Wait()
+		if d := last(); len(d) != 0 {
+			t.Fatalf("node-b's hold passed: dead %v, want none", d)
+		}
+		fe.set("node-b", false)
+		fe.set("node-c", false)
+		p.onEcho([]liveness.Down{{Peer: "node-b"}, {Peer: "node-c"}})
+		synctest.Wait()
+		if d := last(); !d["node-b"] || !d["node-c"] {
+			t.Fatalf("every peer silent: dead %v, want both", d)
+		}
+		time.Sleep(5 * time.Second)
+		up("node-b")
+		up("node-c")
+		if d := last(); len(d) != 0 {
+			t.Fatalf("every peer silent at once for 5 s (this node cut off), then answering: dead %v, want none (used at once)", d)
+		}
+		// Not when they fell silent one after the other (two deaths, each alone): both held.
+		down("node-b")
+		down("node-c")
+		time.Sleep(5 * time.Second)
+		up("node-b")
+		up("node-c")
+		if d := last(); !d["node-b"] || !d["node-c"] {
+			t.Fatalf("node-b and node-c died one after the other and answered 5 s later: dead %v, want both held out", d)
 		}
 	})
 }
