@@ -768,11 +768,11 @@ func (p *proxier) syncDSR(ctx context.Context, m *nftrules.Model) error {
 		p.log.Warn("direct server return", "err", w)
 	}
 	if err == nil {
-		// UDP flows forwarded to an owner that left their port's owners: their entries go, so
-		// that the next datagram is hashed as a new flow (DNATed here if the hash says this
-		// node; conntrack.DSRMoved says why). Only after the new table is in: a datagram in
-		// between is marked by the new rules, and its entry is then selected too. Nothing is read
-		// unless an owner was lost (or on the first plan).
+		// Flows forwarded to an owner that left their port's owners (UDP: Nodes; TCP: Keep, the
+		// owner's pods gone): their entries go, so that the next packet is hashed as a new flow
+		// (DNATed here if the hash says this node; conntrack.DSRMoved says why). Only after the
+		// new table is in: a packet in between is marked by the new rules, and its entry is then
+		// selected too. Nothing is read unless an owner was lost (or on the first plan).
 		if p.ct != nil {
 			if fs := conntrack.DSRMoved(p.dsrPlan, &plan); len(fs) > 0 {
 				p.flushConntrack(ctx, fs)

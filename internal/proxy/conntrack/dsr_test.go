@@ -18,16 +18,19 @@ func TestDSRMoved(t *testing.T) {
 	idA, idB, idC := nftrules.NodeID(ips["node-a"]), nftrules.NodeID(ips["node-b"]), nftrules.NodeID(ips["node-c"])
 	dnsKey := nftrules.ServiceKey{Namespace: "ns1", Name: "dns"}
 	// plan is node-a's plan of ns1/dns: udp 53 and tcp 53 on vip (and vip2, vip6 when given), each
-	// owned by nodes.
+	// owned by nodes; the tcp port keeps every node's flows (all three list endpoints).
 	plan := func(ipsOf map[string]netip.Addr, addrs []netip.Addr, nodes ...string) *nftrules.DSRPlan {
 		return &nftrules.DSRPlan{Self: "node-a", NodeIPs: ipsOf, Ports: []nftrules.DSRPort{
 			{Service: dnsKey, Protocol: nftrules.UDP, Port: 53, Addrs: addrs, Nodes: nodes},
-			{Service: dnsKey, Protocol: nftrules.TCP, Port: 53, Addrs: addrs, Nodes: nodes},
+			{Service: dnsKey, Protocol: nftrules.TCP, Port: 53, Addrs: addrs, Nodes: nodes, Keep: []string{"node-a", "node-b", "node-c"}},
 		}}
 	}
 	one := []netip.Addr{vip}
 	f := func(addr netip.Addr, mark uint32) Filter {
 		return Filter{Protocol: nftrules.UDP, OrigDst: addr, DPort: 53, ReplySrc: addr, Mark: mark}
+	}
+	ft := func(addr netip.Addr, mark uint32) Filter {
+		return Filter{Protocol: nftrules.TCP, OrigDst: addr, DPort: 53, ReplySrc: addr, Mark: mark}
 	}
 	tcpOnly := plan(ips, one, "node-a", "node-b")
 	tcpOnly.Ports[0].Nodes = []string{"node-a"} // udp lost node-b: the tcp port's change alone selects nothing
@@ -37,7 +40,7 @@ func TestDSRMoved(t *testing.T) {
 		want     []Filter
 	}{
 		{"no plan", plan(ips, one, "node-a"), nil, nil},
-		{"first plan: this node's own mark, udp only", nil, plan(ips, one, "node-a", "node-b"), []Filter{f(vip, idA)}},
+		{"first plan: this node's own mark, udp and tcp", nil, plan(ips, one, "node-a", "node-b"), []Filter{f(vip, idA), ft(vip, idA)}},
 		{"first plan, this node without IPv4", nil, plan(map[string]netip.Addr{"node-b": ips["node-b"]}, one, "node-b"), nil},
 		{"no change", plan(ips, one, "node-a", "node-b"), plan(ips, one, "node-a", "node-b"), nil},
 		{"an owner added", plan(ips, one, "node-a"), plan(ips, one, "node-a", "node-b"), nil},
@@ -49,11 +52,22 @@ func TestDSRMoved(t *testing.T) {
 		{"this node lost itself: its mark once", plan(ips, one, "node-a", "node-b"), plan(ips, one, "node-b"), []Filter{f(vip, idA)}},
 		{"lost owner without an address in the old plan", plan(map[string]netip.Addr{"node-a": ips["node-a"]}, one, "node-a", "node-b"),
 			plan(ips, one, "node-a"), nil},
-		{"the tcp port lost an owner, the udp port did not", plan(ips, one, "node-a", "node-b"), func() *nftrules.DSRPlan {
+		{"the tcp port lost an owner of new flows, not of kept ones; the udp port lost none", plan(ips, one, "node-a", "node-b"), func() *nftrules.DSRPlan {
 			p := plan(ips, one, "node-a", "node-b")
-			p.Ports[1].Nodes = []string{"node-a"}
+			p.Ports[1].Nodes = []string{"node-a"} // node-b dead, its pods still listed
 			return p
 		}(), nil},
+		{"the tcp port's Keep lost a node (its pods gone): its mark and this node's", plan(ips, one, "node-a", "node-b", "node-c"), func() *nftrules.DSRPlan {
+			p := plan(ips, one, "node-a", "node-b", "node-c")
+			p.Ports[1].Nodes = []string{"node-a", "node-c"}
+			p.Ports[1].Keep = []string{"node-a", "node-c"}
+			return p
+		}(), []Filter{ft(vip, idA), ft(vip, idB)}},
+		{"both lost node-b", plan(ips, one, "node-a", "node-b"), func() *nftrules.DSRPlan {
+			p := plan(ips, one, "node-a")
+			p.Ports[1].Keep = []string{"node-a", "node-c"}
+			return p
+		}(), []Filter{f(vip, idA), f(vip, idB), ft(vip, idA), ft(vip, idB)}},
 		{"the udp port lost an owner", plan(ips, one, "node-a", "node-b"), tcpOnly, []Filter{f(vip, idA), f(vip, idB)}},
 		{"another port number: not the same port", plan(ips, one, "node-a", "node-b"), func() *nftrules.DSRPlan {
 			p := plan(ips, one, "node-a")

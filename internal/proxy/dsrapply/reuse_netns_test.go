@@ -153,7 +153,7 @@ func newReuseNodes(t *testing.T, ns map[string]string, ips map[string]netip.Addr
 	return n
 }
 
-func (n *reuseNodes) apply(node string, svc *nftrules.Service, dead ...string) {
+func (n *reuseNodes) apply(node string, svc *nftrules.Service, dead ...string) *nftrules.DSRPlan {
 	n.t.Helper()
 	m := &nftrules.Model{Node: nftrules.Node{Name: node}, Services: map[nftrules.ServiceKey]*nftrules.Service{svc.Key(): svc}}
 	for _, d := range dead {
@@ -172,6 +172,7 @@ func (n *reuseNodes) apply(node string, svc *nftrules.Service, dead ...string) {
 	if err := a.Apply(context.Background(), &plan); err != nil {
 		n.t.Fatalf("%s: %v", node, err)
 	}
+	return &plan
 }
 
 func (n *reuseNodes) applyAll(svc func() *nftrules.Service) {

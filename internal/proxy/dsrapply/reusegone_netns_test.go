@@ -2,13 +2,18 @@ package dsrapply_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
+
+	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
 	"github.com/ironlb/ironlb/internal/testbed/netnstest"
@@ -163,5 +168,87 @@ func TestKernelDSRReusedPortAfterClose(t *testing.T) {
 	if got, err := who(conn, r); err != nil || got != podE {
 		conntrackOf(t, e, "E", sport)
 		t.Fatalf("reused source port %d: answered by %q (%v), want E's own %s", sport, got, err, podE)
+	}
+}
+
+// TestKernelDSRReusedPortOwnerLeft: entry node E has a pod PE, backend node B has PB. A connection PB
+// serves ends without E seeing its end (the client aborts it and its reset goes elsewhere, as when
+// the layer-2 address moved to another entry, the chaos soak's broken held connections), so E's
+// one-way entry of it stays ESTABLISHED, remembering B, for days. Then PB is gone from the
+// EndpointSlices: every bucket is E's and B leaves the port's Keep. C reconnects from the same
+// source port. The SYN meets the old entry, which E cannot serve (no DNAT on a confirmed entry),
+// with no other node to go to: the control (before the proxy's cleanup) gets no answer. The
+// proxy's cleanup after the plan (conntrack.DSRMoved, over netlink, as the sync loop does) deletes
+// the entries naming an owner that left Keep, and this node's stuck ones: the next connection from
+// the port is served by PE. Skipped unless root with nft, ip, sysctl, ss and conntrack.
+func TestKernelDSRReusedPortOwnerLeft(t *testing.T) {
+	netnstest.Require(t, "ss", "conntrack")
+	const podE, podB = "10.244.1.5", "10.244.2.5"
+	ips := map[string]netip.Addr{"e": netip.MustParseAddr("192.0.2.11"), "b": netip.MustParseAddr("192.0.2.20")}
+	nss := dsrTopology(t, "ilbreusel", "e",
+		[]dsrHost{{"c", reuseClient}, {"e", "192.0.2.11"}, {"b", "192.0.2.20"}},
+		[]dsrPod{{"pe", "e", "10.244.1.1", podE}, {"pb", "b", "10.244.2.1", podB}})
+	c, e := nss["c"], nss["e"]
+	reuseServe(t, map[string]string{nss["pe"]: podE, nss["pb"]: podB})
+	nodes := newReuseNodes(t, map[string]string{"e": e, "b": nss["b"]}, ips, true)
+	epE := nftrules.Endpoint{Addr: netip.MustParseAddr(podE), Node: "e", Ready: true, Serving: true}
+	epB := nftrules.Endpoint{Addr: netip.MustParseAddr(podB), Node: "b", Ready: true, Serving: true}
+	nodes.apply("b", reuseService(epE, epB))
+	before := nodes.apply("e", reuseService(epE, epB))
+	nsh, err := netns.GetFromName(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := conntrack.NewNetlinkAt(nsh)
+	nsh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ct.Close)
+
+	sport, conn, _ := portServedBy(t, c, 49000, podB)
+	// C aborts the connection (a reset) that E never sees: C's own output drops it (C's firewall,
+	// with the test's nft).
+	nft := inspectNFT(t)
+	netnstest.Run(t, c, nft, "add table ip ilbdrop; add chain ip ilbdrop out { type filter hook output priority 0; }; add rule ip ilbdrop out tcp sport "+fmt.Sprint(sport)+" drop")
+	conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+	netnstest.Run(t, c, nft, "delete table ip ilbdrop")
+	out := netnstest.Run(t, e, "conntrack", "-L", "-p", "tcp", "--sport", fmt.Sprint(sport))
+	if !strings.Contains(out, "ESTABLISHED") || !strings.Contains(out, fmt.Sprintf("mark=%d ", nftrules.NodeID(ips["b"]))) {
+		t.Fatalf("E's entry of the aborted connection: want ESTABLISHED, remembering B:\n%s", out)
+	}
+
+	// PB is gone from the slices.
+	nodes.apply("b", reuseService(epE))
+	after := nodes.apply("e", reuseService(epE))
+
+	// Control: before the cleanup, the reused port's SYN is lost on E's old entry.
+	if conn, err := dialFrom(t, c, sport, dsrVIP+":80"); err == nil {
+		conn.Close()
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("control: port %d connected before the cleanup; the test would prove nothing", sport)
+	} else {
+		t.Logf("control: port %d before the cleanup: %v", sport, err)
+	}
+
+	fs := conntrack.DSRMoved(before, after)
+	n, err := ct.DeleteAll(context.Background(), fs)
+	if err != nil {
+		t.Fatalf("deleting %v: %v", fs, err)
+	}
+	t.Logf("E's cleanup: %d entries deleted by %v", n, fs)
+	if n == 0 {
+		t.Errorf("the cleanup deleted nothing")
+	}
+	conn, err = dialFrom(t, c, sport, dsrVIP+":80")
+	if err != nil {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d after the cleanup: connecting: %v", sport, err)
+	}
+	defer conn.Close()
+	if got, err := who(conn, bufio.NewReader(conn)); err != nil || got != podE {
+		conntrackOf(t, e, "E", sport)
+		t.Fatalf("reused source port %d after the cleanup: answered by %q (%v), want E's own %s", sport, got, err, podE)
 	}
 }

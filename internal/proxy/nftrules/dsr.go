@@ -49,7 +49,10 @@ import (
 // for the snat path). When a UDP flow moves, its remembered owner is replaced, so it stays with
 // its new owner after the old one comes back. A move to this node itself cannot be done by the
 // rules (the entry of a flow this node forwarded has no DNAT, and a confirmed entry is never NATed
-// again): the proxy deletes such entries after the plan (conntrack.DSRMoved).
+// again): the proxy deletes such entries after the plan (conntrack.DSRMoved). It deletes a TCP
+// flow's entry too when its remembered owner leaves Keep: sent by the hash to this node, the flow
+// would meet the same stuck entry (a black hole instead of a live pod's reset, and a client
+// reusing the port unanswered for as long as the entry lives).
 //
 // Rejoin (Beamer's daisy chaining, NSDI 2018). While a node R is dead to the others, its buckets
 // have substitute owners, and connections opened then live on the substitutes. When R returns its
