@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/ironlb/ironlb/internal/proxy/conntrack"
 	"github.com/ironlb/ironlb/internal/proxy/nftrules"
 	"github.com/ironlb/ironlb/internal/proxy/trace"
@@ -195,16 +193,7 @@ func TestKernelDSRReusedPortOwnerLeft(t *testing.T) {
 	epB := nftrules.Endpoint{Addr: netip.MustParseAddr(podB), Node: "b", Ready: true, Serving: true}
 	nodes.apply("b", reuseService(epE, epB))
 	before := nodes.apply("e", reuseService(epE, epB))
-	nsh, err := netns.GetFromName(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := conntrack.NewNetlinkAt(nsh)
-	nsh.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ct.Close)
+	ct := conntrackIn(t, e)
 
 	sport, conn, _ := portServedBy(t, c, 49000, podB)
 	// C aborts the connection (a reset) that E never sees: C's own output drops it (C's firewall,

@@ -57,16 +57,7 @@ func udpMovesToEntry(t *testing.T, fixed bool) {
 		}
 		appliers[node] = a
 	}
-	nsh, err := netns.GetFromName(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := conntrack.NewNetlinkAt(nsh)
-	nsh.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ct.Close)
+	ct := conntrackIn(t, e)
 
 	service := func() *nftrules.Service {
 		ep := func(addr, node string) nftrules.Endpoint {
@@ -190,4 +181,21 @@ func udpMovesToEntry(t *testing.T, fixed bool) {
 	if fixed && strings.Contains(out, "src="+dsrVIP+" dst=192.0.2.100") {
 		t.Errorf("E still holds an entry of the flows that was not DNATed")
 	}
+}
+
+// conntrackIn is the proxy's conntrack deleter (over netlink) in namespace ns, closed when the test
+// ends.
+func conntrackIn(t *testing.T, ns string) *conntrack.Netlink {
+	t.Helper()
+	nsh, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := conntrack.NewNetlinkAt(nsh)
+	nsh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ct.Close)
+	return ct
 }
