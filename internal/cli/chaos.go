@@ -33,8 +33,8 @@ With --conn-mode dsr (issue 19) the second Service is in direct-server-return mo
 also holds 20 keep-alive HTTP connections to it (a request every 200 ms each): a held connection that
 breaks (an error, or no answer for 5 s) is a violation unless a fault killed or cut off the node of the
 pod that served it (a power cut, a partition, its eth0 down, loss on its link) while it waited. The
-default is off: the dsr run still fails about one run in four, on a client's reused source port
-(docs/benchmarks.md, "The dsr soak, eight runs with captures"; issue 19).
+e2e suite's Chaos subtest runs dsr; the default is off, the only mode a kube-proxy lab can run
+(docs/benchmarks.md, "The dsr soak, after the loop guard's fix"; issue 19).
 A failover that no fault explains, and any change of a view, an election or an answering MAC during an
 attack, are violations; so is a run that injected a kind of its list not even once or made fewer than
 --min-checks checks. It prints a table of faults, violations by invariant, the longest failover window
@@ -73,7 +73,7 @@ Bring the lab up with --proxy=ironlb: kube-proxy keeps a dead node's endpoints f
 	f.StringVar(&faults, "faults", "", "comma-separated kinds to inject (default all: "+strings.Join(chaos.AllFaults, ",")+")")
 	f.StringVar(&o.RawDir, "raw-dir", "", "keep the probes' logs here")
 	f.IntVar(&o.MinChecks, "min-checks", 0, "fewest allocation checks the run must make (0: one per 3 s of --duration)")
-	f.StringVar(&o.ConnMode, "conn-mode", "off", "hold keep-alive connections to a probed Service in this ironlb.io/external-mode and fail when one breaks outside a fault that cut off its pod's node: dsr, snat (to see the invariant fail) or off (the dsr run still fails about one run in four: docs/benchmarks.md, issue 19)")
+	f.StringVar(&o.ConnMode, "conn-mode", "off", "hold keep-alive connections to a probed Service in this ironlb.io/external-mode and fail when one breaks outside a fault that cut off its pod's node: dsr (what the e2e suite's Chaos subtest runs), snat (to see the invariant fail) or off (no connections held; the only mode with kube-proxy)")
 	f.StringVar(&jsonOut, "json", "", "also write the result as JSON to this file")
 	return cmd
 }

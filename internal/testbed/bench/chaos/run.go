@@ -75,13 +75,10 @@ type Options struct {
 	// or a kind of Faults never injected, is a violation.
 	MinChecks int
 	// ConnMode is the ironlb.io/external-mode of the probed Service that holds connections
-	// (chaos-p2): "dsr", or "snat" to see the connection invariant fail; "off" (the default) holds
-	// no connections and leaves chaos-p2 as kube-proxy would serve it. The default is off because
-	// the dsr run still fails about one run in four: the held connections' invariant holds, but a
-	// probe's new connection that reuses the source port of one an entry node still holds a
-	// one-way conntrack entry of (a connection that ended without its FIN passing through that
-	// node) can be lost while a node returns (docs/benchmarks.md, "The dsr soak, eight runs with
-	// captures"; issue 19).
+	// (chaos-p2): "dsr" (the e2e suite's Chaos subtest), or "snat" to see the connection invariant
+	// fail; "off" (the default, the only mode with kube-proxy) holds no connections and leaves
+	// chaos-p2 as kube-proxy would serve it (docs/benchmarks.md, "The dsr soak, after the loop
+	// guard's fix"; issue 19).
 	ConnMode string
 	Log      func(format string, args ...any)
 }
