@@ -75,6 +75,9 @@ type proxier struct {
 	m          *metrics
 	localAddrs func() ([]netip.Addr, error) // addresses on the node's interfaces
 	kick       chan struct{}
+	// linkKick: a link the DSR routes go through came up (linkUp): a full sync at once, even
+	// while a failed one waits for its retry (the routes through the link went with it).
+	linkKick chan struct{}
 
 	mu       sync.Mutex // guards the following fields
 	echo     echoer     // nil while the echo detector is off
@@ -130,6 +133,7 @@ func newProxier(cfg loopConfig, log *slog.Logger, src source, fams []family, m *
 		cfg: cfg, log: log, src: src, fams: fams, m: m,
 		health:     healthcheck.NewProxyHealth(cmp.Or(cfg.healthTimeout, time.Minute), nil),
 		kick:       make(chan struct{}, 1),
+		linkKick:   make(chan struct{}, 1),
 		dead:       map[string]bool{},
 		deadAt:     map[string]death{},
 		dirty:      map[nftrules.ServiceKey]bool{},
@@ -203,8 +207,18 @@ func (p *proxier) wake() {
 	}
 }
 
+// linkUp says that a link the DSR routes go through came up (dsrapply.WatchLinks): the next sync
+// is a full one, at once, even during a failed sync's back-off.
+func (p *proxier) linkUp() {
+	select {
+	case p.linkKick <- struct{}{}:
+	default:
+	}
+}
+
 // run syncs on every poke, at most once per minSyncPeriod, fully every syncPeriod, and retries
-// failures with a back-off (each retry a full sync). It returns when ctx ends.
+// failures with a back-off (each retry a full sync); a link that comes up (linkUp) is synced at
+// once, back-off or not. It returns when ctx ends.
 func (p *proxier) run(ctx context.Context) error {
 	resync := time.NewTimer(p.cfg.syncPeriod)
 	defer resync.Stop()
@@ -231,6 +245,8 @@ func (p *proxier) run(ctx context.Context) error {
 		case <-resync.C:
 			full = true
 		case <-retry:
+		case <-p.linkKick:
+			full = true
 		case <-addrTick:
 			if !p.refreshAddrs() {
 				continue

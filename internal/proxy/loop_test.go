@@ -224,6 +224,41 @@ func TestLoopRetriesAndResyncs(t *testing.T) {
 	})
 }
 
+// TestLoopLinkUpSyncsAtOnce: a link the DSR routes go through came up (linkUp): a full sync at
+// once, even while a failed sync waits for its retry (a poke would wait), and one when nothing
+// failed too.
+func TestLoopLinkUpSyncsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rs := &recordingSyncer{err: errors.New("route of node node-b via 192.168.0.11 in table 6914: network is unreachable")}
+		p := testProxier(t, &staticSource{}, rs, loopConfig{syncPeriod: 10 * time.Minute, retryMax: 8 * time.Second})
+		stop := runLoop(t, p)
+		defer stop()
+		time.Sleep(1500 * time.Millisecond) // fails at 0 and 1 s; the next retry at 3 s
+		synctest.Wait()
+		if n := len(rs.calls()); n != 2 {
+			t.Fatalf("%d attempts in 1.5 s, want 2", n)
+		}
+		rs.setErr(nil)
+		p.poke()
+		synctest.Wait()
+		if n := len(rs.calls()); n != 2 {
+			t.Fatalf("a poke during back-off caused a sync: %d attempts", n)
+		}
+		p.linkUp()
+		synctest.Wait()
+		c := rs.calls()
+		if len(c) != 3 || !c[2].full || c[2].at.Sub(c[0].at) != 1500*time.Millisecond {
+			t.Fatalf("after linkUp at 1.5 s: %d attempts, the last at %v (full %v); want a full sync at once", len(c), c[len(c)-1].at.Sub(c[0].at), c[len(c)-1].full)
+		}
+		time.Sleep(time.Minute)
+		p.linkUp()
+		synctest.Wait()
+		if c := rs.calls(); len(c) != 4 || !c[3].full {
+			t.Errorf("linkUp with nothing failing: %d syncs, want a 4th, full", len(c))
+		}
+	})
+}
+
 func equalDurations(a, b []time.Duration) bool {
 	if len(a) != len(b) {
 		return false

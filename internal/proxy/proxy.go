@@ -291,6 +291,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if dsr != nil {
 		p.dsr, p.dsrDefault = dsr, extMode
+		// A link set down takes the DSR routes through it along; sync at once when it is back.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := dsrapply.WatchLinks(ioctx, nil, dsr.RouteLinks, p.linkUp); err != nil && ioctx.Err() == nil {
+				log.Warn("direct server return: links not watched; a link set down and up again gets its routes back at the next sync", "err", err)
+			}
+		}()
 		// Publish this node's MACs for the other nodes' loop guard (any Service may ask for DSR).
 		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
 			log.Warn("this node's MACs not published: other nodes' DSR loop guard will not know it", "err", err)

@@ -135,6 +135,8 @@ type Applier struct {
 	// floodFailed says a failure to write the flood table (flood.go, through syn's connection)
 	// was reported.
 	floodFailed bool
+	// links are the links DSR routes were written through (RouteLinks, WatchLinks).
+	links routeLinks
 }
 
 // New returns an Applier over table (a writer of family ip's table nftrules.DSRTableName) and
@@ -540,6 +542,7 @@ func (a *Applier) syncRoutes(want []nftrules.DSRRoute, vx int) error {
 			errs = append(errs, fmt.Errorf("route of node %s via %s in table %d: %w", r.Node, r.IP, t, err))
 			continue
 		}
+		a.links.add(rt.LinkIndex)
 		if m := nftrules.DSRMark(r.Slot); !haveLocal[m] {
 			rule := netlink.NewRule()
 			rule.Family = netlink.FAMILY_V4
