@@ -57,7 +57,6 @@ func (a *Applier) RouteLinks() []int {
 func WatchLinks(ctx context.Context, ns *netns.NsHandle, links func() []int, up func()) error {
 	ch := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
-	defer close(done)
 	errs := make(chan error, 1)
 	opts := netlink.LinkSubscribeOptions{Namespace: ns, ErrorCallback: func(err error) {
 		select {
@@ -66,8 +65,14 @@ func WatchLinks(ctx context.Context, ns *netns.NsHandle, links func() []int, up 
 		}
 	}}
 	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+		close(done)
 		return err
 	}
+	defer func() {
+		close(done)
+		for range ch { // the subscription's goroutine closes ch once its socket is closed
+		}
+	}()
 	running := map[int]bool{}
 	for {
 		select {

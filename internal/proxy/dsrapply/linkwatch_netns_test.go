@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,16 +24,7 @@ import (
 func TestKernelWatchLinks(t *testing.T) {
 	netnstest.Require(t, "ip")
 	forbidNFT(t)
-	ns := fmt.Sprintf("ironlb-dsrlink-%d", os.Getpid())
-	netnstest.Add(t, ns)
-	in := func(args ...string) string {
-		t.Helper()
-		return netnstest.Run(t, ns, args...)
-	}
-	in("ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
-	in("ip", "link", "set", "d1", "up")
-	in("ip", "addr", "add", "192.0.2.10/24", "dev", "d0")
-	in("ip", "link", "set", "d0", "up")
+	ns, in := vethNode(t, "ironlb-dsrlink")
 	a, h := applierIn(t, ns)
 	d0, err := h.LinkByName("d0")
 	if err != nil {

@@ -25,16 +25,7 @@ import (
 func TestKernelApply(t *testing.T) {
 	netnstest.Require(t, "ip")
 	nftPath := forbidNFT(t)
-	ns := fmt.Sprintf("ironlb-dsrtest-%d", os.Getpid())
-	netnstest.Add(t, ns)
-	in := func(args ...string) string {
-		t.Helper()
-		return netnstest.Run(t, ns, args...)
-	}
-	in("ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
-	in("ip", "link", "set", "d1", "up")
-	in("ip", "addr", "add", "192.0.2.10/24", "dev", "d0")
-	in("ip", "link", "set", "d0", "up")
+	ns, in := vethNode(t, "ironlb-dsrtest")
 	in("ip", "neigh", "replace", "192.0.2.11", "lladdr", "02:00:00:00:00:0b", "dev", "d0")
 
 	nsh, err := netns.GetFromName(ns)
@@ -224,4 +215,22 @@ func serveDatagrams(t *testing.T, ns, addr string, answer func(pc net.PacketConn
 			pc.WriteTo([]byte(answer(pc, from)), from)
 		}
 	}()
+}
+
+// vethNode makes a namespace (prefix and the test's pid) for node-a, whose InternalIP 192.0.2.10/24
+// is on d0, a veth whose peer d1 is up in the same namespace, and returns its name and a runner of
+// commands in it.
+func vethNode(t *testing.T, prefix string) (string, func(args ...string) string) {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	netnstest.Add(t, ns)
+	in := func(args ...string) string {
+		t.Helper()
+		return netnstest.Run(t, ns, args...)
+	}
+	in("ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+	in("ip", "link", "set", "d1", "up")
+	in("ip", "addr", "add", "192.0.2.10/24", "dev", "d0")
+	in("ip", "link", "set", "d0", "up")
+	return ns, in
 }
