@@ -84,7 +84,6 @@ type proxier struct {
 	dead     map[string]bool
 	deadAt   map[string]death     // when and how each dead node was declared dead
 	returned map[string]returning // nodes answering again whose endpoints are not trusted yet
-	peerSet  map[string]bool      // the detector's peers (for onEcho, which runs on its goroutine)
 	// dirty are the Services whose object or EndpointSlices changed since the last build, and
 	// allDirty says that anything else may have changed: the next build converts every Service.
 	dirty    map[nftrules.ServiceKey]bool
@@ -106,8 +105,8 @@ type proxier struct {
 	applied    *nftrules.Model // last model applied to every family
 	chains     map[knftables.Family]int
 	skipped    map[nftrules.ServiceKey]string // logged invalid Services and why
-	peers      []liveness.Peer
-	addrs      []netip.Addr // local addresses, when node-port CIDRs need them
+	peers      []liveness.Peer                // the detector's peers; written under mu (onEcho reads them on the detector's goroutine)
+	addrs      []netip.Addr                   // local addresses, when node-port CIDRs need them
 	addrsErr   error
 	dsr        dsrApplier // nil: no direct server return (no IPv4 table)
 	dsrDefault nftrules.ExternalMode
@@ -595,10 +594,9 @@ func (p *proxier) liveness() map[string]bool {
 	}
 	if !slices.Equal(peers, p.peers) {
 		p.mu.Lock()
-		p.peerSet = known
+		p.peers = peers
 		p.mu.Unlock()
 		e.SetPeers(peers)
-		p.peers = peers
 	}
 	hold := cmp.Or(p.cfg.returnHold, 30*time.Second)
 	now := time.Now()
@@ -712,14 +710,14 @@ func (p *proxier) onEcho(downs []liveness.Down) {
 	p.mu.Lock()
 	changed := false
 	// every: no peer left answering after this batch (see death).
-	every := len(downs) > 1 && len(p.peerSet) > 1
+	every := len(downs) > 1 && len(p.peers) > 1
 	if every {
 		in := map[string]bool{}
 		for _, d := range downs {
 			in[d.Peer] = true
 		}
-		for n := range p.peerSet {
-			if !in[n] && !p.dead[n] {
+		for _, pe := range p.peers {
+			if !in[pe.Node] && !p.dead[pe.Node] {
 				every = false
 			}
 		}
